@@ -1,0 +1,1 @@
+# adaptors: filled in by its issue

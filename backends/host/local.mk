@@ -1,0 +1,1 @@
+# backends/host: filled in by its issue

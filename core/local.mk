@@ -1,0 +1,26 @@
+# core/: the runtime, module table and loader, stream pool, registry, tracking.
+# libxdmcore is the whole core as a convenience library: libxdm is it with
+# only the xdm_ symbols exported, and internal unit tests link it directly.
+noinst_LTLIBRARIES += core/libxdmcore.la
+core_libxdmcore_la_SOURCES = \
+	core/internal.h \
+	core/error.c \
+	core/params.c \
+	core/module_table.c \
+	core/loader.c \
+	core/layer.c \
+	core/stream_pool.c \
+	core/event_pool.c \
+	core/registry.c \
+	core/tracking.c \
+	core/runtime.c \
+	core/runtime_table.c \
+	core/version.c
+core_libxdmcore_la_LIBADD = $(LIBS)
+
+lib_LTLIBRARIES += libxdm.la
+libxdm_la_SOURCES =
+nodist_EXTRA_libxdm_la_SOURCES = core/dummy.c
+libxdm_la_LIBADD = core/libxdmcore.la
+libxdm_la_LDFLAGS = -version-info $(XDM_LT_VERSION) -no-undefined \
+	-export-symbols-regex '^xdm_'

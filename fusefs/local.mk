@@ -1,0 +1,1 @@
+# fusefs: filled in by its issue

@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * module.h - the plugin ABI of xdm.
+ *
+ * A module is a shared object that exports one entry symbol,
+ * XDM_MODULE_ENTRY_SYMBOL, returning a NULL-terminated array of ops tables.
+ * Each table is one platform, backend or adaptor.  The core loads modules by
+ * name from the module path, checks each table's ABI version and size, and
+ * stacks instances of them ("layers") as the configuration says.
+ *
+ * Rules of the table:
+ *  - abi_major must equal XDM_ABI_MAJOR; the core refuses anything else.
+ *  - size is sizeof(struct xdm_ops) as the module was compiled; methods are
+ *    only ever appended, so an older, shorter table reads as NULL past its end.
+ *  - A NULL method in an adaptor forwards to its upstream layer.
+ *  - A NULL tracking method in a backend answers XDM_E_STREAM_MISUSE:
+ *    pretending to track cross-stream uses is worse than refusing.
+ *  - Backends that queue their frees on the block's stream opt in to the
+ *    core's block-use tracking by pointing the tracking methods at
+ *    xdm_track_record/prepare/finish/supported below.
+ */
+#ifndef XDM_MODULE_H
+#define XDM_MODULE_H
+
+#include <xdm/xdm.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XDM_ABI_MAJOR 1
+#define XDM_ABI_MINOR 0
+
+#define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
+
+enum xdm_module_kind {
+	XDM_KIND_PLATFORM = 1,	/* devices, streams, events, copies */
+	XDM_KIND_BACKEND = 2,	/* the base resource at the bottom of a stack */
+	XDM_KIND_ADAPTOR = 3,	/* a decorator over an upstream resource */
+};
+
+/* One instance of a module: a layer of a stack, or a runtime's platform. */
+struct xdm_layer;
+
+/* ---- parameters ------------------------------------------------------ */
+
+enum xdm_param_type {
+	XDM_PARAM_STRING = 1,
+	XDM_PARAM_SIZE,		/* xdm_parse_size(), % of the device's memory */
+	XDM_PARAM_UINT,
+	XDM_PARAM_BOOL,		/* true/false, yes/no, on/off, 1/0 */
+};
+
+/* A parameter a module accepts; the core rejects any other key. */
+struct xdm_param_spec {
+	const char *name;
+	enum xdm_param_type type;
+	const char *default_value;	/* NULL: absent unless given */
+	const char *help;
+};
+
+/* A layer's parsed and type-checked parameters. */
+struct xdm_params;
+
+XDM_API bool xdm_params_has(const struct xdm_params *p, const char *name);
+/* Value or default; NULL if neither.  Types were checked at load. */
+XDM_API const char *xdm_params_string(const struct xdm_params *p, const char *name);
+XDM_API uint64_t xdm_params_size(const struct xdm_params *p, const char *name);
+XDM_API uint64_t xdm_params_uint(const struct xdm_params *p, const char *name);
+XDM_API bool xdm_params_bool(const struct xdm_params *p, const char *name);
+
+/* ---- attributes ------------------------------------------------------ */
+
+/*
+ * One file of the introspection tree, sysfs-style: show writes one value and
+ * a newline into buf and returns its length (or a negative errno); store
+ * parses the whole value (a trailing newline is allowed) and returns 0, or
+ * -EINVAL changing nothing.  store is NULL for read-only attributes.
+ */
+struct xdm_attr {
+	const char *name;
+	unsigned int mode;		/* 0444 or 0644 */
+	const char *help;		/* unit and meaning, for the docs */
+	int (*show)(struct xdm_layer *self, char *buf, size_t len);
+	int (*store)(struct xdm_layer *self, const char *buf, size_t len);
+};
+
+/* ---- the ops table --------------------------------------------------- */
+
+struct xdm_ops {
+	/* header: never reordered */
+	uint32_t abi_major;
+	uint32_t abi_minor;
+	uint32_t size;			/* sizeof(struct xdm_ops) of the module */
+	uint32_t reserved;
+	const char *name;
+	enum xdm_module_kind kind;
+	const char *description;
+	const struct xdm_param_spec *params;	/* {NULL}-terminated, or NULL */
+	const struct xdm_attr *attrs;		/* {NULL}-terminated, or NULL */
+
+	/* every kind */
+	enum xdm_status (*init)(struct xdm_layer *self, const struct xdm_params *params);
+	void (*fini)(struct xdm_layer *self);
+
+	/* backend and adaptor */
+	enum xdm_status (*allocate)(struct xdm_layer *self, size_t bytes, xdm_stream_id stream,
+				    const char *tag, struct xdm_block *out);
+	enum xdm_status (*deallocate)(struct xdm_layer *self, struct xdm_block *block);
+	size_t (*bytes_outstanding)(struct xdm_layer *self);
+	enum xdm_status (*reap_pending)(struct xdm_layer *self);
+	enum xdm_status (*record_block_use)(struct xdm_layer *self, const struct xdm_block *block,
+					    xdm_stream_id use_stream);
+	bool (*supports_block_use_tracking)(struct xdm_layer *self);
+	enum xdm_status (*prepare_block_use)(struct xdm_layer *self, struct xdm_block_id id,
+					     xdm_stream_id use_stream, enum xdm_access access);
+	enum xdm_status (*finish_block_use)(struct xdm_layer *self, struct xdm_block_id id,
+					    xdm_stream_id use_stream, enum xdm_access access);
+
+	/* platform: native streams and events are opaque pointers */
+	const char *default_stack;	/* stack spec when the config names none */
+	enum xdm_status (*device_info)(struct xdm_layer *self, struct xdm_device_info *out);
+	enum xdm_status (*stream_create)(struct xdm_layer *self, void **stream);
+	void (*stream_destroy)(struct xdm_layer *self, void *stream);
+	enum xdm_status (*stream_synchronize)(struct xdm_layer *self, void *stream);
+	enum xdm_status (*event_create)(struct xdm_layer *self, void **event);
+	void (*event_destroy)(struct xdm_layer *self, void *event);
+	/* The event completes when the stream reaches this point. */
+	enum xdm_status (*event_record)(struct xdm_layer *self, void *event, void *stream);
+	/* The stream waits for the event's latest record as of this call. */
+	enum xdm_status (*stream_wait_event)(struct xdm_layer *self, void *stream, void *event);
+	enum xdm_status (*event_query)(struct xdm_layer *self, void *event, bool *done);
+	enum xdm_status (*event_synchronize)(struct xdm_layer *self, void *event);
+	enum xdm_status (*launch_host_func)(struct xdm_layer *self, void *stream,
+					    void (*fn)(void *arg), void *arg);
+	enum xdm_status (*memset_async)(struct xdm_layer *self, uint64_t ptr, int value,
+					size_t bytes, void *stream);
+	enum xdm_status (*memcpy_async)(struct xdm_layer *self, uint64_t dst, uint64_t src,
+					size_t bytes, void *stream);
+	/* append new methods here, and bump XDM_ABI_MINOR */
+};
+
+/* The smallest table the core accepts: everything up to memcpy_async. */
+#define XDM_OPS_MIN_SIZE \
+	(offsetof(struct xdm_ops, memcpy_async) + sizeof(((struct xdm_ops *)0)->memcpy_async))
+
+/* Fills the header of an ops table. */
+#define XDM_OPS_HEADER(mod_name, mod_kind)                                  \
+	.abi_major = XDM_ABI_MAJOR, .abi_minor = XDM_ABI_MINOR,             \
+	.size = sizeof(struct xdm_ops), .name = (mod_name), .kind = (mod_kind)
+
+#if defined(__GNUC__)
+#define XDM_MODULE_EXPORT __attribute__((visibility("default")))
+#else
+#define XDM_MODULE_EXPORT
+#endif
+
+/*
+ * XDM_MODULE(&a_ops, &b_ops) defines the entry symbol of a module.  Build
+ * modules with -fvisibility=hidden so that this is their only export.
+ */
+#define XDM_MODULE(...)                                                      \
+	XDM_MODULE_EXPORT const struct xdm_ops *const *xdm_module_entry(void); \
+	XDM_MODULE_EXPORT const struct xdm_ops *const *xdm_module_entry(void)  \
+	{                                                                    \
+		static const struct xdm_ops *const tables[] = { __VA_ARGS__, NULL }; \
+		return tables;                                               \
+	}
+
+typedef const struct xdm_ops *const *(*xdm_module_entry_fn)(void);
+
+/* ---- what a layer may ask of the core -------------------------------- */
+
+XDM_API void *xdm_layer_priv(const struct xdm_layer *self);
+XDM_API void xdm_layer_set_priv(struct xdm_layer *self, void *priv);
+/* The layer below; NULL for a backend. */
+XDM_API struct xdm_layer *xdm_layer_upstream(const struct xdm_layer *self);
+XDM_API uint32_t xdm_layer_ordinal(const struct xdm_layer *self);
+XDM_API const char *xdm_layer_name(const struct xdm_layer *self);
+/* The runtime's device (name, uuid, total memory, platform). */
+XDM_API const struct xdm_device_info *xdm_layer_device(const struct xdm_layer *self);
+
+/* Calls into the layer below, applying the NULL rules above. */
+XDM_API enum xdm_status xdm_up_allocate(struct xdm_layer *up, size_t bytes, xdm_stream_id stream,
+					const char *tag, struct xdm_block *out);
+XDM_API enum xdm_status xdm_up_deallocate(struct xdm_layer *up, struct xdm_block *block);
+XDM_API size_t xdm_up_bytes_outstanding(struct xdm_layer *up);
+XDM_API enum xdm_status xdm_up_reap_pending(struct xdm_layer *up);
+XDM_API enum xdm_status xdm_up_record_block_use(struct xdm_layer *up,
+						const struct xdm_block *block,
+						xdm_stream_id use_stream);
+XDM_API bool xdm_up_supports_block_use_tracking(struct xdm_layer *up);
+XDM_API enum xdm_status xdm_up_prepare_block_use(struct xdm_layer *up, struct xdm_block_id id,
+						 xdm_stream_id use_stream, enum xdm_access access);
+XDM_API enum xdm_status xdm_up_finish_block_use(struct xdm_layer *up, struct xdm_block_id id,
+						xdm_stream_id use_stream, enum xdm_access access);
+
+/* The runtime's platform, by stream id (INVALID for an unknown stream). */
+XDM_API void *xdm_layer_stream(const struct xdm_layer *self, xdm_stream_id stream);
+XDM_API uint32_t xdm_layer_stream_count(const struct xdm_layer *self);
+XDM_API enum xdm_status xdm_layer_launch_host(struct xdm_layer *self, xdm_stream_id stream,
+					      void (*fn)(void *arg), void *arg);
+XDM_API enum xdm_status xdm_layer_stream_synchronize(struct xdm_layer *self, xdm_stream_id stream);
+XDM_API enum xdm_status xdm_layer_memset(struct xdm_layer *self, uint64_t ptr, int value,
+					 size_t bytes, xdm_stream_id stream);
+XDM_API enum xdm_status xdm_layer_memcpy(struct xdm_layer *self, uint64_t dst, uint64_t src,
+					 size_t bytes, xdm_stream_id stream);
+
+/* The core's block-use tracking, for backends whose frees are stream-ordered. */
+XDM_API enum xdm_status xdm_track_record(struct xdm_layer *self, const struct xdm_block *block,
+					 xdm_stream_id use_stream);
+XDM_API bool xdm_track_supported(struct xdm_layer *self);
+XDM_API enum xdm_status xdm_track_prepare(struct xdm_layer *self, struct xdm_block_id id,
+					  xdm_stream_id use_stream, enum xdm_access access);
+XDM_API enum xdm_status xdm_track_finish(struct xdm_layer *self, struct xdm_block_id id,
+					 xdm_stream_id use_stream, enum xdm_access access);
+
+/* ---- errors ---------------------------------------------------------- */
+
+/* Set the calling thread's error detail; each returns code for `return`. */
+XDM_API enum xdm_status xdm_error_set(enum xdm_status code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+XDM_API enum xdm_status xdm_error_set_budget(size_t requested, size_t remaining,
+					     const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+XDM_API enum xdm_status xdm_error_set_block(enum xdm_status code, xdm_generation generation,
+					    enum xdm_bounds_side side, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+XDM_API enum xdm_status xdm_error_set_driver(int driver_code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- in-process modules ---------------------------------------------- */
+
+/*
+ * Register an ops table that lives in the calling program instead of a
+ * shared object; stacks may then name it.  The same checks as for a loaded
+ * module apply (ABI, size, kind, duplicate name).  The table must outlive
+ * every runtime that uses it.
+ */
+XDM_API enum xdm_status xdm_module_register(const struct xdm_ops *ops);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XDM_MODULE_H */

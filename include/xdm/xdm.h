@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xdm.h - the public API of libxdm, a stream-ordered device memory runtime.
+ *
+ * A program asks the runtime of a device ordinal for memory on a stream.  The
+ * runtime answers through a stack of memory resources (modules, see
+ * <xdm/module.h>) and keeps every live block in a registry.  Cross-stream use
+ * of a block is made safe by prepare/finish calls that queue event waits.
+ *
+ * Every call that can fail returns an enum xdm_status.  On failure the
+ * calling thread's last-error detail (xdm_last_error()) holds the payload and
+ * a sentence, in the manner of errno and dlerror().
+ */
+#ifndef XDM_XDM_H
+#define XDM_XDM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define XDM_API __attribute__((visibility("default")))
+#else
+#define XDM_API
+#endif
+
+/* Most device ordinals a process may hold a runtime for. */
+#define XDM_MAX_DEVICES 64
+/* Most streams (owned and imported) in one runtime's stream pool. */
+#define XDM_MAX_STREAMS 256
+/* Alignment of every block handed out, unless a layer reports more. */
+#define XDM_DEFAULT_ALIGN 256
+
+enum xdm_status {
+	XDM_OK = 0,
+	XDM_E_OUT_OF_BUDGET,	/* payload: requested, remaining */
+	XDM_E_DRIVER,		/* payload: driver_code and the driver's message */
+	XDM_E_STREAM_MISUSE,	/* payload: message says what was misused */
+	XDM_E_USE_AFTER_FREE,	/* payload: generation */
+	XDM_E_OUT_OF_BOUNDS,	/* payload: generation, side */
+	XDM_E_INVALID,		/* a bad argument */
+	XDM_E_NO_DEVICE,	/* no such device, or no driver for it */
+	XDM_E_NOT_SUPPORTED,	/* the stack or platform cannot do this */
+	XDM_E_CONFIG,		/* message: file:line:column: what is wrong */
+	XDM_E_MODULE,		/* message: module, path, what failed */
+	XDM_E_OUT_OF_MEMORY,	/* host memory, or a bounded resource, ran out */
+	XDM_STATUS_COUNT
+};
+
+/* Which canary of a block an OUT_OF_BOUNDS error found damaged. */
+enum xdm_bounds_side {
+	XDM_SIDE_NONE = 0,
+	XDM_SIDE_BEFORE,
+	XDM_SIDE_AFTER,
+};
+
+/* The calling thread's detail of the last failed call. */
+struct xdm_error {
+	enum xdm_status code;
+	size_t requested;		/* OUT_OF_BUDGET */
+	size_t remaining;		/* OUT_OF_BUDGET */
+	uint64_t generation;		/* USE_AFTER_FREE, OUT_OF_BOUNDS */
+	enum xdm_bounds_side side;	/* OUT_OF_BOUNDS */
+	int driver_code;		/* DRIVER */
+	char message[512];
+};
+
+XDM_API const char *xdm_strerror(enum xdm_status status);
+/* The calling thread's detail; never NULL.  code is XDM_OK if none. */
+XDM_API const struct xdm_error *xdm_last_error(void);
+XDM_API const char *xdm_last_error_message(void);
+XDM_API void xdm_error_clear(void);
+
+/* ---- blocks ---------------------------------------------------------- */
+
+typedef uint32_t xdm_stream_id;
+typedef uint64_t xdm_generation;
+
+enum xdm_access {
+	XDM_ACCESS_READ = 1,
+	XDM_ACCESS_WRITE = 2,
+	XDM_ACCESS_READ_WRITE = 3,
+};
+
+enum xdm_block_state {
+	XDM_BLOCK_LIVE = 0,	/* handed out; usable on its stream */
+	XDM_BLOCK_RETIRED,	/* freed, the free still queued on its stream */
+	XDM_BLOCK_QUARANTINED,	/* held back from reuse by a guard layer */
+	XDM_BLOCK_FREED,	/* gone; any use is a bug */
+};
+
+/* One allocation, owned by the caller until xdm_deallocate(). */
+struct xdm_block {
+	uint64_t ptr;			/* device (or host) address */
+	uint32_t ordinal;		/* device ordinal of the runtime */
+	xdm_stream_id stream;		/* allocation stream */
+	size_t bytes;			/* usable bytes, >= the request */
+	size_t align;			/* alignment of ptr */
+	const char *tag;		/* caller's tag; must outlive the block */
+	xdm_generation generation;	/* unique per allocation, never 0 */
+	enum xdm_block_state state;
+};
+
+/* A block's identity, cheap to copy; stale ids are caught by generation. */
+struct xdm_block_id {
+	uint64_t ptr;
+	xdm_generation generation;
+	xdm_stream_id stream;
+	uint32_t ordinal;
+};
+
+static inline struct xdm_block_id xdm_block_id_of(const struct xdm_block *b)
+{
+	struct xdm_block_id id = { b->ptr, b->generation, b->stream, b->ordinal };
+	return id;
+}
+
+/* ---- runtime --------------------------------------------------------- */
+
+struct xdm_runtime;
+
+/*
+ * The process-wide runtime of a device ordinal, built on first call from the
+ * configuration (XDM_CONFIG, else $(sysconfdir)/xdm.conf, else the embedded
+ * default).  Concurrent first callers wait for one build; later calls are
+ * lock-free.  A failed build leaves nothing behind and may be retried.
+ */
+XDM_API enum xdm_status xdm_runtime_get(uint32_t ordinal, struct xdm_runtime **out);
+
+/*
+ * A runtime that is not the singleton, around a caller-chosen stack.
+ * platform: a platform module name, or NULL for the configured platform(s).
+ * stack:    a stack spec in config syntax ("budget limit=1G | host"), or NULL
+ *           for the configured stack of this ordinal.
+ * Destroy it with xdm_runtime_destroy().
+ */
+XDM_API enum xdm_status xdm_runtime_create(uint32_t ordinal, const char *platform,
+					   const char *stack, struct xdm_runtime **out);
+/* Destroys a runtime from xdm_runtime_create(); singletons are refused. */
+XDM_API enum xdm_status xdm_runtime_destroy(struct xdm_runtime *rt);
+
+XDM_API uint32_t xdm_runtime_ordinal(const struct xdm_runtime *rt);
+
+XDM_API enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
+				     const char *tag, struct xdm_block *out);
+/* Queues the free on the block's stream after every recorded use.  The
+ * block is consumed whatever the status, except INVALID and USE_AFTER_FREE
+ * which mean the runtime did not recognise it. */
+XDM_API enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block);
+/* Bytes the stack holds for live and not-yet-reaped retired blocks. */
+XDM_API size_t xdm_bytes_outstanding(struct xdm_runtime *rt);
+XDM_API enum xdm_status xdm_reap_pending(struct xdm_runtime *rt);
+
+XDM_API bool xdm_supports_block_use_tracking(struct xdm_runtime *rt);
+/* An untyped use of block on stream: later writers and the free wait on it. */
+XDM_API enum xdm_status xdm_record_block_use(struct xdm_runtime *rt, const struct xdm_block *block,
+					     xdm_stream_id use_stream);
+/* Before the work is queued on use_stream: queue the waits access needs. */
+XDM_API enum xdm_status xdm_prepare_block_use(struct xdm_runtime *rt, struct xdm_block_id id,
+					      xdm_stream_id use_stream, enum xdm_access access);
+/* After the work is queued on use_stream: record its event. */
+XDM_API enum xdm_status xdm_finish_block_use(struct xdm_runtime *rt, struct xdm_block_id id,
+					     xdm_stream_id use_stream, enum xdm_access access);
+/* Validate an id against the registry and copy the live block out. */
+XDM_API enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
+					 struct xdm_block *out);
+
+/* Counters kept by the runtime itself, read without locks. */
+struct xdm_stats {
+	uint64_t bytes_outstanding;	/* bytes of live blocks */
+	uint64_t blocks_outstanding;
+	uint64_t bytes_peak;
+	uint64_t allocs;
+	uint64_t frees;
+	uint64_t failures;		/* failed allocations */
+	uint64_t waits_queued;		/* cross-stream event waits queued */
+	uint64_t events_recorded;
+};
+XDM_API void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out);
+
+/* ---- streams --------------------------------------------------------- */
+
+/* Streams 0 .. count-1 exist from the start; imported ones follow. */
+XDM_API uint32_t xdm_stream_count(struct xdm_runtime *rt);
+/* The platform's native handle (a CUstream on cuda). */
+XDM_API enum xdm_status xdm_stream_handle(struct xdm_runtime *rt, xdm_stream_id stream,
+					  void **handle);
+/* Adopt a caller's native stream; the runtime never destroys it. */
+XDM_API enum xdm_status xdm_stream_import(struct xdm_runtime *rt, void *handle,
+					  xdm_stream_id *out);
+XDM_API enum xdm_status xdm_stream_synchronize(struct xdm_runtime *rt, xdm_stream_id stream);
+/* Queue fn(arg) on the stream, ordered with everything else on it. */
+XDM_API enum xdm_status xdm_stream_launch_host(struct xdm_runtime *rt, xdm_stream_id stream,
+					       void (*fn)(void *arg), void *arg);
+
+/* ---- description ----------------------------------------------------- */
+
+struct xdm_device_info {
+	char name[128];
+	char uuid[40];		/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+	uint64_t total_bytes;
+	char platform[32];	/* the platform module's name */
+};
+XDM_API enum xdm_status xdm_runtime_device(struct xdm_runtime *rt, struct xdm_device_info *out);
+
+/* Layers from the top (0) down; the platform is not a layer. */
+XDM_API uint32_t xdm_runtime_layer_count(struct xdm_runtime *rt);
+XDM_API const char *xdm_runtime_layer_name(struct xdm_runtime *rt, uint32_t index);
+/* The stack as a spec string, top first, for display. */
+XDM_API enum xdm_status xdm_runtime_stack_spec(struct xdm_runtime *rt, char *buf, size_t len);
+/* Show or store one attribute of a layer, sysfs-style. */
+XDM_API enum xdm_status xdm_layer_attr_show(struct xdm_runtime *rt, uint32_t index,
+					    const char *attr, char *buf, size_t len);
+XDM_API enum xdm_status xdm_layer_attr_store(struct xdm_runtime *rt, uint32_t index,
+					     const char *attr, const char *value);
+
+/* ---- helpers --------------------------------------------------------- */
+
+/*
+ * Parse a size: "4096", "64K", "1.5G", "2T", "80%" (of percent_base), "max".
+ * Suffixes are powers of 1024, case-insensitive, with an optional "B"/"iB".
+ * Returns INVALID for anything else, for overflow, and for a % without base.
+ */
+XDM_API enum xdm_status xdm_parse_size(const char *text, uint64_t percent_base, uint64_t *out);
+
+XDM_API const char *xdm_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XDM_XDM_H */

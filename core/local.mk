@@ -13,6 +13,7 @@ core_libxdmcore_la_SOURCES = \
 	core/event_pool.c \
 	core/registry.c \
 	core/tracking.c \
+	core/runtime_build.c \
 	core/runtime.c \
 	core/runtime_table.c \
 	core/version.c

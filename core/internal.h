@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * internal.h - the core's own structures.  Modules never see this file:
+ * they reach the core through <xdm/module.h> only.
+ */
+#ifndef XDM_CORE_INTERNAL_H
+#define XDM_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <xdm/module.h>
+
+#include "core/conf.h"
+
+#define XDM_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- errors (error.c) ---------------------------------------------- */
+
+/* Prefix the thread's error message with "source:line:col: ". */
+XDM_HIDDEN void xdm_error_locate(const char *source, unsigned int line, unsigned int col);
+
+/* ---- module table (module_table.c, loader.c) ------------------------- */
+
+/* One registered ops table, copied so that a shorter (older) table reads
+ * as NULL past its end. */
+struct xdm_module_rec {
+	struct xdm_ops ops;
+	char *path;			/* the file, or "<in-process>" */
+};
+
+struct xdm_module_file {
+	char *path;			/* as found in the module path */
+	void *handle;			/* dlopen handle, never closed */
+};
+
+struct xdm_module_table {
+	pthread_mutex_t lock;
+	struct xdm_module_rec **recs;
+	size_t nrecs, caprecs;
+	struct xdm_module_file *files;
+	size_t nfiles, capfiles;
+};
+
+/* Which kinds a lookup accepts. */
+#define XDM_KIND_BIT(k) (1u << (k))
+#define XDM_KINDS_RESOURCE (XDM_KIND_BIT(XDM_KIND_BACKEND) | XDM_KIND_BIT(XDM_KIND_ADAPTOR))
+
+XDM_HIDDEN const char *xdm_kind_name(enum xdm_module_kind kind);
+/* Check a table and add it; who names it in messages, path is recorded.
+ * Caller holds the table lock. */
+XDM_HIDDEN enum xdm_status xdm_modules_add(struct xdm_module_table *t, const struct xdm_ops *ops,
+					   const char *who, const char *path);
+/* Find a registered table by name among kinds; NULL if none. */
+XDM_HIDDEN const struct xdm_module_rec *xdm_modules_lookup(struct xdm_module_table *t,
+							   const char *name, unsigned int kinds);
+/*
+ * Find name among kinds, loading NAME.so from the module path if it is not
+ * registered yet.  On failure sets the thread error (XDM_E_CONFIG for "no
+ * such file", XDM_E_MODULE otherwise) without any position prefix.
+ */
+XDM_HIDDEN enum xdm_status xdm_modules_resolve(struct xdm_module_table *t, const char *name,
+					       unsigned int kinds, const char *module_dir,
+					       const struct xdm_module_rec **out);
+
+/* ---- parameters (params.c) ------------------------------------------ */
+
+struct xdm_param_value {
+	const struct xdm_param_spec *spec;
+	char *text;			/* given or default; NULL if neither */
+	uint64_t number;		/* SIZE, UINT, BOOL (0/1) */
+	bool given;
+};
+
+struct xdm_params {
+	size_t n;
+	struct xdm_param_value *v;
+};
+
+/* Type-check layer's params against spec.  Errors carry source:line:col. */
+XDM_HIDDEN enum xdm_status xdm_params_build(const struct xdm_module_rec *mod,
+					    const struct xdm_conf_layer *layer,
+					    const char *source, uint64_t percent_base,
+					    struct xdm_params **out);
+XDM_HIDDEN void xdm_params_free(struct xdm_params *p);
+
+/* ---- layers (layer.c) ------------------------------------------------ */
+
+struct xdm_runtime;
+
+struct xdm_layer {
+	const struct xdm_ops *ops;	/* points into a module record */
+	const struct xdm_module_rec *mod;
+	void *priv;
+	struct xdm_layer *upstream;	/* NULL for a backend and a platform */
+	struct xdm_runtime *rt;
+	struct xdm_params *params;
+	char *spec;			/* "name k=v ..." as configured */
+	bool inited;
+};
+
+/* ---- streams (stream_pool.c) ----------------------------------------- */
+
+struct xdm_stream_slot {
+	void *handle;
+	bool owned;
+};
+
+struct xdm_stream_pool {
+	pthread_mutex_t lock;		/* serialises imports only */
+	_Atomic uint32_t count;
+	uint32_t owned;
+	struct xdm_stream_slot slots[XDM_MAX_STREAMS];
+};
+
+XDM_HIDDEN enum xdm_status xdm_stream_pool_init(struct xdm_runtime *rt, uint32_t count);
+XDM_HIDDEN void xdm_stream_pool_fini(struct xdm_runtime *rt);
+/* The native handle of a stream id, or NULL. */
+XDM_HIDDEN void *xdm_stream_native(struct xdm_runtime *rt, xdm_stream_id stream);
+
+/* ---- events (event_pool.c) ------------------------------------------- */
+
+/* Platform events are recycled: never created on the hot path once warm. */
+struct xdm_event_pool {
+	pthread_mutex_t lock;
+	void **free;
+	size_t nfree, cap;
+	_Atomic uint64_t created;
+};
+
+XDM_HIDDEN enum xdm_status xdm_event_get(struct xdm_runtime *rt, void **event);
+XDM_HIDDEN void xdm_event_put(struct xdm_runtime *rt, void *event);
+XDM_HIDDEN void xdm_event_pool_fini(struct xdm_runtime *rt);
+
+/* ---- live-block registry (registry.c) -------------------------------- */
+
+struct xdm_use_event {
+	void *event;
+	xdm_stream_id stream;
+};
+
+#define XDM_INLINE_READS 4
+
+/* The cross-stream state of one block (DESIGN: the stream-ordered contract). */
+struct xdm_use_track {
+	bool has_write;
+	struct xdm_use_event last_write;
+	uint32_t nreads, capreads;
+	struct xdm_use_event *reads;	/* inline_reads or heap */
+	struct xdm_use_event inline_reads[XDM_INLINE_READS];
+};
+
+struct xdm_reg_entry {
+	struct xdm_block block;
+	struct xdm_use_track track;
+	struct xdm_reg_entry *next;
+};
+
+#define XDM_REG_SHARDS 64
+
+struct xdm_reg_shard {
+	pthread_mutex_t lock;
+	struct xdm_reg_entry **buckets;
+	size_t nbuckets, count;
+	struct xdm_reg_entry *spare;	/* recycled entries */
+} __attribute__((aligned(64)));
+
+struct xdm_registry {
+	struct xdm_reg_shard shards[XDM_REG_SHARDS];
+};
+
+XDM_HIDDEN void xdm_registry_init(struct xdm_registry *reg);
+XDM_HIDDEN void xdm_registry_fini(struct xdm_runtime *rt);
+XDM_HIDDEN struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr);
+/* Insert a copy of block.  INVALID if its ptr is already live. */
+XDM_HIDDEN enum xdm_status xdm_registry_insert(struct xdm_registry *reg,
+					       const struct xdm_block *block);
+/* Find a live entry; caller holds the shard lock. NULL if none. */
+XDM_HIDDEN struct xdm_reg_entry *xdm_registry_find_locked(struct xdm_reg_shard *shard,
+							  uint64_t ptr);
+/* Unlink the entry of ptr whose generation matches; NULL if none. */
+XDM_HIDDEN struct xdm_reg_entry *xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
+						   xdm_generation generation);
+XDM_HIDDEN void xdm_registry_recycle(struct xdm_registry *reg, struct xdm_reg_entry *e);
+/* Visit every live block under each shard lock in turn (for snapshots). */
+XDM_HIDDEN void xdm_registry_for_each(struct xdm_registry *reg,
+				      void (*fn)(const struct xdm_reg_entry *e, void *arg),
+				      void *arg);
+
+/* ---- tracking (tracking.c) ------------------------------------------- */
+
+/* Before the free: make the block's stream wait on every recorded use and
+ * hand the events back to the pool. */
+XDM_HIDDEN enum xdm_status xdm_track_release(struct xdm_runtime *rt, struct xdm_reg_entry *e);
+
+/* ---- runtime (runtime.c, runtime_table.c) ---------------------------- */
+
+struct xdm_counters {
+	_Atomic uint64_t bytes;
+	_Atomic uint64_t blocks;
+	_Atomic uint64_t peak;
+	_Atomic uint64_t allocs;
+	_Atomic uint64_t frees;
+	_Atomic uint64_t failures;
+	_Atomic uint64_t waits;
+	_Atomic uint64_t events;
+};
+
+struct xdm_runtime {
+	uint32_t ordinal;
+	bool singleton;
+	struct xdm_layer platform;
+	struct xdm_device_info device;
+	struct xdm_layer *layers;	/* [0] is the top */
+	uint32_t nlayers;
+	struct xdm_stream_pool streams;
+	struct xdm_event_pool events;
+	struct xdm_registry registry;
+	struct xdm_counters counters;
+	_Atomic uint64_t next_generation;
+};
+
+/* The one piece of process-wide state: runtimes, modules, the config. */
+struct xdm_runtime_table {
+	pthread_mutex_t lock;		/* serialises first builds */
+	struct xdm_runtime *_Atomic runtimes[XDM_MAX_DEVICES];
+	struct xdm_config *config;	/* the singletons' configuration */
+	struct xdm_module_table modules;
+};
+
+XDM_HIDDEN struct xdm_runtime_table *xdm_table(void);
+
+/* Build a runtime from a parsed config (and optional spec override). */
+XDM_HIDDEN enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg,
+					     const char *platform, const char *stack,
+					     bool singleton, struct xdm_runtime **out);
+XDM_HIDDEN void xdm_runtime_teardown(struct xdm_runtime *rt);
+
+/* Layer calls used by the runtime itself. */
+XDM_HIDDEN const struct xdm_ops *xdm_platform_ops(struct xdm_runtime *rt);
+
+#endif /* XDM_CORE_INTERNAL_H */

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registry.c - the runtime's live blocks, keyed by address.
+ *
+ * Sharded by a hash of the address so that threads allocating different
+ * blocks rarely meet on a lock; each shard is a chained hash table that
+ * doubles when it gets full.  Introspection reads it under the same short
+ * shard locks; no shard lock is ever held across a blocking call.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+#define SHARD_BITS 6
+#define INITIAL_BUCKETS 64
+
+static uint64_t hash_ptr(uint64_t ptr)
+{
+	/* Blocks are at least 256-aligned: the low bits carry nothing. */
+	return (ptr >> 8) * 0x9e3779b97f4a7c15ull;
+}
+
+static size_t bucket_of(const struct xdm_reg_shard *shard, uint64_t ptr)
+{
+	return (size_t)(hash_ptr(ptr) >> 20) & (shard->nbuckets - 1);
+}
+
+void xdm_registry_init(struct xdm_registry *reg)
+{
+	for (int i = 0; i < XDM_REG_SHARDS; i++) {
+		memset(&reg->shards[i], 0, sizeof(reg->shards[i]));
+		pthread_mutex_init(&reg->shards[i].lock, NULL);
+	}
+}
+
+struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr)
+{
+	return &reg->shards[hash_ptr(ptr) >> (64 - SHARD_BITS)];
+}
+
+static bool grow(struct xdm_reg_shard *shard)
+{
+	size_t n = shard->nbuckets ? shard->nbuckets * 2 : INITIAL_BUCKETS;
+	struct xdm_reg_entry **buckets = calloc(n, sizeof(*buckets));
+	size_t old = shard->nbuckets;
+
+	if (!buckets)
+		return false;
+	shard->nbuckets = n;
+	for (size_t i = 0; i < old; i++) {
+		struct xdm_reg_entry *e = shard->buckets[i], *next;
+
+		for (; e; e = next) {
+			size_t b = bucket_of(shard, e->block.ptr);
+
+			next = e->next;
+			e->next = buckets[b];
+			buckets[b] = e;
+		}
+	}
+	free(shard->buckets);
+	shard->buckets = buckets;
+	return true;
+}
+
+struct xdm_reg_entry *xdm_registry_find_locked(struct xdm_reg_shard *shard, uint64_t ptr)
+{
+	struct xdm_reg_entry *e;
+
+	if (!shard->nbuckets)
+		return NULL;
+	for (e = shard->buckets[bucket_of(shard, ptr)]; e; e = e->next)
+		if (e->block.ptr == ptr)
+			return e;
+	return NULL;
+}
+
+static struct xdm_reg_entry *new_entry(struct xdm_reg_shard *shard)
+{
+	struct xdm_reg_entry *e = shard->spare;
+
+	if (e) {
+		shard->spare = e->next;
+		return e;
+	}
+	return malloc(sizeof(*e));
+}
+
+enum xdm_status xdm_registry_insert(struct xdm_registry *reg, const struct xdm_block *block)
+{
+	struct xdm_reg_shard *shard = xdm_registry_shard(reg, block->ptr);
+	struct xdm_reg_entry *e;
+	size_t b;
+
+	pthread_mutex_lock(&shard->lock);
+	if (shard->count >= shard->nbuckets * 2 && !grow(shard) && !shard->nbuckets)
+		goto oom;
+	if (xdm_registry_find_locked(shard, block->ptr)) {
+		pthread_mutex_unlock(&shard->lock);
+		return xdm_error_set(XDM_E_INVALID,
+				     "the stack returned address 0x%llx, which is already live",
+				     (unsigned long long)block->ptr);
+	}
+	e = new_entry(shard);
+	if (!e)
+		goto oom;
+	e->block = *block;
+	memset(&e->track, 0, sizeof(e->track));
+	e->track.reads = e->track.inline_reads;
+	e->track.capreads = XDM_INLINE_READS;
+	b = bucket_of(shard, block->ptr);
+	e->next = shard->buckets[b];
+	shard->buckets[b] = e;
+	shard->count++;
+	pthread_mutex_unlock(&shard->lock);
+	return XDM_OK;
+
+oom:
+	pthread_mutex_unlock(&shard->lock);
+	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of host memory for the block registry");
+}
+
+struct xdm_reg_entry *xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
+					xdm_generation generation)
+{
+	struct xdm_reg_shard *shard = xdm_registry_shard(reg, ptr);
+	struct xdm_reg_entry **pp, *e = NULL;
+
+	pthread_mutex_lock(&shard->lock);
+	if (!shard->nbuckets)
+		goto unlock;
+	for (pp = &shard->buckets[bucket_of(shard, ptr)]; *pp; pp = &(*pp)->next) {
+		if ((*pp)->block.ptr != ptr)
+			continue;
+		if ((*pp)->block.generation != generation)
+			break;
+		e = *pp;
+		*pp = e->next;
+		shard->count--;
+		break;
+	}
+unlock:
+	pthread_mutex_unlock(&shard->lock);
+	return e;
+}
+
+void xdm_registry_recycle(struct xdm_registry *reg, struct xdm_reg_entry *e)
+{
+	struct xdm_reg_shard *shard = xdm_registry_shard(reg, e->block.ptr);
+
+	if (e->track.reads != e->track.inline_reads)
+		free(e->track.reads);
+	pthread_mutex_lock(&shard->lock);
+	e->next = shard->spare;
+	shard->spare = e;
+	pthread_mutex_unlock(&shard->lock);
+}
+
+void xdm_registry_for_each(struct xdm_registry *reg,
+			   void (*fn)(const struct xdm_reg_entry *e, void *arg), void *arg)
+{
+	for (int i = 0; i < XDM_REG_SHARDS; i++) {
+		struct xdm_reg_shard *shard = &reg->shards[i];
+
+		pthread_mutex_lock(&shard->lock);
+		for (size_t b = 0; b < shard->nbuckets; b++)
+			for (struct xdm_reg_entry *e = shard->buckets[b]; e; e = e->next)
+				fn(e, arg);
+		pthread_mutex_unlock(&shard->lock);
+	}
+}
+
+static void free_chain(struct xdm_reg_entry *e, bool tracked)
+{
+	struct xdm_reg_entry *next;
+
+	for (; e; e = next) {
+		next = e->next;
+		if (tracked && e->track.reads != e->track.inline_reads)
+			free(e->track.reads);
+		free(e);
+	}
+}
+
+/*
+ * Entries still live at teardown belong to blocks the caller never freed;
+ * their events go back to the pool so that the platform can destroy them.
+ */
+void xdm_registry_fini(struct xdm_runtime *rt)
+{
+	struct xdm_registry *reg = &rt->registry;
+
+	for (int i = 0; i < XDM_REG_SHARDS; i++) {
+		struct xdm_reg_shard *shard = &reg->shards[i];
+
+		for (size_t b = 0; b < shard->nbuckets; b++) {
+			for (struct xdm_reg_entry *e = shard->buckets[b]; e; e = e->next) {
+				struct xdm_use_track *t = &e->track;
+
+				if (t->has_write)
+					xdm_event_put(rt, t->last_write.event);
+				for (uint32_t r = 0; r < t->nreads; r++)
+					xdm_event_put(rt, t->reads[r].event);
+			}
+			free_chain(shard->buckets[b], true);
+		}
+		free_chain(shard->spare, false);
+		free(shard->buckets);
+		pthread_mutex_destroy(&shard->lock);
+		memset(shard, 0, sizeof(*shard));
+	}
+}

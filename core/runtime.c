@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime.c - the runtime's calls: each forwards to the top of the stack and
+ * keeps the live-block registry and the counters that introspection reads.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+static enum xdm_status null_runtime(const char *fn)
+{
+	return xdm_error_set(XDM_E_INVALID, "%s: runtime is NULL", fn);
+}
+
+static void raise_peak(struct xdm_counters *c, uint64_t bytes)
+{
+	uint64_t peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
+
+	while (bytes > peak &&
+	       !atomic_compare_exchange_weak_explicit(&c->peak, &peak, bytes,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
+			     const char *tag, struct xdm_block *out)
+{
+	struct xdm_counters *c;
+	enum xdm_status st;
+	uint64_t now;
+
+	if (!rt || !out)
+		return xdm_error_set(XDM_E_INVALID, "xdm_allocate: NULL runtime or result");
+	c = &rt->counters;
+	if (bytes == 0) {
+		st = xdm_error_set(XDM_E_INVALID, "xdm_allocate: zero bytes requested");
+		goto failed;
+	}
+	if (!xdm_stream_native(rt, stream)) {
+		st = xdm_error_set(XDM_E_INVALID, "xdm_allocate: stream %u is not in the pool",
+				   stream);
+		goto failed;
+	}
+	/* Layers see the block's identity before they fill in the memory. */
+	*out = (struct xdm_block){
+		.ordinal = rt->ordinal,
+		.stream = stream,
+		.bytes = bytes,
+		.align = XDM_DEFAULT_ALIGN,
+		.tag = tag ? tag : "untagged",
+		.generation = atomic_fetch_add_explicit(&rt->next_generation, 1,
+							memory_order_relaxed),
+		.state = XDM_BLOCK_LIVE,
+	};
+	st = xdm_up_allocate(&rt->layers[0], bytes, stream, out->tag, out);
+	if (st)
+		goto failed;
+	st = xdm_registry_insert(&rt->registry, out);
+	if (st) {
+		struct xdm_error saved = *xdm_last_error();
+
+		xdm_up_deallocate(&rt->layers[0], out);
+		*(struct xdm_error *)xdm_last_error() = saved;
+		goto failed;
+	}
+	atomic_fetch_add_explicit(&c->allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->blocks, 1, memory_order_relaxed);
+	now = atomic_fetch_add_explicit(&c->bytes, out->bytes, memory_order_relaxed) + out->bytes;
+	raise_peak(c, now);
+	return XDM_OK;
+
+failed:
+	atomic_fetch_add_explicit(&c->failures, 1, memory_order_relaxed);
+	return st;
+}
+
+enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
+{
+	struct xdm_reg_entry *e;
+	enum xdm_status st, st_wait;
+
+	if (!rt || !block)
+		return xdm_error_set(XDM_E_INVALID, "xdm_deallocate: NULL runtime or block");
+	if (block->ordinal != rt->ordinal)
+		return xdm_error_set(XDM_E_INVALID,
+				     "xdm_deallocate: block of device %u given to the runtime of "
+				     "device %u", block->ordinal, rt->ordinal);
+	e = xdm_registry_take(&rt->registry, block->ptr, block->generation);
+	if (!e)
+		return xdm_error_set_block(XDM_E_USE_AFTER_FREE, block->generation, XDM_SIDE_NONE,
+					   "xdm_deallocate: block 0x%llx generation %llu is not "
+					   "live (double free or stale handle)",
+					   (unsigned long long)block->ptr,
+					   (unsigned long long)block->generation);
+	/* The registry's copy is authoritative: the caller's may be damaged. */
+	st_wait = xdm_track_release(rt, e);
+	st = xdm_up_deallocate(&rt->layers[0], &e->block);
+	atomic_fetch_add_explicit(&rt->counters.frees, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&rt->counters.blocks, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&rt->counters.bytes, e->block.bytes, memory_order_relaxed);
+	block->state = e->block.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : e->block.state;
+	xdm_registry_recycle(&rt->registry, e);
+	return st ? st : st_wait;
+}
+
+size_t xdm_bytes_outstanding(struct xdm_runtime *rt)
+{
+	return rt ? xdm_up_bytes_outstanding(&rt->layers[0]) : 0;
+}
+
+enum xdm_status xdm_reap_pending(struct xdm_runtime *rt)
+{
+	return rt ? xdm_up_reap_pending(&rt->layers[0]) : null_runtime("xdm_reap_pending");
+}
+
+bool xdm_supports_block_use_tracking(struct xdm_runtime *rt)
+{
+	return rt && xdm_up_supports_block_use_tracking(&rt->layers[0]);
+}
+
+enum xdm_status xdm_record_block_use(struct xdm_runtime *rt, const struct xdm_block *block,
+				     xdm_stream_id use_stream)
+{
+	if (!rt || !block)
+		return xdm_error_set(XDM_E_INVALID, "xdm_record_block_use: NULL runtime or block");
+	return xdm_up_record_block_use(&rt->layers[0], block, use_stream);
+}
+
+enum xdm_status xdm_prepare_block_use(struct xdm_runtime *rt, struct xdm_block_id id,
+				      xdm_stream_id use_stream, enum xdm_access access)
+{
+	if (!rt)
+		return null_runtime("xdm_prepare_block_use");
+	return xdm_up_prepare_block_use(&rt->layers[0], id, use_stream, access);
+}
+
+enum xdm_status xdm_finish_block_use(struct xdm_runtime *rt, struct xdm_block_id id,
+				     xdm_stream_id use_stream, enum xdm_access access)
+{
+	if (!rt)
+		return null_runtime("xdm_finish_block_use");
+	return xdm_up_finish_block_use(&rt->layers[0], id, use_stream, access);
+}
+
+enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
+				 struct xdm_block *out)
+{
+	struct xdm_reg_shard *shard;
+	struct xdm_reg_entry *e;
+	bool live;
+
+	if (!rt || !out)
+		return xdm_error_set(XDM_E_INVALID, "xdm_block_lookup: NULL runtime or result");
+	shard = xdm_registry_shard(&rt->registry, id.ptr);
+	pthread_mutex_lock(&shard->lock);
+	e = xdm_registry_find_locked(shard, id.ptr);
+	live = e && e->block.generation == id.generation;
+	if (live)
+		*out = e->block;
+	pthread_mutex_unlock(&shard->lock);
+	if (!live)
+		return xdm_error_set_block(XDM_E_USE_AFTER_FREE, id.generation, XDM_SIDE_NONE,
+					   "block 0x%llx generation %llu is not live",
+					   (unsigned long long)id.ptr,
+					   (unsigned long long)id.generation);
+	return XDM_OK;
+}
+
+void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
+{
+	const struct xdm_counters *c = &rt->counters;
+
+	out->bytes_outstanding = atomic_load_explicit(&c->bytes, memory_order_relaxed);
+	out->blocks_outstanding = atomic_load_explicit(&c->blocks, memory_order_relaxed);
+	out->bytes_peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
+	out->allocs = atomic_load_explicit(&c->allocs, memory_order_relaxed);
+	out->frees = atomic_load_explicit(&c->frees, memory_order_relaxed);
+	out->failures = atomic_load_explicit(&c->failures, memory_order_relaxed);
+	out->waits_queued = atomic_load_explicit(&c->waits, memory_order_relaxed);
+	out->events_recorded = atomic_load_explicit(&c->events, memory_order_relaxed);
+}
+
+uint32_t xdm_runtime_ordinal(const struct xdm_runtime *rt)
+{
+	return rt->ordinal;
+}
+
+enum xdm_status xdm_runtime_device(struct xdm_runtime *rt, struct xdm_device_info *out)
+{
+	if (!rt || !out)
+		return xdm_error_set(XDM_E_INVALID, "xdm_runtime_device: NULL argument");
+	*out = rt->device;
+	return XDM_OK;
+}
+
+uint32_t xdm_runtime_layer_count(struct xdm_runtime *rt)
+{
+	return rt->nlayers;
+}
+
+const char *xdm_runtime_layer_name(struct xdm_runtime *rt, uint32_t index)
+{
+	return index < rt->nlayers ? rt->layers[index].ops->name : NULL;
+}
+
+enum xdm_status xdm_runtime_stack_spec(struct xdm_runtime *rt, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	if (!rt || !buf || !len)
+		return xdm_error_set(XDM_E_INVALID, "xdm_runtime_stack_spec: bad argument");
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < rt->nlayers; i++) {
+		int n = snprintf(buf + used, len - used, "%s%s", i ? " | " : "",
+				 rt->layers[i].spec);
+
+		if (n < 0 || (size_t)n >= len - used)
+			return xdm_error_set(XDM_E_INVALID, "xdm_runtime_stack_spec: buffer of %zu "
+					     "bytes is too small", len);
+		used += (size_t)n;
+	}
+	return XDM_OK;
+}
+
+static enum xdm_status find_attr(struct xdm_runtime *rt, uint32_t index, const char *name,
+				 const struct xdm_attr **out)
+{
+	const struct xdm_attr *a;
+
+	if (!rt || !name || index >= rt->nlayers)
+		return xdm_error_set(XDM_E_INVALID, "no layer %u in this runtime", index);
+	for (a = rt->layers[index].ops->attrs; a && a->name; a++) {
+		if (strcmp(a->name, name) == 0) {
+			*out = a;
+			return XDM_OK;
+		}
+	}
+	return xdm_error_set(XDM_E_INVALID, "layer %u (%s) has no attribute '%s'", index,
+			     rt->layers[index].ops->name, name);
+}
+
+enum xdm_status xdm_layer_attr_show(struct xdm_runtime *rt, uint32_t index, const char *attr,
+				    char *buf, size_t len)
+{
+	const struct xdm_attr *a;
+	enum xdm_status st;
+	int n;
+
+	st = find_attr(rt, index, attr, &a);
+	if (st)
+		return st;
+	if (!a->show || !buf || !len)
+		return xdm_error_set(XDM_E_INVALID, "attribute '%s' cannot be shown here", attr);
+	n = a->show(&rt->layers[index], buf, len);
+	if (n < 0)
+		return xdm_error_set(XDM_E_INVALID, "attribute '%s': %s", attr, strerror(-n));
+	return XDM_OK;
+}
+
+enum xdm_status xdm_layer_attr_store(struct xdm_runtime *rt, uint32_t index, const char *attr,
+				     const char *value)
+{
+	const struct xdm_attr *a;
+	enum xdm_status st;
+	int n;
+
+	st = find_attr(rt, index, attr, &a);
+	if (st)
+		return st;
+	if (!a->store || !(a->mode & 0200))
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "attribute '%s' is read-only", attr);
+	if (!value)
+		return xdm_error_set(XDM_E_INVALID, "attribute '%s': NULL value", attr);
+	n = a->store(&rt->layers[index], value, strlen(value));
+	if (n < 0)
+		return xdm_error_set(XDM_E_INVALID, "attribute '%s': '%s' rejected: %s", attr, value,
+				     strerror(-n));
+	return XDM_OK;
+}

@@ -85,7 +85,7 @@ static enum xdm_status register_file(struct xdm_module_table *t, const char *nam
 	const struct xdm_ops *const *tables;
 	xdm_module_entry_fn entry;
 	size_t before = t->nrecs;
-	char who[PATH_TEXT_MAX + 64];
+	char who[PATH_TEXT_MAX + 512];
 	enum xdm_status st;
 
 	snprintf(who, sizeof(who), "module '%s' (%s)", name, path);

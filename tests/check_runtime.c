@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_runtime.c - the runtime: singletons and their first-call race,
+ * private runtimes, forwarding to the stack, the generation guard, the
+ * live-block registry and its counters, streams, and clean failure.
+ */
+#include "config.h"
+
+#include <stdatomic.h>
+
+#include <xdm/module.h>
+
+#include "tests/testutil.h"
+
+static struct xdm_runtime *host_runtime(const char *stack)
+{
+	struct xdm_runtime *rt = NULL;
+
+	TU_OK(xdm_runtime_create(0, "host", stack, &rt));
+	return rt;
+}
+
+START_TEST(allocate_fills_the_block)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block b;
+
+	TU_OK(xdm_allocate(rt, 1000, 1, "weights", &b));
+	ck_assert_uint_ne(b.ptr, 0);
+	ck_assert_uint_eq(b.ptr % XDM_DEFAULT_ALIGN, 0);
+	ck_assert_uint_ge(b.bytes, 1000);
+	ck_assert_uint_ge(b.align, XDM_DEFAULT_ALIGN);
+	ck_assert_uint_eq(b.ordinal, 0);
+	ck_assert_uint_eq(b.stream, 1);
+	ck_assert_str_eq(b.tag, "weights");
+	ck_assert_uint_gt(b.generation, 0);
+	ck_assert_int_eq(b.state, XDM_BLOCK_LIVE);
+	memset((void *)(uintptr_t)b.ptr, 0xab, 1000);	/* the memory is really there */
+	TU_OK(xdm_deallocate(rt, &b));
+	ck_assert_int_ne(b.state, XDM_BLOCK_LIVE);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(generations_are_unique)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block b[32];
+
+	for (int i = 0; i < 32; i++) {
+		TU_OK(xdm_allocate(rt, 256, 0, NULL, &b[i]));
+		if (i)
+			ck_assert_uint_gt(b[i].generation, b[i - 1].generation);
+	}
+	ck_assert_str_eq(b[0].tag, "untagged");
+	for (int i = 0; i < 32; i++)
+		TU_OK(xdm_deallocate(rt, &b[i]));
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(bad_arguments_are_invalid)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block b;
+	struct xdm_stats st;
+
+	ck_assert_int_eq(xdm_allocate(rt, 0, 0, "t", &b), XDM_E_INVALID);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "zero bytes"));
+	ck_assert_int_eq(xdm_allocate(rt, 64, 999, "t", &b), XDM_E_INVALID);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "stream 999"));
+	ck_assert_int_eq(xdm_allocate(rt, 64, 0, "t", NULL), XDM_E_INVALID);
+	ck_assert_int_eq(xdm_allocate(NULL, 64, 0, "t", &b), XDM_E_INVALID);
+	ck_assert_int_eq(xdm_deallocate(rt, NULL), XDM_E_INVALID);
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.failures, 2);
+	ck_assert_uint_eq(st.allocs, 0);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(double_free_is_use_after_free)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block b, copy;
+
+	TU_OK(xdm_allocate(rt, 4096, 0, "t", &b));
+	copy = b;
+	TU_OK(xdm_deallocate(rt, &b));
+	ck_assert_int_eq(xdm_deallocate(rt, &copy), XDM_E_USE_AFTER_FREE);
+	ck_assert_uint_eq(xdm_last_error()->generation, copy.generation);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(stale_id_after_reissue_is_use_after_free)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block old, b;
+	struct xdm_block_id old_id;
+	bool reissued = false;
+
+	TU_OK(xdm_allocate(rt, 4096, 0, "t", &old));
+	old_id = xdm_block_id_of(&old);
+	TU_OK(xdm_deallocate(rt, &old));
+	TU_OK(xdm_reap_pending(rt));
+	/* Keep allocating the same size until the address comes back. */
+	struct xdm_block keep[64];
+	int nkeep = 0;
+
+	for (int i = 0; i < 64 && !reissued; i++) {
+		TU_OK(xdm_allocate(rt, 4096, 0, "t", &b));
+		reissued = b.ptr == old_id.ptr;
+		keep[nkeep++] = b;
+	}
+	ck_assert_int_eq(xdm_block_lookup(rt, old_id, &b), XDM_E_USE_AFTER_FREE);
+	ck_assert_uint_eq(xdm_last_error()->generation, old_id.generation);
+	if (reissued) {
+		struct xdm_block_id now = xdm_block_id_of(&keep[nkeep - 1]);
+
+		ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "reissued"));
+		TU_OK(xdm_block_lookup(rt, now, &b));
+		ck_assert_uint_eq(b.generation, now.generation);
+		ck_assert_uint_ne(now.generation, old_id.generation);
+	}
+	for (int i = 0; i < nkeep; i++)
+		TU_OK(xdm_deallocate(rt, &keep[i]));
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(foreign_block_is_refused)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block b;
+
+	TU_OK(xdm_allocate(rt, 64, 0, "t", &b));
+	b.ordinal = 3;
+	ck_assert_int_eq(xdm_deallocate(rt, &b), XDM_E_INVALID);
+	b.ordinal = 0;
+	TU_OK(xdm_deallocate(rt, &b));
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(counters_follow_the_blocks)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block a, b;
+	struct xdm_stats st;
+
+	TU_OK(xdm_allocate(rt, 1000, 0, "t", &a));
+	TU_OK(xdm_allocate(rt, 3000, 0, "t", &b));
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.allocs, 2);
+	ck_assert_uint_eq(st.blocks_outstanding, 2);
+	ck_assert_uint_eq(st.bytes_outstanding, a.bytes + b.bytes);
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), a.bytes + b.bytes);
+	TU_OK(xdm_deallocate(rt, &a));
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.frees, 1);
+	ck_assert_uint_eq(st.bytes_outstanding, b.bytes);
+	ck_assert_uint_eq(st.bytes_peak, 4000);
+	TU_OK(xdm_deallocate(rt, &b));
+	TU_OK(xdm_reap_pending(rt));
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.blocks_outstanding, 0);
+	ck_assert_uint_eq(st.bytes_outstanding, 0);
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+static void bump(void *arg)
+{
+	atomic_fetch_add((_Atomic int *)arg, 1);
+}
+
+START_TEST(streams_import_and_launch)
+{
+	struct xdm_runtime *rt = host_runtime("host"), *other = host_runtime("host");
+	void *h0, *foreign;
+	xdm_stream_id id, again;
+	_Atomic int ran = 0;
+	uint32_t n = xdm_stream_count(rt);
+
+	ck_assert_uint_eq(n, 16);
+	TU_OK(xdm_stream_handle(rt, 0, &h0));
+	TU_OK(xdm_stream_import(rt, h0, &id));
+	ck_assert_uint_eq(id, 0);	/* already in the pool */
+	TU_OK(xdm_stream_handle(other, 3, &foreign));
+	TU_OK(xdm_stream_import(rt, foreign, &id));
+	ck_assert_uint_eq(id, n);
+	TU_OK(xdm_stream_import(rt, foreign, &again));
+	ck_assert_uint_eq(again, id);
+	ck_assert_uint_eq(xdm_stream_count(rt), n + 1);
+	TU_OK(xdm_stream_launch_host(rt, id, bump, (void *)&ran));
+	TU_OK(xdm_stream_synchronize(rt, id));
+	ck_assert_int_eq(atomic_load(&ran), 1);
+	ck_assert_int_eq(xdm_stream_handle(rt, n + 1, &h0), XDM_E_INVALID);
+	ck_assert_int_eq(xdm_stream_launch_host(rt, 0, NULL, NULL), XDM_E_INVALID);
+	/* The importing runtime goes first and must not destroy the stream. */
+	TU_OK(xdm_runtime_destroy(rt));
+	TU_OK(xdm_stream_launch_host(other, 3, bump, (void *)&ran));
+	TU_OK(xdm_stream_synchronize(other, 3));
+	ck_assert_int_eq(atomic_load(&ran), 2);
+	TU_OK(xdm_runtime_destroy(other));
+}
+END_TEST
+
+START_TEST(describes_device_and_stack)
+{
+	struct xdm_runtime *rt = host_runtime("host free=stream");
+	struct xdm_device_info dev;
+	char spec[256], val[64];
+
+	TU_OK(xdm_runtime_device(rt, &dev));
+	ck_assert_str_eq(dev.platform, "host");
+	ck_assert_uint_gt(dev.total_bytes, 0);
+	ck_assert_uint_eq(strlen(dev.uuid), 36);
+	ck_assert_uint_eq(xdm_runtime_ordinal(rt), 0);
+	ck_assert_uint_eq(xdm_runtime_layer_count(rt), 1);
+	ck_assert_str_eq(xdm_runtime_layer_name(rt, 0), "host");
+	ck_assert_ptr_null(xdm_runtime_layer_name(rt, 1));
+	TU_OK(xdm_runtime_stack_spec(rt, spec, sizeof(spec)));
+	ck_assert_str_eq(spec, "host free=stream");
+	ck_assert_int_eq(xdm_runtime_stack_spec(rt, spec, 4), XDM_E_INVALID);
+	TU_OK(xdm_layer_attr_show(rt, 0, "allocs", val, sizeof(val)));
+	ck_assert_str_eq(val, "0\n");
+	ck_assert_int_eq(xdm_layer_attr_show(rt, 0, "nosuch", val, sizeof(val)), XDM_E_INVALID);
+	ck_assert_int_eq(xdm_layer_attr_show(rt, 5, "allocs", val, sizeof(val)), XDM_E_INVALID);
+	ck_assert_int_eq(xdm_layer_attr_store(rt, 0, "allocs", "5"), XDM_E_NOT_SUPPORTED);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(missing_device_is_no_device)
+{
+	struct xdm_runtime *rt;
+
+	ck_assert_int_eq(xdm_runtime_create(1, "host", "host", &rt), XDM_E_NO_DEVICE);
+	ck_assert_int_eq(xdm_runtime_create(XDM_MAX_DEVICES, "host", "host", &rt),
+			 XDM_E_NO_DEVICE);
+	ck_assert_int_eq(xdm_runtime_get(XDM_MAX_DEVICES, &rt), XDM_E_NO_DEVICE);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "maximum"));
+}
+END_TEST
+
+START_TEST(failed_build_leaves_nothing)
+{
+	struct xdm_runtime *rt;
+
+	ck_assert_int_eq(xdm_runtime_create(0, "host", "host free=banana", &rt), XDM_E_CONFIG);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "<stack>:1:1:"));
+	ck_assert_int_eq(xdm_runtime_create(0, "host", "nosuch | host", &rt), XDM_E_CONFIG);
+	ck_assert_int_eq(xdm_runtime_create(0, "nosuchplatform", "host", &rt), XDM_E_CONFIG);
+	/* The same process still builds a good runtime afterwards. */
+	rt = host_runtime("host");
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* ---- singletons ------------------------------------------------------ */
+
+static _Atomic int counting_inits;
+
+static enum xdm_status counting_init(struct xdm_layer *self, const struct xdm_params *p)
+{
+	atomic_fetch_add(&counting_inits, 1);
+	tu_sleep_ms(20);	/* widen the window in which other callers arrive */
+	return XDM_OK;
+}
+
+static const struct xdm_ops counting_ops = {
+	XDM_OPS_HEADER("counting", XDM_KIND_ADAPTOR),
+	.init = counting_init,
+};
+
+static void use_config(const char *text)
+{
+	char *path = tu_write_temp(text);
+
+	setenv("XDM_CONFIG", path, 1);
+	free(path);
+}
+
+struct racer {
+	pthread_barrier_t *start;
+	struct xdm_runtime *rt;
+	enum xdm_status st;
+};
+
+static void *race_get(void *arg)
+{
+	struct racer *r = arg;
+
+	pthread_barrier_wait(r->start);
+	r->st = xdm_runtime_get(0, &r->rt);
+	return NULL;
+}
+
+START_TEST(first_get_race_builds_once)
+{
+	enum { N = 16 };
+	pthread_barrier_t start;
+	pthread_t t[N];
+	struct racer r[N];
+
+	TU_OK(xdm_module_register(&counting_ops));
+	use_config("platform = host\n[device 0]\nstack = counting | host\n");
+	pthread_barrier_init(&start, NULL, N);
+	for (int i = 0; i < N; i++) {
+		r[i] = (struct racer){ .start = &start };
+		pthread_create(&t[i], NULL, race_get, &r[i]);
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(r[i].st, XDM_OK);
+		ck_assert_ptr_eq(r[i].rt, r[0].rt);
+	}
+	ck_assert_int_eq(atomic_load(&counting_inits), 1);
+	ck_assert_str_eq(xdm_runtime_layer_name(r[0].rt, 0), "counting");
+	pthread_barrier_destroy(&start);
+}
+END_TEST
+
+START_TEST(singleton_is_not_destroyed)
+{
+	struct xdm_runtime *a, *b;
+
+	TU_OK(xdm_runtime_get(0, &a));
+	TU_OK(xdm_runtime_get(0, &b));
+	ck_assert_ptr_eq(a, b);
+	ck_assert_int_eq(xdm_runtime_destroy(a), XDM_E_INVALID);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "singleton"));
+}
+END_TEST
+
+START_TEST(bad_config_then_fixed_config)
+{
+	struct xdm_runtime *rt;
+	char *path = tu_write_temp("platform = host\n[device 0]\nstack = nosuch | host\n");
+	char want[512];
+
+	setenv("XDM_CONFIG", path, 1);
+	ck_assert_int_eq(xdm_runtime_get(0, &rt), XDM_E_CONFIG);
+	snprintf(want, sizeof(want), "%s:3:9: unknown module 'nosuch'", path);
+	ck_assert_msg(strstr(xdm_last_error_message(), want), "got: %s",
+		      xdm_last_error_message());
+	/* Nothing was stored: the next call tries again with the fixed file. */
+	use_config("platform = host\n");
+	TU_OK(xdm_runtime_get(0, &rt));
+	unlink(path);
+	free(path);
+}
+END_TEST
+
+START_TEST(embedded_default_falls_back_to_host)
+{
+	struct xdm_runtime *rt;
+	struct xdm_device_info dev;
+
+	unsetenv("XDM_CONFIG");
+	if (access(XDM_SYSCONF_FILE, F_OK) == 0)
+		return;	/* this machine has its own config; the default is not in play */
+	TU_OK(xdm_runtime_get(0, &rt));
+	TU_OK(xdm_runtime_device(rt, &dev));
+	/* Without a GPU (or without the cuda module) the default lands on host,
+	 * with the platform's own default stack. */
+	ck_assert_msg(strcmp(dev.platform, "host") == 0 || strcmp(dev.platform, "cuda") == 0,
+		      "platform %s", dev.platform);
+	if (strcmp(dev.platform, "host") == 0) {
+		char spec[64];
+
+		TU_OK(xdm_runtime_stack_spec(rt, spec, sizeof(spec)));
+		ck_assert_str_eq(spec, "host");
+	}
+}
+END_TEST
+
+static Suite *runtime_suite(void)
+{
+	Suite *s = suite_create("runtime");
+	TCase *tc = tcase_create("blocks");
+	TCase *ts = tcase_create("singletons");
+
+	tcase_add_test(tc, allocate_fills_the_block);
+	tcase_add_test(tc, generations_are_unique);
+	tcase_add_test(tc, bad_arguments_are_invalid);
+	tcase_add_test(tc, double_free_is_use_after_free);
+	tcase_add_test(tc, stale_id_after_reissue_is_use_after_free);
+	tcase_add_test(tc, foreign_block_is_refused);
+	tcase_add_test(tc, counters_follow_the_blocks);
+	tcase_add_test(tc, streams_import_and_launch);
+	tcase_add_test(tc, describes_device_and_stack);
+	tcase_add_test(tc, missing_device_is_no_device);
+	tcase_add_test(tc, failed_build_leaves_nothing);
+	suite_add_tcase(s, tc);
+	tcase_add_test(ts, first_get_race_builds_once);
+	tcase_add_test(ts, singleton_is_not_destroyed);
+	tcase_add_test(ts, bad_config_then_fixed_config);
+	tcase_add_test(ts, embedded_default_falls_back_to_host);
+	suite_add_tcase(s, ts);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(runtime_suite());
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * testutil.h - small helpers shared by the check suites: temp config files
+ * and an ordered log that host functions on several streams append to.
+ */
+#ifndef XDM_TESTUTIL_H
+#define XDM_TESTUTIL_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <check.h>
+#include <xdm/xdm.h>
+
+/* Write text to a fresh temp file; returns its malloc'd path. */
+static inline char *tu_write_temp(const char *text)
+{
+	char *path = strdup("/tmp/xdm-test-XXXXXX");
+	int fd = mkstemp(path);
+	FILE *f;
+
+	ck_assert_int_ge(fd, 0);
+	f = fdopen(fd, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static inline void tu_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+#define TU_LOG_MAX 64
+
+/* The order in which host functions ran, across streams. */
+struct tu_log {
+	pthread_mutex_t lock;
+	int n;
+	int ids[TU_LOG_MAX];
+};
+
+static inline void tu_log_init(struct tu_log *log)
+{
+	pthread_mutex_init(&log->lock, NULL);
+	log->n = 0;
+}
+
+static inline void tu_log_add(struct tu_log *log, int id)
+{
+	pthread_mutex_lock(&log->lock);
+	if (log->n < TU_LOG_MAX)
+		log->ids[log->n++] = id;
+	pthread_mutex_unlock(&log->lock);
+}
+
+/* Position of id in the log, or -1. */
+static inline int tu_log_pos(struct tu_log *log, int id)
+{
+	int pos = -1;
+
+	pthread_mutex_lock(&log->lock);
+	for (int i = 0; i < log->n; i++)
+		if (log->ids[i] == id)
+			pos = i;
+	pthread_mutex_unlock(&log->lock);
+	return pos;
+}
+
+/* One step of work on a stream: optionally sleep, touch memory, log. */
+struct tu_step {
+	struct tu_log *log;
+	int id;
+	int sleep_ms;
+	unsigned char *mem;	/* write value here, or read it into *seen */
+	int value;
+	int *seen;
+};
+
+static inline void tu_step_run(void *arg)
+{
+	struct tu_step *s = arg;
+
+	if (s->sleep_ms)
+		tu_sleep_ms(s->sleep_ms);
+	if (s->mem && s->seen)
+		*s->seen = s->mem[0];
+	else if (s->mem)
+		memset(s->mem, s->value, 64);
+	tu_log_add(s->log, s->id);
+}
+
+#define TU_OK(expr)                                                                     \
+	do {                                                                            \
+		enum xdm_status tu_st_ = (expr);                                         \
+		ck_assert_msg(tu_st_ == XDM_OK, "%s: %s (%s)", #expr, xdm_strerror(tu_st_), \
+			      xdm_last_error_message());                                  \
+	} while (0)
+
+static inline int tu_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif /* XDM_TESTUTIL_H */

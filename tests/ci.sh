@@ -1,0 +1,52 @@
+#!/bin/sh
+# The whole test job: a -Werror build and `make check`, the same suite again
+# under AddressSanitizer and UndefinedBehaviorSanitizer, then `make distcheck`
+# (which also builds a module out of tree against the installed headers).
+# Run from anywhere after tests/install-deps.sh.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+show_logs() {
+	echo "---- failing test logs in $1 ----"
+	for log in "$1"/tests/*.log "$1"/test-suite.log; do
+		[ -f "$log" ] || continue
+		grep -qE '^(FAIL|ERROR)|:F:|:E:' "$log" 2>/dev/null && { echo "== $log"; tail -60 "$log"; }
+	done
+	return 1
+}
+
+run_suite() {
+	dir=$1; shift
+	rm -rf "$dir"; mkdir -p "$dir"
+	(cd "$dir" && "$top/configure" --enable-werror "$@" >configure.out) ||
+		{ tail -30 "$dir/configure.out"; return 1; }
+	make -C "$dir" -j"$jobs" >"$dir/make.out" 2>&1 || { tail -40 "$dir/make.out"; return 1; }
+	make -C "$dir" -j"$jobs" check || show_logs "$dir"
+}
+
+autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
+echo "== build with -Werror and make check"
+run_suite build/ci-plain
+echo "== ASan + UBSan build and make check"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	run_suite build/ci-sanitizers --enable-sanitizers
+echo "== make distcheck"
+make -C build/ci-plain -j"$jobs" distcheck >build/ci-plain/distcheck.out 2>&1 ||
+	{ tail -60 build/ci-plain/distcheck.out; exit 1; }
+grep -E 'archives ready|is ready for distribution' build/ci-plain/distcheck.out || true
+# One closing line for machines: check test cases (plus the script tests)
+# of both suites, as counted by their own logs.
+summary() {
+	cat "$1"/tests/*.log 2>/dev/null | awk '
+		/Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+/ {
+			gsub(/[,%:]/, " "); for (i = 1; i <= NF; i++) {
+				if ($i == "Checks") c += $(i + 1); if ($i == "Failures") f += $(i + 1)
+				if ($i == "Errors") e += $(i + 1) } }
+		END { printf "%d %d\n", c - f - e, f + e }'
+}
+set -- $(summary build/ci-plain) $(summary build/ci-sanitizers)
+scripts=$(grep -hE '^# (PASS|SKIP):' build/ci-plain/test-suite.log | awk '{print $3}' | paste -sd' ')
+echo "ci: automake results (pass skip) of the plain build: $scripts"
+echo "ci: $(($1 + $3)) passed, $(($2 + $4)) failed"

@@ -1,0 +1,13 @@
+#!/bin/sh
+# Install what building and testing xdm needs on Debian 12 (bookworm).
+# Runs apt-get as root, or through sudo when run by another user.
+set -eu
+pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev
+      libfuse3-dev fuse3 python3"
+as_root=""
+[ "$(id -u)" -eq 0 ] || as_root="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$as_root apt-get update -qq
+# shellcheck disable=SC2086
+$as_root apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+echo "install-deps: installed $(echo $pkgs | wc -w) packages"

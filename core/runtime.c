@@ -172,7 +172,15 @@ enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
 
 void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 {
-	const struct xdm_counters *c = &rt->counters;
+	const struct xdm_counters *c;
+
+	if (!out)
+		return;
+	if (!rt) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
+	c = &rt->counters;
 
 	out->bytes_outstanding = atomic_load_explicit(&c->bytes, memory_order_relaxed);
 	out->blocks_outstanding = atomic_load_explicit(&c->blocks, memory_order_relaxed);
@@ -186,7 +194,7 @@ void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 
 uint32_t xdm_runtime_ordinal(const struct xdm_runtime *rt)
 {
-	return rt->ordinal;
+	return rt ? rt->ordinal : UINT32_MAX;
 }
 
 enum xdm_status xdm_runtime_device(struct xdm_runtime *rt, struct xdm_device_info *out)
@@ -199,12 +207,12 @@ enum xdm_status xdm_runtime_device(struct xdm_runtime *rt, struct xdm_device_inf
 
 uint32_t xdm_runtime_layer_count(struct xdm_runtime *rt)
 {
-	return rt->nlayers;
+	return rt ? rt->nlayers : 0;
 }
 
 const char *xdm_runtime_layer_name(struct xdm_runtime *rt, uint32_t index)
 {
-	return index < rt->nlayers ? rt->layers[index].ops->name : NULL;
+	return rt && index < rt->nlayers ? rt->layers[index].ops->name : NULL;
 }
 
 enum xdm_status xdm_runtime_stack_spec(struct xdm_runtime *rt, char *buf, size_t len)

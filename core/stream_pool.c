@@ -13,7 +13,11 @@
 
 void *xdm_stream_native(struct xdm_runtime *rt, xdm_stream_id stream)
 {
-	uint32_t count = atomic_load_explicit(&rt->streams.count, memory_order_acquire);
+	uint32_t count;
+
+	if (!rt)
+		return NULL;
+	count = atomic_load_explicit(&rt->streams.count, memory_order_acquire);
 
 	return stream < count ? rt->streams.slots[stream].handle : NULL;
 }
@@ -51,6 +55,8 @@ void xdm_stream_pool_fini(struct xdm_runtime *rt)
 
 uint32_t xdm_stream_count(struct xdm_runtime *rt)
 {
+	if (!rt)
+		return 0;
 	return atomic_load_explicit(&rt->streams.count, memory_order_acquire);
 }
 

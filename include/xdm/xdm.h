@@ -143,6 +143,7 @@ XDM_API enum xdm_status xdm_runtime_create(uint32_t ordinal, const char *platfor
 /* Destroys a runtime from xdm_runtime_create(); singletons are refused. */
 XDM_API enum xdm_status xdm_runtime_destroy(struct xdm_runtime *rt);
 
+/* UINT32_MAX for a NULL runtime. */
 XDM_API uint32_t xdm_runtime_ordinal(const struct xdm_runtime *rt);
 
 XDM_API enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,

@@ -25,3 +25,4 @@ nodist_EXTRA_libxdm_la_SOURCES = core/dummy.c
 libxdm_la_LIBADD = core/libxdmcore.la
 libxdm_la_LDFLAGS = -version-info $(XDM_LT_VERSION) -no-undefined \
 	-export-symbols-regex '^xdm_'
+dist_man_MANS += man/xdm.3

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * config.h - the parsed form of xdm.conf (see man/xdm.conf.5).
+ * conf.h - the parsed form of xdm.conf (see man/xdm.conf.5).
  *
  * The parser checks syntax and the keys it knows; whether a module or a
  * module's parameter exists is checked later, when the runtime loads the

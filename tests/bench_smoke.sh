@@ -1,0 +1,161 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# bench_smoke.sh - xdm-bench runs every workload on the host stack, prints
+# valid JSON and a table, leaves nothing outstanding, and says no clearly.
+#
+# Exit 0 pass, 1 fail, 77 skip (the binary was not built).  Run by make
+# check from the build directory, with XDM_TOP_BUILDDIR, XDM_MODULE_PATH
+# and XDM_CONFIG (a host-platform config) set by the harness.
+
+set -u
+
+top=${XDM_TOP_BUILDDIR:-.}
+bench=$top/tools/xdm-bench
+if [ ! -x "$bench" ]; then
+	echo "SKIP: $bench is not built"
+	exit 77
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench_smoke.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	for f in "$tmp"/err*; do
+		[ -s "$f" ] && { echo "--- $f" >&2; cat "$f" >&2; }
+	done
+	exit 1
+}
+
+# run NAME ARGS...: runs the bench, stdout to $tmp/NAME, stderr to
+# $tmp/err.NAME, and leaves its exit status in $rc.
+run() {
+	name=$1
+	shift
+	"$bench" "$@" >"$tmp/$name" 2>"$tmp/err.$name"
+	rc=$?
+}
+
+# ---- the main job, as JSON ---------------------------------------------
+run all.json --stack host --platform host --workload all --iterations 2000 --repeat 2 --json
+[ "$rc" -eq 0 ] || fail "--workload all --json exited $rc, not 0"
+
+if command -v python3 >/dev/null 2>&1; then
+	python3 - "$tmp/all.json" <<'PY' || fail "the JSON of --workload all is wrong (above)"
+import json, sys
+
+with open(sys.argv[1]) as f:
+    doc = json.load(f)
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what, file=sys.stderr)
+        sys.exit(1)
+
+res = doc["results"]
+for w, n in (("pair", 5), ("random", 1), ("threads", 3)):
+    rows = [r for r in res if r["workload"] == w]
+    check(len(rows) == n, "%d %s results, expected %d" % (len(rows), w, n))
+for r in res:
+    check(r["subject"] == "xdm", "subject %r" % r["subject"])
+    check(r["ops"] > 0 and r["runs"] == 2, "ops/runs of %r" % r)
+    check(r["median_ns"] > 0 and 0 < r["min_ns"] <= r["median_ns"], "times of %r" % r)
+    check(r["ops_per_s"] > 0, "ops_per_s of %r" % r)
+pair = [r for r in res if r["workload"] == "pair"]
+check([r["bytes"] for r in pair] == [256, 4096, 65536, 1 << 20, 16 << 20],
+      "pair sizes %r" % [r["bytes"] for r in pair])
+check(all(r["ops"] == 2000 for r in pair), "--iterations 2000 not obeyed by pair")
+rnd = [r for r in res if r["workload"] == "random"][0]
+check(rnd["ops"] == 2000, "random ops %r" % rnd["ops"])
+check(256 <= rnd["peak_live_bytes"] and 1 <= rnd["peak_live_blocks"] <= 1000,
+      "random peak %r" % rnd)
+thr = [r for r in res if r["workload"] == "threads"]
+check([r["threads"] for r in thr] == [1, 4, 16], "thread counts %r" % thr)
+check(all(r["ops"] == 2000 * r["threads"] for r in thr), "threads ops")
+
+check(doc["device"]["platform"] == "host", "platform %r" % doc["device"])
+check("host" in doc["stack"], "stack %r" % doc["stack"])
+after = [c["after"] for c in doc["counters"]]
+check(after == ["pair", "random", "threads"], "counters rows %r" % after)
+
+fin = doc["final"]
+check(len(fin) == 1 and fin[0]["subject"] == "xdm", "final %r" % fin)
+c = fin[0]
+check(c["blocks_outstanding"] == 0, "blocks_outstanding %d" % c["blocks_outstanding"])
+check(c["bytes_outstanding"] == 0, "bytes_outstanding %d" % c["bytes_outstanding"])
+check(c["xdm_bytes_outstanding"] == 0, "xdm_bytes_outstanding %d" % c["xdm_bytes_outstanding"])
+check(c["allocs"] == c["frees"], "allocs %d != frees %d" % (c["allocs"], c["frees"]))
+# warm-up + 2 runs of every pair size and every thread count, at least
+least = 3 * 2000 * 5 + 3 * 2000 * (1 + 4 + 16)
+check(c["allocs"] >= least, "allocs %d < %d" % (c["allocs"], least))
+check(c["failures"] == 0, "failures %d" % c["failures"])
+check(c["bytes_peak"] >= 16 << 20, "bytes_peak %d" % c["bytes_peak"])
+check(doc["leak"] is False, "leak flag")
+PY
+else
+	# Without python3: the same facts, by pattern.
+	for w in pair random threads; do
+		grep -q "\"workload\": \"$w\"" "$tmp/all.json" || fail "no $w result in the JSON"
+	done
+	final=$(sed -n '/"final"/{n;p;}' "$tmp/all.json")
+	echo "$final" | grep -q '"bytes_outstanding": 0,' || fail "final bytes_outstanding: $final"
+	echo "$final" | grep -q '"blocks_outstanding": 0,' || fail "final blocks_outstanding: $final"
+	echo "$final" | grep -q '"xdm_bytes_outstanding": 0}' || fail "final xdm_bytes_outstanding: $final"
+	allocs=$(echo "$final" | sed -n 's/.*"allocs": \([0-9]*\).*/\1/p')
+	frees=$(echo "$final" | sed -n 's/.*"frees": \([0-9]*\).*/\1/p')
+	[ -n "$allocs" ] && [ "$allocs" = "$frees" ] || fail "allocs $allocs != frees $frees"
+	grep -q '"leak": false' "$tmp/all.json" || fail "leak flag"
+fi
+[ -s "$tmp/err.all.json" ] && fail "the JSON run wrote to stderr"
+
+# ---- the same seed replays the same random workload --------------------
+run seed1 --stack host --platform host --workload random --iterations 3000 --repeat 1 --seed 7 --json
+[ "$rc" -eq 0 ] || fail "random --seed 7 exited $rc"
+run seed2 --stack host --platform host --workload random --iterations 3000 --repeat 1 --seed 7 --json
+[ "$rc" -eq 0 ] || fail "random --seed 7 (again) exited $rc"
+p1=$(grep -o '"peak_live_bytes": [0-9]*, "peak_live_blocks": [0-9]*' "$tmp/seed1")
+p2=$(grep -o '"peak_live_bytes": [0-9]*, "peak_live_blocks": [0-9]*' "$tmp/seed2")
+[ -n "$p1" ] && [ "$p1" = "$p2" ] || fail "--seed 7 twice gave '$p1' and '$p2'"
+
+# ---- the human table ---------------------------------------------------
+run table --stack host --platform host --workload pair --sizes 4K,1M --iterations 1000 --repeat 1
+[ "$rc" -eq 0 ] || fail "table mode exited $rc"
+grep -q '^subject  *workload  *param  *ops  *median ns/op  *min ns/op  *ops/s (median)' "$tmp/table" ||
+	fail "no table header in: $(cat "$tmp/table")"
+grep -q '^xdm  *pair  *4K  *1000 ' "$tmp/table" || fail "no 4K row in: $(cat "$tmp/table")"
+grep -q '^xdm  *pair  *1M  *1000 ' "$tmp/table" || fail "no 1M row in: $(cat "$tmp/table")"
+grep -q '^stack  *host' "$tmp/table" || fail "no stack line in: $(cat "$tmp/table")"
+grep -q '^xdm  *pair  *0  *0 ' "$tmp/table" || fail "no zero counters row in: $(cat "$tmp/table")"
+
+# ---- the configured runtime, through --config --------------------------
+if [ -n "${XDM_CONFIG:-}" ]; then
+	run config --config "$XDM_CONFIG" --workload pair --sizes 256 --iterations 500 --repeat 1 --json
+	[ "$rc" -eq 0 ] || fail "--config $XDM_CONFIG exited $rc"
+	grep -q '"platform": "host"' "$tmp/config" || fail "--config did not run on host"
+fi
+
+# ---- saying no ---------------------------------------------------------
+run bad --no-such-option
+[ "$rc" -eq 2 ] || fail "an unknown option exited $rc, not 2"
+grep -q 'no-such-option' "$tmp/err.bad" || fail "the unknown option is not named"
+for args in "--sizes 4X" "--iterations ten" "--repeat 0" "--workload nope" "--threads 1,,4" \
+	    "--device -1" "--stack host --config /dev/null"; do
+	# shellcheck disable=SC2086 # split on purpose
+	run bad $args
+	[ "$rc" -eq 2 ] || fail "'$args' exited $rc, not 2"
+	[ -s "$tmp/err.bad" ] || fail "'$args' said nothing on stderr"
+done
+
+run nomod --stack nosuchmodule
+[ "$rc" -eq 1 ] || fail "--stack nosuchmodule exited $rc, not 1"
+grep -q nosuchmodule "$tmp/err.nomod" || fail "the missing module is not named: $(cat "$tmp/err.nomod")"
+[ -s "$tmp/nomod" ] && fail "--stack nosuchmodule printed on stdout"
+
+run help --help
+[ "$rc" -eq 0 ] && grep -q -- '--workload' "$tmp/help" || fail "--help"
+run version --version
+[ "$rc" -eq 0 ] && grep -q 'xdm-bench' "$tmp/version" || fail "--version"
+
+echo "PASS: xdm-bench smoke"
+exit 0

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench.h - shared declarations of xdm-bench.
+ *
+ * The bench measures "subjects": anything that can allocate and free memory
+ * on a stream.  An xdm runtime is one today; the driver's own allocators
+ * (cuMemAlloc, cuMemAllocAsync) will be others, measured in the same run so
+ * that a ratio compares like with like.  Workloads only ever see the small
+ * ops table below and loop over the subject list themselves, so a new
+ * subject needs no change to any workload or to the output.
+ *
+ * main() owns the one struct bench_ctx; nothing here keeps global state.
+ */
+#ifndef XDM_TOOLS_BENCH_H
+#define XDM_TOOLS_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <xdm/xdm.h>
+
+enum bench_exit {
+	BENCH_EXIT_OK = 0,
+	BENCH_EXIT_FAIL = 1,	/* the runtime, an allocation or the host failed */
+	BENCH_EXIT_USAGE = 2,	/* a bad command line */
+	BENCH_EXIT_LEAK = 3,	/* memory still outstanding at the end */
+};
+
+/* bench_parse_args() result meaning "carry on", unlike every exit code. */
+#define BENCH_CONTINUE (-1)
+
+enum bench_workload {
+	BENCH_W_PAIR = 1u << 0,
+	BENCH_W_RANDOM = 1u << 1,
+	BENCH_W_THREADS = 1u << 2,
+	BENCH_W_ALL = BENCH_W_PAIR | BENCH_W_RANDOM | BENCH_W_THREADS,
+};
+
+#define BENCH_MAX_SUBJECTS 8
+#define BENCH_MAX_LIST 64		/* entries of --sizes and --threads */
+#define BENCH_MAX_THREADS 1024
+#define BENCH_MAX_REPEAT 1000
+#define BENCH_NAME_LEN 32
+#define BENCH_ERR_LEN 640
+
+/* Defaults of the workloads, also quoted by --help and the man page. */
+#define BENCH_DEFAULT_SIZES "256,4K,64K,1M,16M"
+#define BENCH_DEFAULT_THREADS "1,4,16"
+#define BENCH_DEFAULT_PAIR_ITERS 100000u
+#define BENCH_DEFAULT_RANDOM_OPS 200000u
+#define BENCH_DEFAULT_THREAD_ITERS 100000u
+#define BENCH_DEFAULT_REPEAT 5u
+#define BENCH_RANDOM_MAX_LIVE 1000u
+#define BENCH_RANDOM_MIN_BYTES 256u
+#define BENCH_RANDOM_MAX_BYTES (4u << 20)
+#define BENCH_THREAD_BYTES 4096u
+
+struct bench_opts {
+	const char *stack;		/* --stack, or NULL */
+	const char *config;		/* --config, or NULL */
+	const char *platform;		/* --platform, or NULL */
+	uint32_t ordinal;
+	unsigned int workloads;		/* enum bench_workload bits */
+	const char *workload_name;	/* as given, for the JSON echo */
+	const char *sizes_text;		/* parsed late: see bench_parse_lists() */
+	const char *threads_text;
+	uint64_t sizes[BENCH_MAX_LIST];
+	size_t nsizes;
+	unsigned int threads[BENCH_MAX_LIST];
+	size_t nthreads;
+	uint64_t iterations;		/* meaningful when iterations_set */
+	bool iterations_set;
+	unsigned int repeat;
+	uint64_t seed;
+	bool json;
+};
+
+/* Counters a subject keeps about itself, read after its frees settled. */
+struct bench_counters {
+	uint64_t bytes_outstanding;
+	uint64_t blocks_outstanding;
+	uint64_t bytes_peak;
+	uint64_t allocs;
+	uint64_t frees;
+	uint64_t failures;
+	uint64_t stack_bytes_outstanding;	/* xdm_bytes_outstanding() */
+};
+
+struct bench_subject;
+
+/*
+ * What a subject can do.  Blocks travel as struct xdm_block because it is
+ * the public description of one allocation; a subject that is not an xdm
+ * runtime fills ptr, bytes and stream and may use the rest as it likes.
+ * Every call of a workload's timed loop goes through this table, so the
+ * cost of the indirect call is paid alike by every subject.
+ */
+struct bench_subject_ops {
+	/* 0 on success; -1 with the reason left for strerror(). */
+	int (*allocate)(struct bench_subject *s, size_t bytes, uint32_t stream,
+			struct xdm_block *out);
+	int (*deallocate)(struct bench_subject *s, struct xdm_block *blk);
+	uint32_t (*stream_count)(struct bench_subject *s);
+	/* Wait for every queued free and reclaim it; never inside a timing. */
+	int (*settle)(struct bench_subject *s);
+	/* false: this subject keeps no counters. */
+	bool (*counters)(struct bench_subject *s, struct bench_counters *out);
+	/* The calling thread's reason for its last failure, as a sentence. */
+	void (*strerror)(struct bench_subject *s, char *buf, size_t len);
+	void (*destroy)(struct bench_subject *s);
+};
+
+struct bench_subject {
+	const struct bench_subject_ops *ops;
+	char name[BENCH_NAME_LEN];	/* the table's "subject" column */
+	char desc[512];			/* e.g. the stack spec */
+	void *priv;
+	struct bench_counters last;	/* the latest counters read */
+	bool has_last;
+};
+
+/* One row of the results table. */
+struct bench_result {
+	const struct bench_subject *subject;
+	enum bench_workload workload;
+	char param[48];			/* "4K", "4 threads", "256-4M" */
+	uint64_t bytes;			/* block size; 0 where sizes vary */
+	unsigned int threads;
+	uint64_t ops;			/* operations in one timed run */
+	uint64_t ops_requested;		/* differs from ops when scaled down */
+	unsigned int runs;
+	double median_ns;		/* per op (threads: per pair per thread) */
+	double min_ns;
+	double ops_per_s;		/* threads: all threads together */
+	uint64_t peak_live_bytes;	/* random only */
+	uint64_t peak_live_blocks;	/* random only */
+};
+
+/* Counters of one subject after one workload. */
+struct bench_counter_row {
+	const struct bench_subject *subject;
+	enum bench_workload after;
+	bool valid;
+	struct bench_counters c;
+};
+
+struct bench_report {
+	FILE *out;
+	bool json;
+	bool table_started;
+	struct bench_result *results;
+	size_t nresults, results_cap;
+	struct bench_counter_row *rows;
+	size_t nrows, rows_cap;
+};
+
+struct bench_ctx {
+	struct bench_opts opts;
+	struct bench_subject subjects[BENCH_MAX_SUBJECTS];
+	size_t nsubjects;
+	struct xdm_device_info dev;
+	char stack[512];
+	struct bench_report report;
+};
+
+/* bench_options.c */
+void bench_opts_init(struct bench_opts *o);
+int bench_parse_args(int argc, char **argv, struct bench_opts *o);
+int bench_parse_lists(struct bench_opts *o);
+
+/* bench_subject_xdm.c */
+int bench_subject_xdm_open(struct bench_ctx *ctx, struct bench_subject *s);
+
+/* bench_workloads.c and bench_threads.c: 0, or an exit code, said. */
+int bench_run_pair(struct bench_ctx *ctx);
+int bench_run_random(struct bench_ctx *ctx);
+int bench_run_threads(struct bench_ctx *ctx);
+/* Runs once(arg) once to warm up, then opts.repeat times, settling after
+ * each; samples[] gets each timed run's ns (repeat entries). */
+int bench_measure(struct bench_ctx *ctx, struct bench_subject *s,
+		  int (*once)(void *arg, uint64_t *ns), void *arg, double *samples);
+/* Says on stderr which operation of which workload failed, and why. */
+void bench_say_failure(struct bench_subject *s, const char *workload, const char *what,
+		       size_t bytes, uint32_t stream);
+
+/* bench_stats.c */
+uint64_t bench_now_ns(void);
+void bench_summarize(const double *samples, size_t n, double *median, double *min);
+struct bench_rng {
+	uint64_t state;
+};
+void bench_rng_seed(struct bench_rng *r, uint64_t seed);
+uint64_t bench_rng_next(struct bench_rng *r);
+double bench_rng_unit(struct bench_rng *r);
+void bench_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* bench_report.c */
+const char *bench_workload_name(enum bench_workload w);
+void bench_report_header(struct bench_ctx *ctx);
+int bench_report_result(struct bench_ctx *ctx, const struct bench_result *r);
+int bench_report_counters(struct bench_ctx *ctx, struct bench_subject *s,
+			  enum bench_workload after);
+void bench_report_finish(struct bench_ctx *ctx, bool leak);
+void bench_report_free(struct bench_report *rep);
+
+#endif /* XDM_TOOLS_BENCH_H */

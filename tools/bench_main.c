@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_main.c - xdm-bench: allocation throughput and latency of an xdm
+ * stack.  main() owns the one context; it opens the subjects, runs the
+ * chosen workloads against all of them, reads every subject's counters
+ * after each workload and refuses to call a run good while memory is
+ * still outstanding at the end (exit 3): a leak is a bug the bench must
+ * not hide behind good numbers.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+static const struct {
+	enum bench_workload which;
+	int (*run)(struct bench_ctx *ctx);
+} workloads[] = {
+	{ BENCH_W_PAIR, bench_run_pair },
+	{ BENCH_W_RANDOM, bench_run_random },
+	{ BENCH_W_THREADS, bench_run_threads },
+};
+
+/* Waits for every subject's queued frees, then records its counters. */
+static int settle_and_count(struct bench_ctx *ctx, enum bench_workload after)
+{
+	char why[BENCH_ERR_LEN];
+
+	for (size_t k = 0; k < ctx->nsubjects; k++) {
+		struct bench_subject *s = &ctx->subjects[k];
+		int rc;
+
+		if (s->ops->settle(s)) {
+			s->ops->strerror(s, why, sizeof(why));
+			fprintf(stderr, "xdm-bench: %s: reaping the frees of %s failed: %s\n",
+				s->name, bench_workload_name(after), why);
+			return BENCH_EXIT_FAIL;
+		}
+		rc = bench_report_counters(ctx, s, after);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int run_workloads(struct bench_ctx *ctx)
+{
+	for (size_t i = 0; i < sizeof(workloads) / sizeof(workloads[0]); i++) {
+		int rc;
+
+		if (!(ctx->opts.workloads & workloads[i].which))
+			continue;
+		rc = workloads[i].run(ctx);
+		if (rc)
+			return rc;
+		rc = settle_and_count(ctx, workloads[i].which);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * Every block the bench took has been freed and reaped by now, so any byte
+ * or block still counted, or an alloc without its free, is the stack's.
+ */
+static bool check_leaks(const struct bench_ctx *ctx)
+{
+	bool leak = false;
+
+	for (size_t k = 0; k < ctx->nsubjects; k++) {
+		const struct bench_subject *s = &ctx->subjects[k];
+		const struct bench_counters *c = &s->last;
+
+		if (!s->has_last)
+			continue;
+		if (c->bytes_outstanding || c->blocks_outstanding || c->stack_bytes_outstanding ||
+		    c->allocs != c->frees) {
+			fprintf(stderr,
+				"xdm-bench: warning: %s still counts %llu bytes in %llu blocks outstanding (the stack reports %llu bytes; %llu allocs, %llu frees) after the bench freed every block: a leak\n",
+				s->name, (unsigned long long)c->bytes_outstanding,
+				(unsigned long long)c->blocks_outstanding,
+				(unsigned long long)c->stack_bytes_outstanding,
+				(unsigned long long)c->allocs, (unsigned long long)c->frees);
+			leak = true;
+		}
+	}
+	return leak;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_ctx ctx;
+	bool leak;
+	int rc;
+
+	memset(&ctx, 0, sizeof(ctx));
+	bench_opts_init(&ctx.opts);
+	rc = bench_parse_args(argc, argv, &ctx.opts);
+	if (rc != BENCH_CONTINUE)
+		return rc;
+	/* Before any xdm call: the library reads XDM_CONFIG when first used. */
+	if (ctx.opts.config && setenv("XDM_CONFIG", ctx.opts.config, 1)) {
+		fprintf(stderr, "xdm-bench: cannot set XDM_CONFIG: %s\n", strerror(errno));
+		return BENCH_EXIT_FAIL;
+	}
+	if (bench_parse_lists(&ctx.opts))
+		return BENCH_EXIT_USAGE;
+	ctx.report.out = stdout;
+	ctx.report.json = ctx.opts.json;
+
+	rc = bench_subject_xdm_open(&ctx, &ctx.subjects[0]);
+	if (rc)
+		return rc;
+	ctx.nsubjects = 1;
+
+	bench_report_header(&ctx);
+	rc = run_workloads(&ctx);
+	if (rc)
+		goto out;
+	leak = check_leaks(&ctx);
+	bench_report_finish(&ctx, leak);
+	if (leak)
+		rc = BENCH_EXIT_LEAK;
+out:
+	for (size_t k = 0; k < ctx.nsubjects; k++)
+		ctx.subjects[k].ops->destroy(&ctx.subjects[k]);
+	bench_report_free(&ctx.report);
+	return rc;
+}

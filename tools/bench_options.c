@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_options.c - the command line of xdm-bench.
+ *
+ * Every mistake on the command line is one sentence on stderr and exit 2, so
+ * that a script can tell "you called me wrong" from "the runtime failed" (1)
+ * and "the stack leaked" (3).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+enum {
+	OPT_SIZES = 256,
+	OPT_SEED,
+};
+
+static const struct option long_options[] = {
+	{ "stack", required_argument, NULL, 's' },
+	{ "config", required_argument, NULL, 'c' },
+	{ "platform", required_argument, NULL, 'p' },
+	{ "device", required_argument, NULL, 'd' },
+	{ "workload", required_argument, NULL, 'w' },
+	{ "sizes", required_argument, NULL, OPT_SIZES },
+	{ "iterations", required_argument, NULL, 'n' },
+	{ "threads", required_argument, NULL, 't' },
+	{ "repeat", required_argument, NULL, 'r' },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "json", no_argument, NULL, 'j' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: xdm-bench [OPTION]...\n"
+		"Measure allocation throughput and latency of an xdm stack.\n"
+		"\n"
+		"  -s, --stack SPEC       run a private runtime around SPEC, e.g.\n"
+		"                         \"budget limit=1G | host\"\n"
+		"  -c, --config FILE      use FILE as the configuration (sets XDM_CONFIG)\n"
+		"  -p, --platform NAME    platform module of the private runtime\n"
+		"  -d, --device N         device ordinal (default 0)\n"
+		"  -w, --workload W       pair, random, threads or all (default all)\n"
+		"      --sizes LIST       block sizes of pair (default " BENCH_DEFAULT_SIZES ")\n"
+		"  -n, --iterations N     pairs per size, random operations, pairs per\n"
+		"                         thread (defaults %u, %u, %u)\n"
+		"  -t, --threads LIST     thread counts of threads (default " BENCH_DEFAULT_THREADS ")\n"
+		"  -r, --repeat R         timed runs per measurement (default %u)\n"
+		"      --seed S           seed of the random workload (default 1)\n"
+		"  -j, --json             print one JSON object instead of tables\n"
+		"  -h, --help             print this help and exit\n"
+		"  -V, --version          print the version and exit\n"
+		"\n"
+		"Without --stack, --config or --platform the bench uses the process-wide\n"
+		"runtime of the device, built from XDM_CONFIG, the system xdm.conf or the\n"
+		"embedded default.  Exit status: 0 ok, 1 runtime or allocation failure,\n"
+		"2 bad usage, 3 memory still outstanding at the end.  See xdm-bench(1).\n",
+		BENCH_DEFAULT_PAIR_ITERS, BENCH_DEFAULT_RANDOM_OPS,
+		BENCH_DEFAULT_THREAD_ITERS, BENCH_DEFAULT_REPEAT);
+}
+
+/* A whole decimal number in [min, max]; strtoull alone takes "-1" and " 7". */
+static int parse_u64(const char *opt, const char *text, uint64_t min, uint64_t max,
+		     uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (text[0] < '0' || text[0] > '9')
+		goto bad;
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno || *end != '\0' || v < min || v > max)
+		goto bad;
+	*out = v;
+	return 0;
+bad:
+	fprintf(stderr, "xdm-bench: %s: '%s' is not a whole number from %" PRIu64
+		" to %" PRIu64 ".\n", opt, text, min, max);
+	return -1;
+}
+
+static int parse_workload(const char *text, struct bench_opts *o)
+{
+	static const struct {
+		const char *name;
+		unsigned int bits;
+	} names[] = {
+		{ "pair", BENCH_W_PAIR },
+		{ "random", BENCH_W_RANDOM },
+		{ "threads", BENCH_W_THREADS },
+		{ "all", BENCH_W_ALL },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(text, names[i].name) == 0) {
+			o->workloads = names[i].bits;
+			o->workload_name = names[i].name;
+			return 0;
+		}
+	}
+	fprintf(stderr, "xdm-bench: --workload: '%s' is not one of pair, random, threads, all.\n",
+		text);
+	return -1;
+}
+
+void bench_opts_init(struct bench_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->workloads = BENCH_W_ALL;
+	o->workload_name = "all";
+	o->sizes_text = BENCH_DEFAULT_SIZES;
+	o->threads_text = BENCH_DEFAULT_THREADS;
+	o->repeat = BENCH_DEFAULT_REPEAT;
+	o->seed = 1;
+}
+
+static int handle_option(int c, const char *arg, struct bench_opts *o)
+{
+	uint64_t v;
+
+	switch (c) {
+	case 's':
+		o->stack = arg;
+		return 0;
+	case 'c':
+		o->config = arg;
+		return 0;
+	case 'p':
+		o->platform = arg;
+		return 0;
+	case 'd':
+		if (parse_u64("--device", arg, 0, XDM_MAX_DEVICES - 1, &v))
+			return -1;
+		o->ordinal = (uint32_t)v;
+		return 0;
+	case 'w':
+		return parse_workload(arg, o);
+	case OPT_SIZES:
+		o->sizes_text = arg;
+		return 0;
+	case 'n':
+		if (parse_u64("--iterations", arg, 1, UINT64_C(1) << 40, &v))
+			return -1;
+		o->iterations = v;
+		o->iterations_set = true;
+		return 0;
+	case 't':
+		o->threads_text = arg;
+		return 0;
+	case 'r':
+		if (parse_u64("--repeat", arg, 1, BENCH_MAX_REPEAT, &v))
+			return -1;
+		o->repeat = (unsigned int)v;
+		return 0;
+	case OPT_SEED:
+		return parse_u64("--seed", arg, 0, UINT64_MAX, &o->seed);
+	case 'j':
+		o->json = true;
+		return 0;
+	}
+	return -1;
+}
+
+/*
+ * Parses argv into o.  Returns BENCH_CONTINUE, or the exit code for --help,
+ * --version and mistakes.  Lists are only stored here: their sizes go
+ * through libxdm, which must not be called before XDM_CONFIG is set.
+ */
+int bench_parse_args(int argc, char **argv, struct bench_opts *o)
+{
+	int c;
+
+	opterr = 0;	/* our own sentences, not getopt's */
+	while ((c = getopt_long(argc, argv, ":s:c:p:d:w:n:t:r:jhV", long_options, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			return BENCH_EXIT_OK;
+		case 'V':
+			printf("xdm-bench (xdm) %s\n", PACKAGE_VERSION);
+			return BENCH_EXIT_OK;
+		case ':':
+			fprintf(stderr, "xdm-bench: option '%s' needs a value; see xdm-bench --help.\n",
+				argv[optind - 1]);
+			return BENCH_EXIT_USAGE;
+		case '?':
+			if (optopt)
+				fprintf(stderr, "xdm-bench: unknown option '-%c'; see xdm-bench --help.\n",
+					optopt);
+			else
+				fprintf(stderr, "xdm-bench: unknown option '%s'; see xdm-bench --help.\n",
+					argv[optind - 1]);
+			return BENCH_EXIT_USAGE;
+		default:
+			if (handle_option(c, optarg, o))
+				return BENCH_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "xdm-bench: unexpected argument '%s'; options only, see xdm-bench --help.\n",
+			argv[optind]);
+		return BENCH_EXIT_USAGE;
+	}
+	if (o->stack && o->config) {
+		fprintf(stderr, "xdm-bench: --stack and --config exclude each other: a stack spec replaces the configured stack.\n");
+		return BENCH_EXIT_USAGE;
+	}
+	return BENCH_CONTINUE;
+}
+
+/*
+ * Splits a comma-separated list; item(text, index) parses one entry.  An
+ * empty entry ("4K,,1M") is a mistake, not something to skip silently.
+ */
+static int parse_list(const char *opt, const char *text, size_t *count,
+		      int (*item)(const char *opt, const char *text, struct bench_opts *o, size_t i),
+		      struct bench_opts *o)
+{
+	char buf[1024];
+	char *p, *comma;
+	size_t n = 0;
+
+	if (strlen(text) >= sizeof(buf)) {
+		fprintf(stderr, "xdm-bench: %s: the list is longer than %zu characters.\n", opt,
+			sizeof(buf) - 1);
+		return -1;
+	}
+	strcpy(buf, text);
+	for (p = buf;; p = comma + 1) {
+		comma = strchr(p, ',');
+		if (comma)
+			*comma = '\0';
+		if (*p == '\0') {
+			fprintf(stderr, "xdm-bench: %s: '%s' has an empty entry.\n", opt, text);
+			return -1;
+		}
+		if (n == BENCH_MAX_LIST) {
+			fprintf(stderr, "xdm-bench: %s: more than %d entries.\n", opt, BENCH_MAX_LIST);
+			return -1;
+		}
+		if (item(opt, p, o, n))
+			return -1;
+		n++;
+		if (!comma)
+			break;
+	}
+	*count = n;
+	return 0;
+}
+
+static int size_item(const char *opt, const char *text, struct bench_opts *o, size_t i)
+{
+	uint64_t v;
+
+	/* No percent base: "% of the device" means nothing for one block. */
+	if (xdm_parse_size(text, 0, &v) != XDM_OK || v == 0 || v > SIZE_MAX) {
+		fprintf(stderr, "xdm-bench: %s: '%s' is not a block size (examples: 256, 4K, 1.5M, 2G).\n",
+			opt, text);
+		return -1;
+	}
+	o->sizes[i] = v;
+	return 0;
+}
+
+static int threads_item(const char *opt, const char *text, struct bench_opts *o, size_t i)
+{
+	uint64_t v;
+
+	if (parse_u64(opt, text, 1, BENCH_MAX_THREADS, &v))
+		return -1;
+	o->threads[i] = (unsigned int)v;
+	return 0;
+}
+
+/* The second half of parsing, after XDM_CONFIG is in place.  0 or -1. */
+int bench_parse_lists(struct bench_opts *o)
+{
+	if (parse_list("--sizes", o->sizes_text, &o->nsizes, size_item, o))
+		return -1;
+	return parse_list("--threads", o->threads_text, &o->nthreads, threads_item, o);
+}

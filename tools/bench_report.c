@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_report.c - what xdm-bench prints: a header, the results table and
+ * the counters, or all of it as one JSON object.
+ *
+ * Table rows are printed as each measurement ends, so a long run shows
+ * progress; JSON is printed once at the end because it is one object.
+ * Every number the table shows is also in the JSON, under the name the man
+ * page gives it.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+const char *bench_workload_name(enum bench_workload w)
+{
+	switch (w) {
+	case BENCH_W_PAIR:
+		return "pair";
+	case BENCH_W_RANDOM:
+		return "random";
+	case BENCH_W_THREADS:
+		return "threads";
+	default:
+		return "all";
+	}
+}
+
+/* "15.6 GiB": for people; the JSON keeps exact bytes. */
+static void human_bytes(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)bytes;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+void bench_report_header(struct bench_ctx *ctx)
+{
+	const struct xdm_device_info *d = &ctx->dev;
+	FILE *f = ctx->report.out;
+	char mem[32];
+
+	if (ctx->report.json)
+		return;
+	human_bytes(d->total_bytes, mem, sizeof(mem));
+	fprintf(f, "xdm-bench %s (libxdm %s)\n", PACKAGE_VERSION, xdm_version());
+	fprintf(f, "device    %u: %s\n", ctx->opts.ordinal, d->name);
+	fprintf(f, "platform  %s\n", d->platform);
+	fprintf(f, "uuid      %s\n", d->uuid);
+	fprintf(f, "memory    %s (%llu bytes)\n", mem, (unsigned long long)d->total_bytes);
+	fprintf(f, "stack     %s\n", ctx->stack);
+	fprintf(f, "timing    median and min of %u timed runs after 1 warm-up run\n",
+		ctx->opts.repeat);
+	fflush(f);
+}
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	void *p;
+	size_t ncap;
+
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 16;
+	p = realloc(*arr, ncap * elem);
+	if (!p) {
+		fprintf(stderr, "xdm-bench: out of memory for the report\n");
+		return -1;
+	}
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+int bench_report_result(struct bench_ctx *ctx, const struct bench_result *r)
+{
+	struct bench_report *rep = &ctx->report;
+	FILE *f = rep->out;
+
+	if (grow((void **)&rep->results, &rep->results_cap, rep->nresults, sizeof(*r)))
+		return BENCH_EXIT_FAIL;
+	rep->results[rep->nresults++] = *r;
+	if (rep->json)
+		return 0;
+	if (!rep->table_started) {
+		fprintf(f, "\n%-8s %-8s %-10s %10s %13s %11s %15s\n", "subject", "workload",
+			"param", "ops", "median ns/op", "min ns/op", "ops/s (median)");
+		rep->table_started = true;
+	}
+	fprintf(f, "%-8s %-8s %-10s %10llu %13.1f %11.1f %15.0f\n", r->subject->name,
+		bench_workload_name(r->workload), r->param, (unsigned long long)r->ops,
+		r->median_ns, r->min_ns, r->ops_per_s);
+	fflush(f);
+	return 0;
+}
+
+int bench_report_counters(struct bench_ctx *ctx, struct bench_subject *s,
+			  enum bench_workload after)
+{
+	struct bench_report *rep = &ctx->report;
+	struct bench_counter_row row = { .subject = s, .after = after };
+
+	if (grow((void **)&rep->rows, &rep->rows_cap, rep->nrows, sizeof(row)))
+		return BENCH_EXIT_FAIL;
+	row.valid = s->ops->counters(s, &row.c);
+	s->has_last = row.valid;
+	s->last = row.c;
+	rep->rows[rep->nrows++] = row;
+	return 0;
+}
+
+/* ---- human ------------------------------------------------------------- */
+
+static void print_notes(struct bench_ctx *ctx)
+{
+	struct bench_report *rep = &ctx->report;
+	FILE *f = rep->out;
+	bool threads = false, first = true;
+	char b[32];
+
+	for (size_t i = 0; i < rep->nresults; i++) {
+		const struct bench_result *r = &rep->results[i];
+
+		/* Every row but a pair run at its requested count has a note. */
+		if (first && (r->workload != BENCH_W_PAIR || r->ops != r->ops_requested)) {
+			fputc('\n', f);
+			first = false;
+		}
+		if (r->workload == BENCH_W_PAIR && r->ops != r->ops_requested)
+			fprintf(f, "note: %s pair %s ran %llu pairs per run, not %llu: by default sizes above 1M run fewer (--iterations sets the count)\n",
+				r->subject->name, r->param, (unsigned long long)r->ops,
+				(unsigned long long)r->ops_requested);
+		if (r->workload == BENCH_W_RANDOM) {
+			human_bytes(r->peak_live_bytes, b, sizeof(b));
+			fprintf(f, "note: %s random: peak live bytes %s (%llu), peak live blocks %llu; sizes log-uniform 256 B to 4 MiB, seed %llu\n",
+				r->subject->name, b, (unsigned long long)r->peak_live_bytes,
+				(unsigned long long)r->peak_live_blocks,
+				(unsigned long long)ctx->opts.seed);
+		}
+		threads |= r->workload == BENCH_W_THREADS;
+	}
+	if (threads)
+		fprintf(f, "note: threads: ns/op is per 4K pair per thread; ops/s counts the pairs of all threads\n");
+}
+
+static void print_counters(struct bench_ctx *ctx)
+{
+	struct bench_report *rep = &ctx->report;
+	FILE *f = rep->out;
+
+	if (rep->nrows == 0)
+		return;
+	fprintf(f, "\ncounters after each workload (streams synchronized, pending frees reaped)\n");
+	fprintf(f, "%-8s %-8s %17s %18s %12s %10s %10s %8s %21s\n", "subject", "after",
+		"bytes_outstanding", "blocks_outstanding", "bytes_peak", "allocs", "frees",
+		"failures", "xdm_bytes_outstanding");
+	for (size_t i = 0; i < rep->nrows; i++) {
+		const struct bench_counter_row *row = &rep->rows[i];
+		const struct bench_counters *c = &row->c;
+
+		if (!row->valid) {
+			fprintf(f, "%-8s %-8s (keeps no counters)\n", row->subject->name,
+				bench_workload_name(row->after));
+			continue;
+		}
+		fprintf(f, "%-8s %-8s %17llu %18llu %12llu %10llu %10llu %8llu %21llu\n",
+			row->subject->name, bench_workload_name(row->after),
+			(unsigned long long)c->bytes_outstanding,
+			(unsigned long long)c->blocks_outstanding,
+			(unsigned long long)c->bytes_peak, (unsigned long long)c->allocs,
+			(unsigned long long)c->frees, (unsigned long long)c->failures,
+			(unsigned long long)c->stack_bytes_outstanding);
+	}
+}
+
+/* ---- JSON -------------------------------------------------------------- */
+
+/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+/* JSON has no NaN or infinity: a number that is not finite becomes null. */
+static void json_num(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "%.3f", v);
+	else
+		fputs("null", f);
+}
+
+static void json_u64(FILE *f, const char *key, uint64_t v, bool comma)
+{
+	fprintf(f, "\"%s\": %llu%s", key, (unsigned long long)v, comma ? ", " : "");
+}
+
+static void json_counters(FILE *f, const struct bench_counters *c)
+{
+	json_u64(f, "bytes_outstanding", c->bytes_outstanding, true);
+	json_u64(f, "blocks_outstanding", c->blocks_outstanding, true);
+	json_u64(f, "bytes_peak", c->bytes_peak, true);
+	json_u64(f, "allocs", c->allocs, true);
+	json_u64(f, "frees", c->frees, true);
+	json_u64(f, "failures", c->failures, true);
+	json_u64(f, "xdm_bytes_outstanding", c->stack_bytes_outstanding, false);
+}
+
+static void json_header(FILE *f, struct bench_ctx *ctx)
+{
+	const struct bench_opts *o = &ctx->opts;
+	const struct xdm_device_info *d = &ctx->dev;
+
+	fprintf(f, "{\n  \"program\": \"xdm-bench\", \"version\": ");
+	json_str(f, PACKAGE_VERSION);
+	fprintf(f, ", \"libxdm\": ");
+	json_str(f, xdm_version());
+	fprintf(f, ",\n  \"device\": {\"ordinal\": %u, \"name\": ", o->ordinal);
+	json_str(f, d->name);
+	fprintf(f, ", \"platform\": ");
+	json_str(f, d->platform);
+	fprintf(f, ", \"uuid\": ");
+	json_str(f, d->uuid);
+	fprintf(f, ", \"total_bytes\": %llu},\n  \"stack\": ", (unsigned long long)d->total_bytes);
+	json_str(f, ctx->stack);
+	fprintf(f, ",\n  \"options\": {\"workload\": ");
+	json_str(f, o->workload_name);
+	fprintf(f, ", \"iterations\": ");
+	if (o->iterations_set)
+		fprintf(f, "%llu", (unsigned long long)o->iterations);
+	else
+		fputs("null", f);
+	fprintf(f, ", \"repeat\": %u, \"seed\": %llu, \"sizes\": [", o->repeat,
+		(unsigned long long)o->seed);
+	for (size_t i = 0; i < o->nsizes; i++)
+		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)o->sizes[i]);
+	fprintf(f, "], \"threads\": [");
+	for (size_t i = 0; i < o->nthreads; i++)
+		fprintf(f, "%s%u", i ? ", " : "", o->threads[i]);
+	fprintf(f, "]},\n  \"subjects\": [");
+	for (size_t i = 0; i < ctx->nsubjects; i++) {
+		fprintf(f, "%s{\"name\": ", i ? ", " : "");
+		json_str(f, ctx->subjects[i].name);
+		fprintf(f, ", \"description\": ");
+		json_str(f, ctx->subjects[i].desc);
+		fputc('}', f);
+	}
+	fprintf(f, "],\n");
+}
+
+static void json_result(FILE *f, const struct bench_result *r)
+{
+	fprintf(f, "{\"subject\": ");
+	json_str(f, r->subject->name);
+	fprintf(f, ", \"workload\": \"%s\", \"param\": ", bench_workload_name(r->workload));
+	json_str(f, r->param);
+	fprintf(f, ", ");
+	json_u64(f, "bytes", r->bytes, true);
+	json_u64(f, "threads", r->threads, true);
+	json_u64(f, "ops", r->ops, true);
+	json_u64(f, "ops_requested", r->ops_requested, true);
+	json_u64(f, "runs", r->runs, true);
+	fprintf(f, "\"median_ns\": ");
+	json_num(f, r->median_ns);
+	fprintf(f, ", \"min_ns\": ");
+	json_num(f, r->min_ns);
+	fprintf(f, ", \"ops_per_s\": ");
+	json_num(f, r->ops_per_s);
+	if (r->workload == BENCH_W_RANDOM) {
+		fprintf(f, ", ");
+		json_u64(f, "peak_live_bytes", r->peak_live_bytes, true);
+		json_u64(f, "peak_live_blocks", r->peak_live_blocks, false);
+	}
+	fputc('}', f);
+}
+
+static void json_counter_row(FILE *f, const struct bench_subject *s, const char *after,
+			     bool valid, const struct bench_counters *c)
+{
+	fprintf(f, "{\"subject\": ");
+	json_str(f, s->name);
+	if (after)
+		fprintf(f, ", \"after\": \"%s\"", after);
+	if (valid) {
+		fprintf(f, ", ");
+		json_counters(f, c);
+	} else {
+		fprintf(f, ", \"counters\": null");
+	}
+	fputc('}', f);
+}
+
+static void print_json(struct bench_ctx *ctx, bool leak)
+{
+	struct bench_report *rep = &ctx->report;
+	FILE *f = rep->out;
+
+	json_header(f, ctx);
+	fprintf(f, "  \"results\": [");
+	for (size_t i = 0; i < rep->nresults; i++) {
+		fprintf(f, "%s\n    ", i ? "," : "");
+		json_result(f, &rep->results[i]);
+	}
+	fprintf(f, "\n  ],\n  \"counters\": [");
+	for (size_t i = 0; i < rep->nrows; i++) {
+		const struct bench_counter_row *row = &rep->rows[i];
+
+		fprintf(f, "%s\n    ", i ? "," : "");
+		json_counter_row(f, row->subject, bench_workload_name(row->after), row->valid,
+				 &row->c);
+	}
+	/* "final": each subject's last counters, what the leak check judged. */
+	fprintf(f, "\n  ],\n  \"final\": [");
+	for (size_t i = 0; i < ctx->nsubjects; i++) {
+		const struct bench_subject *s = &ctx->subjects[i];
+
+		fprintf(f, "%s\n    ", i ? "," : "");
+		json_counter_row(f, s, NULL, s->has_last, &s->last);
+	}
+	fprintf(f, "\n  ],\n  \"leak\": %s\n}\n", leak ? "true" : "false");
+}
+
+void bench_report_finish(struct bench_ctx *ctx, bool leak)
+{
+	if (ctx->report.json) {
+		print_json(ctx, leak);
+	} else {
+		print_notes(ctx);
+		print_counters(ctx);
+	}
+	fflush(ctx->report.out);
+}
+
+void bench_report_free(struct bench_report *rep)
+{
+	free(rep->results);
+	free(rep->rows);
+	rep->results = NULL;
+	rep->rows = NULL;
+	rep->nresults = rep->nrows = 0;
+}

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_threads.c - the threads workload: T threads, each pairing 4 KiB
+ * allocations and frees on its own stream, all at once.
+ *
+ * It measures what a single-threaded loop cannot: contention on the
+ * runtime's registry and counters, and whether per-stream state really
+ * lets streams proceed independently.  The threads are held at a gate
+ * until all exist, so thread creation is never measured.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+enum gate_state { GATE_WAIT, GATE_GO, GATE_ABORT };
+
+/* Opens once for every thread; ABORT sends them home without work. */
+struct gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	enum gate_state state;
+};
+
+struct worker {
+	struct bench_subject *s;
+	struct gate *gate;
+	uint32_t stream;
+	uint64_t iters;
+	uint64_t t0, t1;
+	bool failed;
+};
+
+struct threads_arg {
+	struct bench_subject *s;
+	unsigned int nthreads;
+	uint64_t iters;
+	struct worker *workers;
+	pthread_t *tids;
+};
+
+static enum gate_state gate_wait(struct gate *g)
+{
+	enum gate_state st;
+
+	pthread_mutex_lock(&g->lock);
+	while (g->state == GATE_WAIT)
+		pthread_cond_wait(&g->cond, &g->lock);
+	st = g->state;
+	pthread_mutex_unlock(&g->lock);
+	return st;
+}
+
+static void gate_open(struct gate *g, enum gate_state st)
+{
+	pthread_mutex_lock(&g->lock);
+	g->state = st;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static void *worker_main(void *p)
+{
+	struct worker *w = p;
+	struct bench_subject *s = w->s;
+	struct xdm_block blk;
+
+	if (gate_wait(w->gate) != GATE_GO)
+		return NULL;
+	/* Each thread times itself; the run spans the first start to the last end. */
+	w->t0 = bench_now_ns();
+	for (uint64_t i = 0; i < w->iters; i++) {
+		if (s->ops->allocate(s, BENCH_THREAD_BYTES, w->stream, &blk)) {
+			/* Said here: the reason is in this thread's last error. */
+			bench_say_failure(s, "threads", "allocate", BENCH_THREAD_BYTES, w->stream);
+			w->failed = true;
+			break;
+		}
+		if (s->ops->deallocate(s, &blk)) {
+			bench_say_failure(s, "threads", "free", BENCH_THREAD_BYTES, w->stream);
+			w->failed = true;
+			break;
+		}
+	}
+	w->t1 = bench_now_ns();
+	return NULL;
+}
+
+static int threads_once(void *arg, uint64_t *ns)
+{
+	struct threads_arg *a = arg;
+	struct gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, GATE_WAIT };
+	uint32_t nstreams = a->s->ops->stream_count(a->s);
+	uint64_t first = UINT64_MAX, last = 0;
+	unsigned int created;
+	bool failed = false;
+	int err = 0;
+
+	if (nstreams == 0)
+		nstreams = 1;
+	for (created = 0; created < a->nthreads; created++) {
+		struct worker *w = &a->workers[created];
+
+		*w = (struct worker){ .s = a->s, .gate = &gate,
+				      .stream = created % nstreams, .iters = a->iters };
+		err = pthread_create(&a->tids[created], NULL, worker_main, w);
+		if (err)
+			break;
+	}
+	gate_open(&gate, err ? GATE_ABORT : GATE_GO);
+	for (unsigned int i = 0; i < created; i++) {
+		struct worker *w = &a->workers[i];
+
+		pthread_join(a->tids[i], NULL);
+		failed |= w->failed;
+		if (w->t0 < first)
+			first = w->t0;
+		if (w->t1 > last)
+			last = w->t1;
+	}
+	if (err) {
+		fprintf(stderr, "xdm-bench: threads: cannot start thread %u of %u: %s\n",
+			created + 1, a->nthreads, strerror(err));
+		return -1;
+	}
+	if (failed)
+		return -1;
+	*ns = last - first;
+	return 0;
+}
+
+int bench_run_threads(struct bench_ctx *ctx)
+{
+	const struct bench_opts *o = &ctx->opts;
+	uint64_t n = o->iterations_set ? o->iterations : BENCH_DEFAULT_THREAD_ITERS;
+	double samples[BENCH_MAX_REPEAT];
+	struct worker *workers;
+	pthread_t *tids;
+	int rc = 0;
+
+	workers = calloc(BENCH_MAX_THREADS, sizeof(*workers));
+	tids = calloc(BENCH_MAX_THREADS, sizeof(*tids));
+	if (!workers || !tids) {
+		fprintf(stderr, "xdm-bench: threads: out of memory\n");
+		rc = BENCH_EXIT_FAIL;
+		goto out;
+	}
+	for (size_t i = 0; i < o->nthreads; i++) {
+		for (size_t k = 0; k < ctx->nsubjects; k++) {
+			struct bench_subject *s = &ctx->subjects[k];
+			struct threads_arg a = { s, o->threads[i], n, workers, tids };
+			struct bench_result r = { .subject = s, .workload = BENCH_W_THREADS };
+			double median_wall, min_wall;
+
+			rc = bench_measure(ctx, s, threads_once, &a, samples);
+			if (rc)
+				goto out;
+			bench_summarize(samples, o->repeat, &median_wall, &min_wall);
+			snprintf(r.param, sizeof(r.param), "%u thread%s", a.nthreads,
+				 a.nthreads == 1 ? "" : "s");
+			r.bytes = BENCH_THREAD_BYTES;
+			r.threads = a.nthreads;
+			r.ops = n * a.nthreads;
+			r.ops_requested = r.ops;
+			r.runs = o->repeat;
+			/* Latency as one thread sees it; throughput of all together. */
+			r.median_ns = median_wall / (double)n;
+			r.min_ns = min_wall / (double)n;
+			r.ops_per_s = median_wall > 0 ? (double)r.ops * 1e9 / median_wall : 0;
+			rc = bench_report_result(ctx, &r);
+			if (rc)
+				goto out;
+		}
+	}
+out:
+	free(tids);
+	free(workers);
+	return rc;
+}

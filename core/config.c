@@ -1035,7 +1035,7 @@ fail:
 static enum xdm_status load_file(const char *path, struct xdm_config **out)
 {
 	enum xdm_status st;
-	char *text;
+	char *text = NULL;
 
 	st = read_text(path, &text);
 	if (st)

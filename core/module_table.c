@@ -87,10 +87,14 @@ static enum xdm_status check_ops(struct xdm_module_table *t, const struct xdm_op
 	if (missing)
 		return xdm_error_set(XDM_E_MODULE, "%s: %s '%s' lacks %s", who,
 				     xdm_kind_name(ops->kind), ops->name, missing);
-	other = xdm_modules_lookup(t, ops->name, XDM_KIND_BIT(ops->kind));
+	/* A stack position takes a backend or an adaptor: one name, one meaning. */
+	other = xdm_modules_lookup(t, ops->name,
+				   ops->kind == XDM_KIND_PLATFORM ? XDM_KIND_BIT(XDM_KIND_PLATFORM)
+								  : XDM_KINDS_RESOURCE);
 	if (other)
-		return xdm_error_set(XDM_E_MODULE, "%s: %s '%s' is already registered by %s",
-				     who, xdm_kind_name(ops->kind), ops->name, other->path);
+		return xdm_error_set(XDM_E_MODULE, "%s: %s '%s' is already registered by %s (as %s)",
+				     who, xdm_kind_name(ops->kind), ops->name, other->path,
+				     xdm_kind_name(other->ops.kind));
 	return XDM_OK;
 }
 

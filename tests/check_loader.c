@@ -603,6 +603,12 @@ static enum xdm_status inproc_allocate(struct xdm_layer *self, size_t bytes,
 	return xdm_up_allocate(xdm_layer_upstream(self), bytes, stream, tag, out);
 }
 
+/* Never called: the table that uses it is refused at registration. */
+static enum xdm_status inproc_deallocate_unused(struct xdm_layer *self, struct xdm_block *b)
+{
+	return XDM_E_NOT_SUPPORTED;
+}
+
 static const struct xdm_ops inproc_ops = {
 	XDM_OPS_HEADER("inproc", XDM_KIND_ADAPTOR),
 	.description = "an adaptor that lives in the test program",
@@ -640,6 +646,25 @@ START_TEST(test_inproc_register_twice)
 	expect_has(xdm_last_error_message(), "already registered");
 	expect_has(xdm_last_error_message(), example);
 
+	use_runtime("host", "inproc | host");
+}
+END_TEST
+
+/* A backend and an adaptor may not share a name: a stack position takes
+ * either kind, so the name alone must say which one is meant. */
+START_TEST(test_inproc_backend_adaptor_clash)
+{
+	static const struct xdm_ops clash = {
+		XDM_OPS_HEADER("inproc", XDM_KIND_BACKEND),
+		.allocate = inproc_allocate,
+		.deallocate = inproc_deallocate_unused,
+	};
+
+	ck_assert_int_eq(xdm_module_register(&inproc_ops), XDM_OK);
+	ck_assert_int_eq(xdm_module_register(&clash), XDM_E_MODULE);
+	expect_has(xdm_last_error_message(), "already registered");
+	expect_has(xdm_last_error_message(), "as adaptor");
+	/* The platform and the backend named host coexist. */
 	use_runtime("host", "inproc | host");
 }
 END_TEST
@@ -736,6 +761,7 @@ static Suite *loader_suite(void)
 	tcase_add_test(inproc, test_inproc_register);
 	tcase_add_test(inproc, test_inproc_register_twice);
 	tcase_add_test(inproc, test_inproc_refused);
+	tcase_add_test(inproc, test_inproc_backend_adaptor_clash);
 	suite_add_tcase(s, inproc);
 	return s;
 }

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * event.c - host events with the CUDA rules.
+ *
+ * Each record of an event gets the next sequence number and queues a mark
+ * on its stream; the record is pending until the stream's worker reaches the
+ * mark.  The event's state is that of its latest record.  A wait captures
+ * the latest sequence number when it is queued and holds its stream until
+ * that one record is no longer pending, whatever happens to the event
+ * afterwards.
+ *
+ * Records of one event may sit on several streams and complete out of
+ * order, so "complete" cannot be a high-water mark: the event keeps the list
+ * of its pending marks (usually zero or one long) and a sequence number is
+ * complete when no pending mark carries it.  A never-recorded event has
+ * latest 0, which no mark carries, so it is complete.
+ *
+ * The core recycles events and may destroy one while waits on it are still
+ * queued, so every queued mark and wait holds a reference; the last one out
+ * frees the event.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "queue.h"
+
+struct host_mark_item;
+
+struct host_event {
+	pthread_mutex_t lock;
+	pthread_cond_t completed;	/* a mark of this event was reached */
+	uint64_t latest;		/* sequence of the latest record; 0: none */
+	struct host_mark_item *pending;	/* marks queued, not yet reached */
+	unsigned int refs;		/* the owner's, plus one per queued item */
+};
+
+/* Queued by a record: completes that record when the stream reaches it. */
+struct host_mark_item {
+	struct host_item base;
+	struct host_event *ev;
+	uint64_t seq;
+	struct host_mark_item *next_pending;
+};
+
+/* Queued by a wait: holds the stream until record seq is complete. */
+struct host_wait_item {
+	struct host_item base;
+	struct host_event *ev;
+	uint64_t seq;
+};
+
+/* Called with ev->lock held. */
+static bool host_event_pending(const struct host_event *ev, uint64_t seq)
+{
+	const struct host_mark_item *m;
+
+	for (m = ev->pending; m; m = m->next_pending)
+		if (m->seq == seq)
+			return true;
+	return false;
+}
+
+/* Drop a reference and ev->lock; the last reference frees the event. */
+static void host_event_unlock_put(struct host_event *ev)
+{
+	bool last = --ev->refs == 0;
+
+	pthread_mutex_unlock(&ev->lock);
+	if (!last)
+		return;
+	pthread_cond_destroy(&ev->completed);
+	pthread_mutex_destroy(&ev->lock);
+	free(ev);
+}
+
+int host_event_create(struct host_event **out)
+{
+	struct host_event *ev;
+	int err;
+
+	ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return ENOMEM;
+	err = pthread_mutex_init(&ev->lock, NULL);
+	if (err)
+		goto err_free;
+	err = pthread_cond_init(&ev->completed, NULL);
+	if (err)
+		goto err_lock;
+	ev->refs = 1;
+	*out = ev;
+	return 0;
+
+err_lock:
+	pthread_mutex_destroy(&ev->lock);
+err_free:
+	free(ev);
+	return err;
+}
+
+void host_event_destroy(struct host_event *ev)
+{
+	if (!ev)
+		return;
+	pthread_mutex_lock(&ev->lock);
+	host_event_unlock_put(ev);
+}
+
+static void host_mark_run(struct host_item *item)
+{
+	struct host_mark_item *m = host_container_of(item, struct host_mark_item, base);
+	struct host_event *ev = m->ev;
+	struct host_mark_item **link;
+
+	pthread_mutex_lock(&ev->lock);
+	for (link = &ev->pending; *link != m; link = &(*link)->next_pending)
+		;
+	*link = m->next_pending;
+	pthread_cond_broadcast(&ev->completed);
+	host_event_unlock_put(ev);
+}
+
+int host_event_record(struct host_event *ev, struct host_stream *s)
+{
+	struct host_mark_item *m;
+
+	m = malloc(sizeof(*m));
+	if (!m)
+		return ENOMEM;
+	m->base.run = host_mark_run;
+	m->ev = ev;
+
+	pthread_mutex_lock(&ev->lock);
+	m->seq = ++ev->latest;
+	/* Newest first: queries and new waits look for the latest. */
+	m->next_pending = ev->pending;
+	ev->pending = m;
+	ev->refs++;
+	/*
+	 * Queue the mark before any wait can capture its sequence number: a
+	 * wait on this same stream, queued by another thread in between,
+	 * would otherwise sit ahead of the mark it waits for, forever.
+	 * (Lock order: event, then stream; nothing takes them the other way.)
+	 */
+	host_stream_push(s, &m->base);
+	pthread_mutex_unlock(&ev->lock);
+	return 0;
+}
+
+static void host_wait_run(struct host_item *item)
+{
+	struct host_wait_item *w = host_container_of(item, struct host_wait_item, base);
+	struct host_event *ev = w->ev;
+
+	pthread_mutex_lock(&ev->lock);
+	while (host_event_pending(ev, w->seq))
+		pthread_cond_wait(&ev->completed, &ev->lock);
+	host_event_unlock_put(ev);
+}
+
+int host_stream_wait_event(struct host_stream *s, struct host_event *ev)
+{
+	struct host_wait_item *w;
+
+	pthread_mutex_lock(&ev->lock);
+	if (!host_event_pending(ev, ev->latest)) {
+		/* Already complete, or never recorded: nothing to hold for. */
+		pthread_mutex_unlock(&ev->lock);
+		return 0;
+	}
+	w = malloc(sizeof(*w));
+	if (!w) {
+		pthread_mutex_unlock(&ev->lock);
+		return ENOMEM;
+	}
+	w->base.run = host_wait_run;
+	w->ev = ev;
+	w->seq = ev->latest;
+	ev->refs++;
+	pthread_mutex_unlock(&ev->lock);
+
+	host_stream_push(s, &w->base);
+	return 0;
+}
+
+bool host_event_query(struct host_event *ev)
+{
+	bool done;
+
+	pthread_mutex_lock(&ev->lock);
+	done = !host_event_pending(ev, ev->latest);
+	pthread_mutex_unlock(&ev->lock);
+	return done;
+}
+
+void host_event_synchronize(struct host_event *ev)
+{
+	uint64_t seq;
+
+	pthread_mutex_lock(&ev->lock);
+	seq = ev->latest;
+	while (host_event_pending(ev, seq))
+		pthread_cond_wait(&ev->completed, &ev->lock);
+	pthread_mutex_unlock(&ev->lock);
+}

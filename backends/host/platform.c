@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * platform.c - the host platform: device description, and the glue from
+ * the platform ops to the streams and events of stream.h.
+ *
+ * The glue checks arguments and turns errno values into statuses with a
+ * sentence; the asynchrony itself lives in stream.c and event.c.  Streams
+ * and events need nothing from the layer, so only init, fini and
+ * device_info look at self.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xdm/module.h>
+
+#include "host.h"
+#include "stream.h"
+
+struct host_platform {
+	uint32_t ordinal;
+	uint64_t memory;		/* total_bytes of the device */
+};
+
+/* Out of threads or memory is OUT_OF_MEMORY; anything else is the
+ * "driver" (here: the C library) refusing, with its errno. */
+static enum xdm_status host_errno(int err, const char *what)
+{
+	char buf[128];
+	const char *msg = strerror_r(err, buf, sizeof(buf));
+
+	if (err == ENOMEM || err == EAGAIN)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host platform: %s: %s", what, msg);
+	return xdm_error_set_driver(err, "host platform: %s: %s", what, msg);
+}
+
+static enum xdm_status host_null(const char *op, const char *what)
+{
+	return xdm_error_set(XDM_E_INVALID, "host platform: %s was given a NULL %s", op, what);
+}
+
+static enum xdm_status host_physical_memory(uint64_t *out)
+{
+	long pages = sysconf(_SC_PHYS_PAGES);
+	long page_size = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || page_size <= 0)
+		return xdm_error_set(XDM_E_CONFIG,
+				     "host platform: cannot read the size of physical memory; give memory=SIZE");
+	*out = (uint64_t)pages * (uint64_t)page_size;
+	return XDM_OK;
+}
+
+static enum xdm_status host_platform_init(struct xdm_layer *self, const struct xdm_params *params)
+{
+	uint32_t ordinal = xdm_layer_ordinal(self);
+	uint64_t devices = xdm_params_uint(params, "devices");
+	struct host_platform *p;
+	enum xdm_status st;
+	uint64_t memory = 0;
+
+	if (ordinal >= devices)
+		return xdm_error_set(XDM_E_NO_DEVICE,
+				     "host platform: there is no host device %" PRIu32
+				     ": devices=%" PRIu64 " makes only ordinals below %" PRIu64,
+				     ordinal, devices, devices);
+	if (xdm_params_has(params, "memory")) {
+		memory = xdm_params_size(params, "memory");
+		if (!memory)
+			return xdm_error_set(XDM_E_CONFIG,
+					     "host platform: memory must be more than 0 bytes");
+	} else {
+		st = host_physical_memory(&memory);
+		if (st)
+			return st;
+	}
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY,
+				     "host platform: no memory for the state of device %" PRIu32,
+				     ordinal);
+	p->ordinal = ordinal;
+	p->memory = memory;
+	xdm_layer_set_priv(self, p);
+	return XDM_OK;
+}
+
+static void host_platform_fini(struct xdm_layer *self)
+{
+	free(xdm_layer_priv(self));
+	xdm_layer_set_priv(self, NULL);
+}
+
+static enum xdm_status host_device_info(struct xdm_layer *self, struct xdm_device_info *out)
+{
+	const struct host_platform *p = xdm_layer_priv(self);
+
+	if (!out)
+		return host_null("device_info", "output");
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "host");
+	/* Fixed per ordinal, so that a budget keyed by UUID is shared by
+	 * every process using the same host device: "host" in hex, then the
+	 * ordinal. */
+	snprintf(out->uuid, sizeof(out->uuid), "686f7374-0000-4000-8000-%012" PRIx32,
+		 p->ordinal);
+	out->total_bytes = p->memory;
+	snprintf(out->platform, sizeof(out->platform), "host");
+	return XDM_OK;
+}
+
+static enum xdm_status host_op_stream_create(struct xdm_layer *self, void **stream)
+{
+	struct host_stream *s;
+	int err;
+
+	if (!stream)
+		return host_null("stream_create", "output");
+	err = host_stream_create(&s);
+	if (err)
+		return host_errno(err, "cannot start a stream's worker thread");
+	*stream = s;
+	return XDM_OK;
+}
+
+static void host_op_stream_destroy(struct xdm_layer *self, void *stream)
+{
+	host_stream_destroy(stream);
+}
+
+static enum xdm_status host_op_stream_synchronize(struct xdm_layer *self, void *stream)
+{
+	int err;
+
+	if (!stream)
+		return host_null("stream_synchronize", "stream");
+	err = host_stream_synchronize(stream);
+	if (err == EDEADLK)
+		return xdm_error_set(XDM_E_STREAM_MISUSE,
+				     "host platform: stream_synchronize was called by a host function "
+				     "running on that same stream, which would wait for itself forever");
+	return err ? host_errno(err, "stream_synchronize") : XDM_OK;
+}
+
+static enum xdm_status host_op_event_create(struct xdm_layer *self, void **event)
+{
+	struct host_event *ev;
+	int err;
+
+	if (!event)
+		return host_null("event_create", "output");
+	err = host_event_create(&ev);
+	if (err)
+		return host_errno(err, "cannot create an event");
+	*event = ev;
+	return XDM_OK;
+}
+
+static void host_op_event_destroy(struct xdm_layer *self, void *event)
+{
+	host_event_destroy(event);
+}
+
+static enum xdm_status host_op_event_record(struct xdm_layer *self, void *event, void *stream)
+{
+	int err;
+
+	if (!event)
+		return host_null("event_record", "event");
+	if (!stream)
+		return host_null("event_record", "stream");
+	err = host_event_record(event, stream);
+	return err ? host_errno(err, "cannot queue an event record") : XDM_OK;
+}
+
+static enum xdm_status host_op_stream_wait_event(struct xdm_layer *self, void *stream, void *event)
+{
+	int err;
+
+	if (!stream)
+		return host_null("stream_wait_event", "stream");
+	if (!event)
+		return host_null("stream_wait_event", "event");
+	err = host_stream_wait_event(stream, event);
+	return err ? host_errno(err, "cannot queue an event wait") : XDM_OK;
+}
+
+static enum xdm_status host_op_event_query(struct xdm_layer *self, void *event, bool *done)
+{
+	if (!event)
+		return host_null("event_query", "event");
+	if (!done)
+		return host_null("event_query", "output");
+	*done = host_event_query(event);
+	return XDM_OK;
+}
+
+static enum xdm_status host_op_event_synchronize(struct xdm_layer *self, void *event)
+{
+	if (!event)
+		return host_null("event_synchronize", "event");
+	host_event_synchronize(event);
+	return XDM_OK;
+}
+
+static enum xdm_status host_op_launch_host_func(struct xdm_layer *self, void *stream,
+						void (*fn)(void *arg), void *arg)
+{
+	int err;
+
+	if (!stream)
+		return host_null("launch_host_func", "stream");
+	if (!fn)
+		return host_null("launch_host_func", "function");
+	err = host_stream_launch(stream, fn, arg);
+	return err ? host_errno(err, "cannot queue a host function") : XDM_OK;
+}
+
+static enum xdm_status host_op_memset_async(struct xdm_layer *self, uint64_t ptr, int value,
+					    size_t bytes, void *stream)
+{
+	int err;
+
+	if (!stream)
+		return host_null("memset_async", "stream");
+	if (!bytes)
+		return XDM_OK;
+	if (!ptr)
+		return xdm_error_set(XDM_E_INVALID,
+				     "host platform: memset_async of %zu bytes at address 0", bytes);
+	err = host_stream_memset(stream, (void *)(uintptr_t)ptr, value, bytes);
+	return err ? host_errno(err, "cannot queue a memset") : XDM_OK;
+}
+
+static enum xdm_status host_op_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t src,
+					    size_t bytes, void *stream)
+{
+	int err;
+
+	if (!stream)
+		return host_null("memcpy_async", "stream");
+	if (!bytes)
+		return XDM_OK;
+	if (!dst || !src)
+		return xdm_error_set(XDM_E_INVALID,
+				     "host platform: memcpy_async of %zu bytes with a %s address of 0",
+				     bytes, dst ? "source" : "destination");
+	err = host_stream_memcpy(stream, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
+				 bytes);
+	return err ? host_errno(err, "cannot queue a memcpy") : XDM_OK;
+}
+
+static const struct xdm_param_spec host_platform_params[] = {
+	{ "devices", XDM_PARAM_UINT, "1",
+	  "how many host devices exist; ordinals from this number on have none" },
+	{ "memory", XDM_PARAM_SIZE, NULL,
+	  "total memory each host device reports (default: the machine's physical memory)" },
+	{ NULL },
+};
+
+const struct xdm_ops host_platform_ops = {
+	XDM_OPS_HEADER("host", XDM_KIND_PLATFORM),
+	.description = "host memory, with streams run by one worker thread each",
+	.params = host_platform_params,
+	.init = host_platform_init,
+	.fini = host_platform_fini,
+	.default_stack = "host",
+	.device_info = host_device_info,
+	.stream_create = host_op_stream_create,
+	.stream_destroy = host_op_stream_destroy,
+	.stream_synchronize = host_op_stream_synchronize,
+	.event_create = host_op_event_create,
+	.event_destroy = host_op_event_destroy,
+	.event_record = host_op_event_record,
+	.stream_wait_event = host_op_stream_wait_event,
+	.event_query = host_op_event_query,
+	.event_synchronize = host_op_event_synchronize,
+	.launch_host_func = host_op_launch_host_func,
+	.memset_async = host_op_memset_async,
+	.memcpy_async = host_op_memcpy_async,
+};

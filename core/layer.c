@@ -42,6 +42,11 @@ const struct xdm_device_info *xdm_layer_device(const struct xdm_layer *self)
 	return &self->rt->device;
 }
 
+void *xdm_layer_platform_priv(const struct xdm_layer *self)
+{
+	return self->rt->platform.priv;
+}
+
 /* Walk l down past adaptors that leave method NULL. */
 #define FIND_IMPL(l, method)                                                          \
 	while ((l) && !(l)->ops->method && (l)->ops->kind == XDM_KIND_ADAPTOR)        \

@@ -4,7 +4,9 @@
  *
  * A module named N is the file N.so in the first directory of the path that
  * has one: $XDM_MODULE_PATH (colon-separated), then the config's module_dir,
- * then the directory the library was installed with.  Every failure is a
+ * then the directory the library was installed with.  A module family shares
+ * one file named by the part before the first underscore: cuda_async is found
+ * in cuda.so when there is no cuda_async.so.  Every failure is a
  * sentence naming the module, the file and what went wrong.
  */
 #include "config.h"
@@ -46,6 +48,24 @@ static bool find_file(const char *path, const char *name, char *out, size_t len)
 			dir++;
 	}
 	return false;
+}
+
+/*
+ * N.so, else the file of N's family: the name up to its first underscore
+ * (cuda_async and cuda_direct live in cuda.so with the cuda platform).
+ */
+static bool find_module_file(const char *path, const char *name, char *out, size_t len)
+{
+	const char *underscore = strchr(name, '_');
+	char family[256];
+
+	if (find_file(path, name, out, len))
+		return true;
+	if (!underscore || underscore == name || (size_t)(underscore - name) >= sizeof(family))
+		return false;
+	memcpy(family, name, (size_t)(underscore - name));
+	family[underscore - name] = '\0';
+	return find_file(path, family, out, len);
 }
 
 static bool file_loaded(struct xdm_module_table *t, void *handle)
@@ -149,7 +169,7 @@ enum xdm_status xdm_modules_resolve(struct xdm_module_table *t, const char *name
 	if (*out)
 		goto unlock;
 	module_path(module_dir, path, sizeof(path));
-	if (!find_file(path, name, file, sizeof(file))) {
+	if (!find_module_file(path, name, file, sizeof(file))) {
 		st = xdm_error_set(XDM_E_CONFIG, "unknown module '%s': no %s.so in the module path (%s)",
 				   name, name, path);
 		goto unlock;

@@ -291,6 +291,18 @@ START_TEST(test_registers_no_such_name)
 }
 END_TEST
 
+/* No example_extra.so: the family file example.so is tried, and found not
+ * to register the name. */
+START_TEST(test_family_file_is_tried)
+{
+	char file[PATH_MAX_TEXT];
+
+	module_file(file, sizeof(file), "examples", "example");
+	expect_failure("example_extra | host", XDM_E_MODULE, "example_extra", file,
+		       "registers no", NULL);
+}
+END_TEST
+
 START_TEST(test_backend_lacks_allocate)
 {
 	char file[PATH_MAX_TEXT];
@@ -761,6 +773,7 @@ static Suite *loader_suite(void)
 	tcase_add_test(inproc, test_inproc_register);
 	tcase_add_test(inproc, test_inproc_register_twice);
 	tcase_add_test(inproc, test_inproc_refused);
+	tcase_add_test(inproc, test_family_file_is_tried);
 	tcase_add_test(inproc, test_inproc_backend_adaptor_clash);
 	suite_add_tcase(s, inproc);
 	return s;

@@ -179,6 +179,12 @@ XDM_API uint32_t xdm_layer_ordinal(const struct xdm_layer *self);
 XDM_API const char *xdm_layer_name(const struct xdm_layer *self);
 /* The runtime's device (name, uuid, total memory, platform). */
 XDM_API const struct xdm_device_info *xdm_layer_device(const struct xdm_layer *self);
+/*
+ * The priv of the runtime's platform instance.  Only for a backend shipped in
+ * the same module as its platform (cuda_async needs the cuda platform's
+ * context); such a backend must first check xdm_layer_device()->platform.
+ */
+XDM_API void *xdm_layer_platform_priv(const struct xdm_layer *self);
 
 /* Calls into the layer below, applying the NULL rules above. */
 XDM_API enum xdm_status xdm_up_allocate(struct xdm_layer *up, size_t bytes, xdm_stream_id stream,

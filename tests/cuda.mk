@@ -1,0 +1,1 @@
+# tests/cuda: the GPU suites; see issue 3

@@ -161,11 +161,18 @@ struct xdm_reg_entry {
 
 #define XDM_REG_SHARDS 64
 
+/*
+ * Counts that change under a shard lock live in the shard: written with a
+ * plain load and store (the lock orders writers), read by anyone without the
+ * lock, so introspection never waits on an allocation.
+ */
 struct xdm_reg_shard {
 	pthread_mutex_t lock;
 	struct xdm_reg_entry **buckets;
 	size_t nbuckets, count;
 	struct xdm_reg_entry *spare;	/* recycled entries */
+	_Atomic uint64_t allocs;
+	_Atomic uint64_t frees;
 } __attribute__((aligned(64)));
 
 struct xdm_registry {
@@ -181,10 +188,16 @@ XDM_HIDDEN enum xdm_status xdm_registry_insert(struct xdm_registry *reg,
 /* Find a live entry; caller holds the shard lock. NULL if none. */
 XDM_HIDDEN struct xdm_reg_entry *xdm_registry_find_locked(struct xdm_reg_shard *shard,
 							  uint64_t ptr);
-/* Unlink the entry of ptr whose generation matches; NULL if none. */
-XDM_HIDDEN struct xdm_reg_entry *xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
-						   xdm_generation generation);
-XDM_HIDDEN void xdm_registry_recycle(struct xdm_registry *reg, struct xdm_reg_entry *e);
+/*
+ * Remove the entry of ptr whose generation matches, copying it to *out, in
+ * one lock hold.  False if none.  The copy's reads point into the copy, or at
+ * a heap array the caller frees with xdm_use_track_free().
+ */
+XDM_HIDDEN bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
+				  xdm_generation generation, struct xdm_reg_entry *out);
+XDM_HIDDEN void xdm_use_track_free(struct xdm_use_track *t);
+/* Sums of the shards' counters. */
+XDM_HIDDEN void xdm_registry_counts(struct xdm_registry *reg, uint64_t *allocs, uint64_t *frees);
 /* Visit every live block under each shard lock in turn (for snapshots). */
 XDM_HIDDEN void xdm_registry_for_each(struct xdm_registry *reg,
 				      void (*fn)(const struct xdm_reg_entry *e, void *arg),
@@ -198,12 +211,10 @@ XDM_HIDDEN enum xdm_status xdm_track_release(struct xdm_runtime *rt, struct xdm_
 
 /* ---- runtime (runtime.c, runtime_table.c) ---------------------------- */
 
+/* Runtime-wide counters; allocs and frees are counted per registry shard. */
 struct xdm_counters {
 	_Atomic uint64_t bytes;
-	_Atomic uint64_t blocks;
 	_Atomic uint64_t peak;
-	_Atomic uint64_t allocs;
-	_Atomic uint64_t frees;
 	_Atomic uint64_t failures;
 	_Atomic uint64_t waits;
 	_Atomic uint64_t events;

@@ -41,6 +41,13 @@ struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr)
 	return &reg->shards[hash_ptr(ptr) >> (64 - SHARD_BITS)];
 }
 
+/* A plain increment of a counter that only lock holders write. */
+static void bump(_Atomic uint64_t *counter)
+{
+	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 static bool grow(struct xdm_reg_shard *shard)
 {
 	size_t n = shard->nbuckets ? shard->nbuckets * 2 : INITIAL_BUCKETS;
@@ -115,6 +122,7 @@ enum xdm_status xdm_registry_insert(struct xdm_registry *reg, const struct xdm_b
 	e->next = shard->buckets[b];
 	shard->buckets[b] = e;
 	shard->count++;
+	bump(&shard->allocs);
 	pthread_mutex_unlock(&shard->lock);
 	return XDM_OK;
 
@@ -123,8 +131,8 @@ oom:
 	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of host memory for the block registry");
 }
 
-struct xdm_reg_entry *xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
-					xdm_generation generation)
+bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr, xdm_generation generation,
+		       struct xdm_reg_entry *out)
 {
 	struct xdm_reg_shard *shard = xdm_registry_shard(reg, ptr);
 	struct xdm_reg_entry **pp, *e = NULL;
@@ -140,23 +148,35 @@ struct xdm_reg_entry *xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
 		e = *pp;
 		*pp = e->next;
 		shard->count--;
+		bump(&shard->frees);
+		*out = *e;
+		if (e->track.reads == e->track.inline_reads)
+			out->track.reads = out->track.inline_reads;
+		e->next = shard->spare;
+		shard->spare = e;
 		break;
 	}
 unlock:
 	pthread_mutex_unlock(&shard->lock);
-	return e;
+	return e != NULL;
 }
 
-void xdm_registry_recycle(struct xdm_registry *reg, struct xdm_reg_entry *e)
+void xdm_use_track_free(struct xdm_use_track *t)
 {
-	struct xdm_reg_shard *shard = xdm_registry_shard(reg, e->block.ptr);
+	if (t->reads != t->inline_reads)
+		free(t->reads);
+	t->reads = t->inline_reads;
+	t->nreads = 0;
+	t->capreads = XDM_INLINE_READS;
+}
 
-	if (e->track.reads != e->track.inline_reads)
-		free(e->track.reads);
-	pthread_mutex_lock(&shard->lock);
-	e->next = shard->spare;
-	shard->spare = e;
-	pthread_mutex_unlock(&shard->lock);
+void xdm_registry_counts(struct xdm_registry *reg, uint64_t *allocs, uint64_t *frees)
+{
+	*allocs = *frees = 0;
+	for (int i = 0; i < XDM_REG_SHARDS; i++) {
+		*allocs += atomic_load_explicit(&reg->shards[i].allocs, memory_order_relaxed);
+		*frees += atomic_load_explicit(&reg->shards[i].frees, memory_order_relaxed);
+	}
 }
 
 void xdm_registry_for_each(struct xdm_registry *reg,

@@ -67,8 +67,6 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 		*(struct xdm_error *)xdm_last_error() = saved;
 		goto failed;
 	}
-	atomic_fetch_add_explicit(&c->allocs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->blocks, 1, memory_order_relaxed);
 	now = atomic_fetch_add_explicit(&c->bytes, out->bytes, memory_order_relaxed) + out->bytes;
 	raise_peak(c, now);
 	return XDM_OK;
@@ -80,7 +78,7 @@ failed:
 
 enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 {
-	struct xdm_reg_entry *e;
+	struct xdm_reg_entry e;
 	enum xdm_status st, st_wait;
 
 	if (!rt || !block)
@@ -89,21 +87,18 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 		return xdm_error_set(XDM_E_INVALID,
 				     "xdm_deallocate: block of device %u given to the runtime of "
 				     "device %u", block->ordinal, rt->ordinal);
-	e = xdm_registry_take(&rt->registry, block->ptr, block->generation);
-	if (!e)
+	if (!xdm_registry_take(&rt->registry, block->ptr, block->generation, &e))
 		return xdm_error_set_block(XDM_E_USE_AFTER_FREE, block->generation, XDM_SIDE_NONE,
 					   "xdm_deallocate: block 0x%llx generation %llu is not "
 					   "live (double free or stale handle)",
 					   (unsigned long long)block->ptr,
 					   (unsigned long long)block->generation);
 	/* The registry's copy is authoritative: the caller's may be damaged. */
-	st_wait = xdm_track_release(rt, e);
-	st = xdm_up_deallocate(&rt->layers[0], &e->block);
-	atomic_fetch_add_explicit(&rt->counters.frees, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&rt->counters.blocks, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&rt->counters.bytes, e->block.bytes, memory_order_relaxed);
-	block->state = e->block.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : e->block.state;
-	xdm_registry_recycle(&rt->registry, e);
+	st_wait = xdm_track_release(rt, &e);
+	xdm_use_track_free(&e.track);
+	st = xdm_up_deallocate(&rt->layers[0], &e.block);
+	atomic_fetch_sub_explicit(&rt->counters.bytes, e.block.bytes, memory_order_relaxed);
+	block->state = e.block.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : e.block.state;
 	return st ? st : st_wait;
 }
 
@@ -181,12 +176,11 @@ void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 		return;
 	}
 	c = &rt->counters;
-
+	xdm_registry_counts(&rt->registry, &out->allocs, &out->frees);
+	/* Frees are summed after allocs, so a racing pair never reads negative. */
+	out->blocks_outstanding = out->allocs >= out->frees ? out->allocs - out->frees : 0;
 	out->bytes_outstanding = atomic_load_explicit(&c->bytes, memory_order_relaxed);
-	out->blocks_outstanding = atomic_load_explicit(&c->blocks, memory_order_relaxed);
 	out->bytes_peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
-	out->allocs = atomic_load_explicit(&c->allocs, memory_order_relaxed);
-	out->frees = atomic_load_explicit(&c->frees, memory_order_relaxed);
 	out->failures = atomic_load_explicit(&c->failures, memory_order_relaxed);
 	out->waits_queued = atomic_load_explicit(&c->waits, memory_order_relaxed);
 	out->events_recorded = atomic_load_explicit(&c->events, memory_order_relaxed);

@@ -3,6 +3,8 @@
 #
 # bench_smoke.sh - xdm-bench runs every workload on the host stack, prints
 # valid JSON and a table, leaves nothing outstanding, and says no clearly.
+# On the host platform no driver anchors join the run (--anchors auto and
+# off), and --anchors on says no, naming the driver, where there is none.
 #
 # Exit 0 pass, 1 fail, 77 skip (the binary was not built).  Run by make
 # check from the build directory, with XDM_TOP_BUILDDIR, XDM_MODULE_PATH
@@ -75,6 +77,13 @@ check([r["threads"] for r in thr] == [1, 4, 16], "thread counts %r" % thr)
 check(all(r["ops"] == 2000 * r["threads"] for r in thr), "threads ops")
 
 check(doc["device"]["platform"] == "host", "platform %r" % doc["device"])
+# host platform, --anchors left at auto: the runtime alone, nothing to divide by
+check(doc["options"]["anchors"] == "auto", "options.anchors %r" % doc["options"])
+subj = doc["subjects"]
+check(len(subj) == 1 and subj[0]["name"] == "xdm" and subj[0]["anchor"] is False,
+      "subjects %r" % subj)
+check(doc["ratios"] == [], "ratios on host %r" % doc["ratios"])
+check(doc["event_edge"] is None, "event_edge on host %r" % doc["event_edge"])
 check("host" in doc["stack"], "stack %r" % doc["stack"])
 after = [c["after"] for c in doc["counters"]]
 check(after == ["pair", "random", "threads"], "counters rows %r" % after)
@@ -106,6 +115,10 @@ else
 	frees=$(echo "$final" | sed -n 's/.*"frees": \([0-9]*\).*/\1/p')
 	[ -n "$allocs" ] && [ "$allocs" = "$frees" ] || fail "allocs $allocs != frees $frees"
 	grep -q '"leak": false' "$tmp/all.json" || fail "leak flag"
+	grep -q '"anchors": "auto"' "$tmp/all.json" || fail "options.anchors"
+	grep -q '"ratios": \[\],' "$tmp/all.json" || fail "ratios on host"
+	grep -q '"event_edge": null,' "$tmp/all.json" || fail "event_edge on host"
+	grep -q '"anchor": true' "$tmp/all.json" && fail "an anchor subject on host"
 fi
 [ -s "$tmp/err.all.json" ] && fail "the JSON run wrote to stderr"
 
@@ -128,6 +141,63 @@ grep -q '^xdm  *pair  *1M  *1000 ' "$tmp/table" || fail "no 1M row in: $(cat "$t
 grep -q '^stack  *host' "$tmp/table" || fail "no stack line in: $(cat "$tmp/table")"
 grep -q '^xdm  *pair  *0  *0 ' "$tmp/table" || fail "no zero counters row in: $(cat "$tmp/table")"
 
+# ---- no anchors on the host platform -----------------------------------
+# auto adds the driver anchors only beside a cuda runtime; off never does.
+for mode in off auto; do
+	run anchors.$mode --stack host --platform host --workload pair --sizes 4K --iterations 500 \
+		--repeat 1 --anchors "$mode"
+	[ "$rc" -eq 0 ] || fail "--anchors $mode exited $rc"
+	grep -q '^xdm  *pair  *4K  *500 ' "$tmp/anchors.$mode" ||
+		fail "--anchors $mode: no xdm row in: $(cat "$tmp/anchors.$mode")"
+	grep -Eq '^(cuMemAlloc|cuMemAllocAsync) |^anchor |^ratios|event_edge' "$tmp/anchors.$mode" &&
+		fail "--anchors $mode on host measured an anchor: $(cat "$tmp/anchors.$mode")"
+	[ -s "$tmp/err.anchors.$mode" ] && fail "--anchors $mode wrote to stderr"
+done
+
+# libcuda_state: present, absent or unknown: can this machine dlopen
+# libcuda.so.1, as the anchors do?  python3's ctypes asks the dynamic
+# loader itself; the ldconfig cache and LD_LIBRARY_PATH are the fallback.
+libcuda_state() {
+	if command -v python3 >/dev/null 2>&1 && python3 -c 'import ctypes' 2>/dev/null; then
+		if python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1")' 2>/dev/null; then
+			echo present
+		else
+			echo absent
+		fi
+		return
+	fi
+	old_ifs=$IFS
+	IFS=:
+	for d in ${LD_LIBRARY_PATH:-}; do
+		[ -n "$d" ] && [ -e "$d/libcuda.so.1" ] && { IFS=$old_ifs; echo present; return; }
+	done
+	IFS=$old_ifs
+	for ldc in ldconfig /sbin/ldconfig /usr/sbin/ldconfig; do
+		if command -v "$ldc" >/dev/null 2>&1; then
+			if "$ldc" -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+				echo present
+			else
+				echo absent
+			fi
+			return
+		fi
+	done
+	echo unknown
+}
+
+# --anchors on without a driver is a refusal that names it, not a quiet run.
+state=$(libcuda_state)
+if [ "$state" = absent ]; then
+	run anchors.on --stack host --platform host --workload pair --sizes 4K --iterations 500 \
+		--repeat 1 --anchors on
+	[ "$rc" -eq 1 ] || fail "--anchors on without libcuda.so.1 exited $rc, not 1"
+	grep -q 'driver' "$tmp/err.anchors.on" ||
+		fail "--anchors on does not mention the driver: $(cat "$tmp/err.anchors.on")"
+	[ -s "$tmp/anchors.on" ] && fail "--anchors on without a driver printed on stdout"
+else
+	echo "note: libcuda.so.1 is $state here: the --anchors on refusal is not checked"
+fi
+
 # ---- the configured runtime, through --config --------------------------
 if [ -n "${XDM_CONFIG:-}" ]; then
 	run config --config "$XDM_CONFIG" --workload pair --sizes 256 --iterations 500 --repeat 1 --json
@@ -140,7 +210,7 @@ run bad --no-such-option
 [ "$rc" -eq 2 ] || fail "an unknown option exited $rc, not 2"
 grep -q 'no-such-option' "$tmp/err.bad" || fail "the unknown option is not named"
 for args in "--sizes 4X" "--iterations ten" "--repeat 0" "--workload nope" "--threads 1,,4" \
-	    "--device -1" "--stack host --config /dev/null"; do
+	    "--device -1" "--stack host --config /dev/null" "--anchors maybe"; do
 	# shellcheck disable=SC2086 # split on purpose
 	run bad $args
 	[ "$rc" -eq 2 ] || fail "'$args' exited $rc, not 2"

@@ -3,11 +3,12 @@
  * bench.h - shared declarations of xdm-bench.
  *
  * The bench measures "subjects": anything that can allocate and free memory
- * on a stream.  An xdm runtime is one today; the driver's own allocators
- * (cuMemAlloc, cuMemAllocAsync) will be others, measured in the same run so
- * that a ratio compares like with like.  Workloads only ever see the small
- * ops table below and loop over the subject list themselves, so a new
- * subject needs no change to any workload or to the output.
+ * on a stream.  The xdm runtime is always subjects[0]; the CUDA driver's own
+ * allocators (cuMemAlloc, cuMemAllocAsync) may follow as "anchors",
+ * measured in the same run so that a ratio compares like with like.
+ * Workloads only ever see the small ops table below and loop over the
+ * subject list themselves, so a new subject needs no change to any
+ * workload or to the output.
  *
  * main() owns the one struct bench_ctx; nothing here keeps global state.
  */
@@ -52,10 +53,18 @@ enum bench_workload {
 #define BENCH_DEFAULT_RANDOM_OPS 200000u
 #define BENCH_DEFAULT_THREAD_ITERS 100000u
 #define BENCH_DEFAULT_REPEAT 5u
+#define BENCH_DEFAULT_EDGE_ITERS 100000u
 #define BENCH_RANDOM_MAX_LIVE 1000u
 #define BENCH_RANDOM_MIN_BYTES 256u
 #define BENCH_RANDOM_MAX_BYTES (4u << 20)
 #define BENCH_THREAD_BYTES 4096u
+
+/* --anchors: whether the driver's allocators are measured beside xdm. */
+enum bench_anchors_mode {
+	BENCH_ANCHORS_AUTO,	/* when the xdm runtime runs on the cuda platform */
+	BENCH_ANCHORS_ON,	/* always; no driver is exit 1 */
+	BENCH_ANCHORS_OFF,
+};
 
 struct bench_opts {
 	const char *stack;		/* --stack, or NULL */
@@ -74,6 +83,7 @@ struct bench_opts {
 	bool iterations_set;
 	unsigned int repeat;
 	uint64_t seed;
+	enum bench_anchors_mode anchors;
 	bool json;
 };
 
@@ -117,6 +127,7 @@ struct bench_subject {
 	char name[BENCH_NAME_LEN];	/* the table's "subject" column */
 	char desc[512];			/* e.g. the stack spec */
 	void *priv;
+	bool anchor;			/* a driver allocator, the divisor of ratios */
 	struct bench_counters last;	/* the latest counters read */
 	bool has_last;
 };
@@ -146,14 +157,30 @@ struct bench_counter_row {
 	struct bench_counters c;
 };
 
+/*
+ * event_edge: one cuEventRecord on one stream plus one cuStreamWaitEvent on
+ * another, the driver's price of a cross-stream dependency.  Measured once
+ * per run when anchors are present; subject is NULL when it was not.
+ */
+struct bench_edge {
+	const struct bench_subject *subject;
+	uint32_t from_stream, to_stream;
+	uint64_t iters;			/* edges in one timed run */
+	unsigned int runs;
+	double median_ns;		/* per edge */
+	double min_ns;
+};
+
 struct bench_report {
 	FILE *out;
 	bool json;
 	bool table_started;
+	int name_width;			/* of the subject column, set at the header */
 	struct bench_result *results;
 	size_t nresults, results_cap;
 	struct bench_counter_row *rows;
 	size_t nrows, rows_cap;
+	struct bench_edge edge;
 };
 
 struct bench_ctx {
@@ -162,6 +189,7 @@ struct bench_ctx {
 	size_t nsubjects;
 	struct xdm_device_info dev;
 	char stack[512];
+	struct bench_subject *edge_subject;	/* the anchor event_edge runs on */
 	struct bench_report report;
 };
 
@@ -169,9 +197,30 @@ struct bench_ctx {
 void bench_opts_init(struct bench_opts *o);
 int bench_parse_args(int argc, char **argv, struct bench_opts *o);
 int bench_parse_lists(struct bench_opts *o);
+const char *bench_anchors_name(enum bench_anchors_mode m);
 
 /* bench_subject_xdm.c */
 int bench_subject_xdm_open(struct bench_ctx *ctx, struct bench_subject *s);
+
+/*
+ * bench_anchors.c: adds the driver anchors after subjects[0] as --anchors
+ * says, and measures event_edge on them.  0, or an exit code, said.
+ */
+int bench_anchors_open(struct bench_ctx *ctx);
+int bench_anchors_event_edge(struct bench_ctx *ctx);
+
+#ifdef XDM_BENCH_CUDA
+/* bench_subject_cuda.c and bench_cuda_edge.c: only where configure found cuda.h. */
+enum bench_cuda_kind {
+	BENCH_CUDA_SYNC,	/* "cuMemAlloc": cuMemAlloc / cuMemFree */
+	BENCH_CUDA_ASYNC,	/* "cuMemAllocAsync": the default pool, on streams */
+};
+/* 0, or -1 with the reason in why; s is left without priv then. */
+int bench_cuda_open(struct bench_ctx *ctx, enum bench_cuda_kind kind, uint32_t nstreams,
+		    struct bench_subject *s, char *why, size_t len);
+/* On a BENCH_CUDA_ASYNC subject: fills ctx->report.edge.  0, or an exit code, said. */
+int bench_cuda_event_edge(struct bench_ctx *ctx, struct bench_subject *s);
+#endif
 
 /* bench_workloads.c and bench_threads.c: 0, or an exit code, said. */
 int bench_run_pair(struct bench_ctx *ctx);

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_main.c - xdm-bench: allocation throughput and latency of an xdm
- * stack.  main() owns the one context; it opens the subjects, runs the
- * chosen workloads against all of them, reads every subject's counters
- * after each workload and refuses to call a run good while memory is
- * still outstanding at the end (exit 3): a leak is a bug the bench must
- * not hide behind good numbers.
+ * stack, beside the CUDA driver's allocators where it runs on a GPU.
+ * main() owns the one context; it opens the subjects (the runtime, then
+ * the anchors), runs the chosen workloads against all of them, reads every
+ * subject's counters after each workload and refuses to call a run good
+ * while memory is still outstanding at the end (exit 3): a leak is a bug
+ * the bench must not hide behind good numbers.
  */
 #include "config.h"
 
@@ -117,9 +118,16 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc;
 	ctx.nsubjects = 1;
+	/* After the runtime: auto looks at its platform, and its stream count. */
+	rc = bench_anchors_open(&ctx);
+	if (rc)
+		goto out;
 
 	bench_report_header(&ctx);
 	rc = run_workloads(&ctx);
+	if (rc)
+		goto out;
+	rc = bench_anchors_event_edge(&ctx);
 	if (rc)
 		goto out;
 	leak = check_leaks(&ctx);

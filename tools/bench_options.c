@@ -20,6 +20,7 @@
 enum {
 	OPT_SIZES = 256,
 	OPT_SEED,
+	OPT_ANCHORS,
 };
 
 static const struct option long_options[] = {
@@ -33,6 +34,7 @@ static const struct option long_options[] = {
 	{ "threads", required_argument, NULL, 't' },
 	{ "repeat", required_argument, NULL, 'r' },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "anchors", required_argument, NULL, OPT_ANCHORS },
 	{ "json", no_argument, NULL, 'j' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -43,7 +45,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: xdm-bench [OPTION]...\n"
-		"Measure allocation throughput and latency of an xdm stack.\n"
+		"Measure allocation throughput and latency of an xdm stack, beside the\n"
+		"CUDA driver's own allocators where it runs on a GPU.\n"
 		"\n"
 		"  -s, --stack SPEC       run a private runtime around SPEC, e.g.\n"
 		"                         \"budget limit=1G | host\"\n"
@@ -53,10 +56,14 @@ static void usage(FILE *f)
 		"  -w, --workload W       pair, random, threads or all (default all)\n"
 		"      --sizes LIST       block sizes of pair (default " BENCH_DEFAULT_SIZES ")\n"
 		"  -n, --iterations N     pairs per size, random operations, pairs per\n"
-		"                         thread (defaults %u, %u, %u)\n"
+		"                         thread, event_edge edges (defaults %u, %u,\n"
+		"                         %u, %u)\n"
 		"  -t, --threads LIST     thread counts of threads (default " BENCH_DEFAULT_THREADS ")\n"
 		"  -r, --repeat R         timed runs per measurement (default %u)\n"
 		"      --seed S           seed of the random workload (default 1)\n"
+		"      --anchors WHEN     measure cuMemAlloc and cuMemAllocAsync beside xdm\n"
+		"                         and print ratios: auto (when the runtime's\n"
+		"                         platform is cuda), on or off (default auto)\n"
 		"  -j, --json             print one JSON object instead of tables\n"
 		"  -h, --help             print this help and exit\n"
 		"  -V, --version          print the version and exit\n"
@@ -66,7 +73,7 @@ static void usage(FILE *f)
 		"embedded default.  Exit status: 0 ok, 1 runtime or allocation failure,\n"
 		"2 bad usage, 3 memory still outstanding at the end.  See xdm-bench(1).\n",
 		BENCH_DEFAULT_PAIR_ITERS, BENCH_DEFAULT_RANDOM_OPS,
-		BENCH_DEFAULT_THREAD_ITERS, BENCH_DEFAULT_REPEAT);
+		BENCH_DEFAULT_THREAD_ITERS, BENCH_DEFAULT_EDGE_ITERS, BENCH_DEFAULT_REPEAT);
 }
 
 /* A whole decimal number in [min, max]; strtoull alone takes "-1" and " 7". */
@@ -114,6 +121,29 @@ static int parse_workload(const char *text, struct bench_opts *o)
 	return -1;
 }
 
+static const char *const anchors_names[] = {
+	[BENCH_ANCHORS_AUTO] = "auto",
+	[BENCH_ANCHORS_ON] = "on",
+	[BENCH_ANCHORS_OFF] = "off",
+};
+
+const char *bench_anchors_name(enum bench_anchors_mode m)
+{
+	return anchors_names[m];
+}
+
+static int parse_anchors(const char *text, struct bench_opts *o)
+{
+	for (size_t i = 0; i < sizeof(anchors_names) / sizeof(anchors_names[0]); i++) {
+		if (strcmp(text, anchors_names[i]) == 0) {
+			o->anchors = (enum bench_anchors_mode)i;
+			return 0;
+		}
+	}
+	fprintf(stderr, "xdm-bench: --anchors: '%s' is not one of auto, on, off.\n", text);
+	return -1;
+}
+
 void bench_opts_init(struct bench_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -123,6 +153,7 @@ void bench_opts_init(struct bench_opts *o)
 	o->threads_text = BENCH_DEFAULT_THREADS;
 	o->repeat = BENCH_DEFAULT_REPEAT;
 	o->seed = 1;
+	o->anchors = BENCH_ANCHORS_AUTO;
 }
 
 static int handle_option(int c, const char *arg, struct bench_opts *o)
@@ -165,6 +196,8 @@ static int handle_option(int c, const char *arg, struct bench_opts *o)
 		return 0;
 	case OPT_SEED:
 		return parse_u64("--seed", arg, 0, UINT64_MAX, &o->seed);
+	case OPT_ANCHORS:
+		return parse_anchors(arg, o);
 	case 'j':
 		o->json = true;
 		return 0;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench_report.c - what xdm-bench prints: a header, the results table and
- * the counters, or all of it as one JSON object.
+ * bench_report.c - what xdm-bench prints: a header, the results table, the
+ * ratios of xdm to the driver anchors, notes and the counters, or all of it
+ * as one JSON object.
  *
  * Table rows are printed as each measurement ends, so a long run shows
  * progress; JSON is printed once at the end because it is one object.
@@ -48,12 +49,27 @@ static void human_bytes(uint64_t bytes, char *buf, size_t len)
 		snprintf(buf, len, "%.1f %s", v, units[u]);
 }
 
+/* Wide enough for every subject's name, and never narrower than before anchors. */
+static int name_width(const struct bench_ctx *ctx)
+{
+	size_t w = strlen("subject") + 1;
+
+	for (size_t i = 0; i < ctx->nsubjects; i++) {
+		size_t n = strlen(ctx->subjects[i].name);
+
+		if (n > w)
+			w = n;
+	}
+	return (int)w;
+}
+
 void bench_report_header(struct bench_ctx *ctx)
 {
 	const struct xdm_device_info *d = &ctx->dev;
 	FILE *f = ctx->report.out;
 	char mem[32];
 
+	ctx->report.name_width = name_width(ctx);
 	if (ctx->report.json)
 		return;
 	human_bytes(d->total_bytes, mem, sizeof(mem));
@@ -63,6 +79,12 @@ void bench_report_header(struct bench_ctx *ctx)
 	fprintf(f, "uuid      %s\n", d->uuid);
 	fprintf(f, "memory    %s (%llu bytes)\n", mem, (unsigned long long)d->total_bytes);
 	fprintf(f, "stack     %s\n", ctx->stack);
+	for (size_t i = 0; i < ctx->nsubjects; i++) {
+		const struct bench_subject *s = &ctx->subjects[i];
+
+		if (s->anchor)
+			fprintf(f, "anchor    %s: %s\n", s->name, s->desc);
+	}
 	fprintf(f, "timing    median and min of %u timed runs after 1 warm-up run\n",
 		ctx->opts.repeat);
 	fflush(f);
@@ -97,13 +119,13 @@ int bench_report_result(struct bench_ctx *ctx, const struct bench_result *r)
 	if (rep->json)
 		return 0;
 	if (!rep->table_started) {
-		fprintf(f, "\n%-8s %-8s %-10s %10s %13s %11s %15s\n", "subject", "workload",
-			"param", "ops", "median ns/op", "min ns/op", "ops/s (median)");
+		fprintf(f, "\n%-*s %-8s %-10s %10s %13s %11s %15s\n", rep->name_width, "subject",
+			"workload", "param", "ops", "median ns/op", "min ns/op", "ops/s (median)");
 		rep->table_started = true;
 	}
-	fprintf(f, "%-8s %-8s %-10s %10llu %13.1f %11.1f %15.0f\n", r->subject->name,
-		bench_workload_name(r->workload), r->param, (unsigned long long)r->ops,
-		r->median_ns, r->min_ns, r->ops_per_s);
+	fprintf(f, "%-*s %-8s %-10s %10llu %13.1f %11.1f %15.0f\n", rep->name_width,
+		r->subject->name, bench_workload_name(r->workload), r->param,
+		(unsigned long long)r->ops, r->median_ns, r->min_ns, r->ops_per_s);
 	fflush(f);
 	return 0;
 }
@@ -123,11 +145,55 @@ int bench_report_counters(struct bench_ctx *ctx, struct bench_subject *s,
 	return 0;
 }
 
+/* ---- ratios ------------------------------------------------------------ */
+
+/*
+ * x is a row of the xdm runtime and a a row of an anchor, measured under the
+ * same workload and parameter: the ratio of their medians, per operation.
+ * For threads ns/op is the run's wall time over the pairs of one thread, so
+ * the same number is also the anchor's ops/s over xdm's.
+ */
+static bool ratio_of(const struct bench_result *x, const struct bench_result *a, double *ratio)
+{
+	if (x->subject->anchor || !a->subject->anchor || x->workload != a->workload ||
+	    strcmp(x->param, a->param) != 0)
+		return false;
+	*ratio = x->median_ns / a->median_ns;
+	return true;
+}
+
 /* ---- human ------------------------------------------------------------- */
+
+static void print_ratios(struct bench_ctx *ctx)
+{
+	struct bench_report *rep = &ctx->report;
+	int w = rep->name_width;
+	FILE *f = rep->out;
+	bool started = false;
+	double ratio;
+
+	for (size_t i = 0; i < rep->nresults; i++) {
+		for (size_t j = 0; j < rep->nresults; j++) {
+			const struct bench_result *x = &rep->results[i], *a = &rep->results[j];
+
+			if (!ratio_of(x, a, &ratio))
+				continue;
+			if (!started) {
+				fprintf(f, "\nratios: xdm ns / anchor ns; below 1 means xdm is faster (for threads it is also anchor ops/s / xdm ops/s)\n");
+				fprintf(f, "%-8s %-10s %-*s %-*s %10s\n", "workload", "param", w,
+					"subject", w, "anchor", "ratio");
+				started = true;
+			}
+			fprintf(f, "%-8s %-10s %-*s %-*s %#10.3g\n", bench_workload_name(x->workload),
+				x->param, w, x->subject->name, w, a->subject->name, ratio);
+		}
+	}
+}
 
 static void print_notes(struct bench_ctx *ctx)
 {
 	struct bench_report *rep = &ctx->report;
+	const struct bench_edge *e = &rep->edge;
 	FILE *f = rep->out;
 	bool threads = false, first = true;
 	char b[32];
@@ -155,6 +221,13 @@ static void print_notes(struct bench_ctx *ctx)
 	}
 	if (threads)
 		fprintf(f, "note: threads: ns/op is per 4K pair per thread; ops/s counts the pairs of all threads\n");
+	if (e->subject) {
+		if (first)
+			fputc('\n', f);
+		fprintf(f, "note: event_edge: one cuEventRecord on stream %u + cuStreamWaitEvent on stream %u of %s: median %.1f ns, min %.1f ns (%llu edges per run, %u runs)\n",
+			e->from_stream, e->to_stream, e->subject->name, e->median_ns, e->min_ns,
+			(unsigned long long)e->iters, e->runs);
+	}
 }
 
 static void print_counters(struct bench_ctx *ctx)
@@ -165,20 +238,20 @@ static void print_counters(struct bench_ctx *ctx)
 	if (rep->nrows == 0)
 		return;
 	fprintf(f, "\ncounters after each workload (streams synchronized, pending frees reaped)\n");
-	fprintf(f, "%-8s %-8s %17s %18s %12s %10s %10s %8s %21s\n", "subject", "after",
-		"bytes_outstanding", "blocks_outstanding", "bytes_peak", "allocs", "frees",
-		"failures", "xdm_bytes_outstanding");
+	fprintf(f, "%-*s %-8s %17s %18s %12s %10s %10s %8s %21s\n", rep->name_width, "subject",
+		"after", "bytes_outstanding", "blocks_outstanding", "bytes_peak", "allocs",
+		"frees", "failures", "xdm_bytes_outstanding");
 	for (size_t i = 0; i < rep->nrows; i++) {
 		const struct bench_counter_row *row = &rep->rows[i];
 		const struct bench_counters *c = &row->c;
 
 		if (!row->valid) {
-			fprintf(f, "%-8s %-8s (keeps no counters)\n", row->subject->name,
-				bench_workload_name(row->after));
+			fprintf(f, "%-*s %-8s (keeps no counters)\n", rep->name_width,
+				row->subject->name, bench_workload_name(row->after));
 			continue;
 		}
-		fprintf(f, "%-8s %-8s %17llu %18llu %12llu %10llu %10llu %8llu %21llu\n",
-			row->subject->name, bench_workload_name(row->after),
+		fprintf(f, "%-*s %-8s %17llu %18llu %12llu %10llu %10llu %8llu %21llu\n",
+			rep->name_width, row->subject->name, bench_workload_name(row->after),
 			(unsigned long long)c->bytes_outstanding,
 			(unsigned long long)c->blocks_outstanding,
 			(unsigned long long)c->bytes_peak, (unsigned long long)c->allocs,
@@ -253,8 +326,8 @@ static void json_header(FILE *f, struct bench_ctx *ctx)
 		fprintf(f, "%llu", (unsigned long long)o->iterations);
 	else
 		fputs("null", f);
-	fprintf(f, ", \"repeat\": %u, \"seed\": %llu, \"sizes\": [", o->repeat,
-		(unsigned long long)o->seed);
+	fprintf(f, ", \"repeat\": %u, \"seed\": %llu, \"anchors\": \"%s\", \"sizes\": [",
+		o->repeat, (unsigned long long)o->seed, bench_anchors_name(o->anchors));
 	for (size_t i = 0; i < o->nsizes; i++)
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)o->sizes[i]);
 	fprintf(f, "], \"threads\": [");
@@ -266,7 +339,7 @@ static void json_header(FILE *f, struct bench_ctx *ctx)
 		json_str(f, ctx->subjects[i].name);
 		fprintf(f, ", \"description\": ");
 		json_str(f, ctx->subjects[i].desc);
-		fputc('}', f);
+		fprintf(f, ", \"anchor\": %s}", ctx->subjects[i].anchor ? "true" : "false");
 	}
 	fprintf(f, "],\n");
 }
@@ -313,6 +386,56 @@ static void json_counter_row(FILE *f, const struct bench_subject *s, const char 
 	fputc('}', f);
 }
 
+/* A ratio may be far below 1: keep its significant digits, not 3 decimals. */
+static void json_ratios(FILE *f, const struct bench_report *rep)
+{
+	bool any = false;
+	double ratio;
+
+	fprintf(f, "  \"ratios\": [");
+	for (size_t i = 0; i < rep->nresults; i++) {
+		for (size_t j = 0; j < rep->nresults; j++) {
+			const struct bench_result *x = &rep->results[i], *a = &rep->results[j];
+
+			if (!ratio_of(x, a, &ratio))
+				continue;
+			fprintf(f, "%s\n    {\"workload\": \"%s\", \"param\": ", any ? "," : "",
+				bench_workload_name(x->workload));
+			json_str(f, x->param);
+			fprintf(f, ", \"subject\": ");
+			json_str(f, x->subject->name);
+			fprintf(f, ", \"anchor\": ");
+			json_str(f, a->subject->name);
+			fprintf(f, ", \"ratio\": ");
+			if (isfinite(ratio))
+				fprintf(f, "%.6g}", ratio);
+			else
+				fputs("null}", f);
+			any = true;
+		}
+	}
+	fprintf(f, "%s],\n", any ? "\n  " : "");
+}
+
+static void json_edge(FILE *f, const struct bench_edge *e)
+{
+	fprintf(f, "  \"event_edge\": ");
+	if (!e->subject) {
+		fputs("null,\n", f);
+		return;
+	}
+	fprintf(f, "{\"subject\": ");
+	json_str(f, e->subject->name);
+	fprintf(f, ", \"from_stream\": %u, \"to_stream\": %u, ", e->from_stream, e->to_stream);
+	json_u64(f, "iterations", e->iters, true);
+	json_u64(f, "runs", e->runs, true);
+	fprintf(f, "\"median_ns\": ");
+	json_num(f, e->median_ns);
+	fprintf(f, ", \"min_ns\": ");
+	json_num(f, e->min_ns);
+	fprintf(f, "},\n");
+}
+
 static void print_json(struct bench_ctx *ctx, bool leak)
 {
 	struct bench_report *rep = &ctx->report;
@@ -324,7 +447,10 @@ static void print_json(struct bench_ctx *ctx, bool leak)
 		fprintf(f, "%s\n    ", i ? "," : "");
 		json_result(f, &rep->results[i]);
 	}
-	fprintf(f, "\n  ],\n  \"counters\": [");
+	fprintf(f, "\n  ],\n");
+	json_ratios(f, rep);
+	json_edge(f, &rep->edge);
+	fprintf(f, "  \"counters\": [");
 	for (size_t i = 0; i < rep->nrows; i++) {
 		const struct bench_counter_row *row = &rep->rows[i];
 
@@ -348,6 +474,7 @@ void bench_report_finish(struct bench_ctx *ctx, bool leak)
 	if (ctx->report.json) {
 		print_json(ctx, leak);
 	} else {
+		print_ratios(ctx);
 		print_notes(ctx);
 		print_counters(ctx);
 	}

@@ -1,1 +1,33 @@
-# backends/cuda: the cuda module (platform, cuda_direct, cuda_async); see issue 3
+# backends/cuda: the cuda module, one shared object with the "cuda" platform
+# and the "cuda_direct" and "cuda_async" backends.  It compiles against the
+# toolkit's cuda.h but links no libcuda: the platform dlopens libcuda.so.1
+# at run time.  See man/xdm-cuda.7.
+if HAVE_CUDA
+pkglib_LTLIBRARIES += backends/cuda.la
+backends_cuda_la_SOURCES = \
+	backends/cuda/cuda_priv.h \
+	backends/cuda/driver.h \
+	backends/cuda/driver.c \
+	backends/cuda/module.c \
+	backends/cuda/platform.c \
+	backends/cuda/stream.c \
+	backends/cuda/direct.c \
+	backends/cuda/async.c
+backends_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+backends_cuda_la_LDFLAGS = $(module_link_flags)
+backends_cuda_la_LIBADD = $(module_link_libs)
+
+# Runs everywhere: without a driver or a device it checks the refusals and
+# the fall back to host; with a GPU it checks what the platform reports.
+check_PROGRAMS += tests/check_cuda_absent
+TESTS += tests/check_cuda_absent
+tests_check_cuda_absent_SOURCES = tests/check_cuda_absent.c
+tests_check_cuda_absent_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_check_cuda_absent_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_cuda_absent_LDADD = libxdm.la $(CHECK_LIBS)
+
+dist_man_MANS += man/xdm-cuda.7
+endif
+
+# The page is installed with the module, and always distributed.
+EXTRA_DIST += man/xdm-cuda.7

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuda_priv.h - what the files of the cuda module share: the platform
+ * instance's state, the context rule, and the three ops tables.
+ *
+ * The backends cuda_direct and cuda_async live in the same shared object as
+ * the platform and reach its state (the driver table, the primary context)
+ * through xdm_layer_platform_priv(), after checking that the runtime's
+ * platform really is "cuda".
+ */
+#ifndef XDM_CUDA_PRIV_H
+#define XDM_CUDA_PRIV_H
+
+#include <stdint.h>
+
+#include <xdm/module.h>
+
+#include "driver.h"
+
+/* One per runtime: the device of one ordinal. */
+struct cuda_platform {
+	struct cuda_driver drv;
+	uint32_t ordinal;
+	CUdevice dev;
+	CUcontext ctx;			/* the device's primary context, retained */
+	char name[128];
+	char uuid[40];			/* 8-4-4-4-12 lowercase hex */
+	uint64_t total_bytes;
+};
+
+/*
+ * The context rule.  Any thread may call the runtime, and many driver calls
+ * act on the calling thread's current context (cuMemAlloc, cuMemFree, and
+ * every create).  So every platform call and every cuda_direct call first
+ * makes the device's primary context current if it is not already: one
+ * cuCtxGetCurrent in the common case, which is what keeps this cheap enough
+ * for the allocation path.  A thread that had no context keeps ours
+ * afterwards, as it would after its first CUDA runtime call; a thread that
+ * had another context (another device, a library's own context) gets it
+ * back in cuda_ctx_leave(), so xdm never changes which device a caller
+ * works on.  cuda_async's two stream-ordered calls are the exception; see
+ * async.c for why.
+ */
+static inline enum xdm_status cuda_ctx_enter(const struct cuda_platform *p, CUcontext *restore)
+{
+	CUcontext cur = NULL;
+	CUresult rc;
+
+	*restore = NULL;
+	rc = p->drv.CtxGetCurrent(&cur);
+	if (rc == CUDA_SUCCESS && cur == p->ctx)
+		return XDM_OK;
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuCtxGetCurrent");
+	rc = p->drv.CtxSetCurrent(p->ctx);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc,
+				 "cuda: cuCtxSetCurrent(primary context of CUDA device %u)",
+				 p->ordinal);
+	*restore = cur;
+	return XDM_OK;
+}
+
+static inline void cuda_ctx_leave(const struct cuda_platform *p, CUcontext restore)
+{
+	/* Nothing useful can be done if this fails: the call already ran,
+	 * and the caller's own next call reports its context anyway. */
+	if (restore)
+		p->drv.CtxSetCurrent(restore);
+}
+
+/*
+ * For the backends: the cuda platform's state, or XDM_E_CONFIG when the
+ * runtime's platform is another one ("cuda_direct needs the cuda
+ * platform, not 'host'").
+ */
+enum xdm_status cuda_platform_of(struct xdm_layer *self, struct cuda_platform **out);
+
+/* Streams, events and copies (stream.c), for the platform's table. */
+enum xdm_status cuda_stream_create(struct xdm_layer *self, void **stream);
+void cuda_stream_destroy(struct xdm_layer *self, void *stream);
+enum xdm_status cuda_stream_synchronize(struct xdm_layer *self, void *stream);
+enum xdm_status cuda_event_create(struct xdm_layer *self, void **event);
+void cuda_event_destroy(struct xdm_layer *self, void *event);
+enum xdm_status cuda_event_record(struct xdm_layer *self, void *event, void *stream);
+enum xdm_status cuda_stream_wait_event(struct xdm_layer *self, void *stream, void *event);
+enum xdm_status cuda_event_query(struct xdm_layer *self, void *event, bool *done);
+enum xdm_status cuda_event_synchronize(struct xdm_layer *self, void *event);
+enum xdm_status cuda_launch_host_func(struct xdm_layer *self, void *stream,
+				      void (*fn)(void *arg), void *arg);
+enum xdm_status cuda_memset_async(struct xdm_layer *self, uint64_t ptr, int value, size_t bytes,
+				  void *stream);
+enum xdm_status cuda_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t src,
+				  size_t bytes, void *stream);
+
+/* Attributes print one decimal number and a newline. */
+int cuda_show_u64(char *buf, size_t len, uint64_t value);
+
+extern const struct xdm_ops cuda_platform_ops;
+extern const struct xdm_ops cuda_direct_ops;
+extern const struct xdm_ops cuda_async_ops;
+
+#endif /* XDM_CUDA_PRIV_H */

@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stream.c - the cuda platform's streams, events and copies: thin calls
+ * into the driver under the context rule of cuda_priv.h.
+ *
+ * Streams are created non-blocking, so they never serialize with the
+ * legacy NULL stream that other code in the process may still use; and a
+ * NULL handle is refused everywhere rather than passed on, because the
+ * driver would read it as that legacy stream.  Events are created without
+ * timing, which makes record and wait cheaper; xdm only orders with them.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+
+#include "cuda_priv.h"
+
+static const struct cuda_platform *cuda_of(struct xdm_layer *self)
+{
+	return xdm_layer_priv(self);
+}
+
+static enum xdm_status cuda_null(const char *op, const char *what)
+{
+	return xdm_error_set(XDM_E_INVALID, "cuda platform: %s was given a NULL %s", op, what);
+}
+
+enum xdm_status cuda_stream_create(struct xdm_layer *self, void **stream)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	CUstream s = NULL;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!stream)
+		return cuda_null("stream_create", "output");
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.StreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuStreamCreate(CU_STREAM_NON_BLOCKING) on "
+				 "device %u", p->ordinal);
+	*stream = s;
+	return XDM_OK;
+}
+
+void cuda_stream_destroy(struct xdm_layer *self, void *stream)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+
+	if (!stream || cuda_ctx_enter(p, &restore))
+		return;
+	/* Work still queued on it completes; the driver frees it after. */
+	p->drv.StreamDestroy(stream);
+	cuda_ctx_leave(p, restore);
+}
+
+enum xdm_status cuda_stream_synchronize(struct xdm_layer *self, void *stream)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!stream)
+		return cuda_null("stream_synchronize", "stream");
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.StreamSynchronize(stream);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuStreamSynchronize(stream %p)", stream);
+	return XDM_OK;
+}
+
+enum xdm_status cuda_event_create(struct xdm_layer *self, void **event)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	CUevent e = NULL;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!event)
+		return cuda_null("event_create", "output");
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.EventCreate(&e, CU_EVENT_DISABLE_TIMING);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuEventCreate(CU_EVENT_DISABLE_TIMING) on "
+				 "device %u", p->ordinal);
+	*event = e;
+	return XDM_OK;
+}
+
+void cuda_event_destroy(struct xdm_layer *self, void *event)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+
+	if (!event || cuda_ctx_enter(p, &restore))
+		return;
+	/* Safe with waits on it still queued: they hold its record. */
+	p->drv.EventDestroy(event);
+	cuda_ctx_leave(p, restore);
+}
+
+enum xdm_status cuda_event_record(struct xdm_layer *self, void *event, void *stream)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!event)
+		return cuda_null("event_record", "event");
+	if (!stream)
+		return cuda_null("event_record", "stream");
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.EventRecord(event, stream);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuEventRecord(event %p, stream %p)", event,
+				 stream);
+	return XDM_OK;
+}
+
+enum xdm_status cuda_stream_wait_event(struct xdm_layer *self, void *stream, void *event)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!stream)
+		return cuda_null("stream_wait_event", "stream");
+	if (!event)
+		return cuda_null("stream_wait_event", "event");
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.StreamWaitEvent(stream, event, CU_EVENT_WAIT_DEFAULT);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuStreamWaitEvent(stream %p, event %p)", stream,
+				 event);
+	return XDM_OK;
+}
+
+enum xdm_status cuda_event_query(struct xdm_layer *self, void *event, bool *done)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!event)
+		return cuda_null("event_query", "event");
+	if (!done)
+		return cuda_null("event_query", "output");
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.EventQuery(event);
+	cuda_ctx_leave(p, restore);
+	/* NOT_READY is an answer, not a failure. */
+	if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_READY) {
+		*done = rc == CUDA_SUCCESS;
+		return XDM_OK;
+	}
+	return cuda_fail(&p->drv, rc, "cuda: cuEventQuery(event %p)", event);
+}
+
+enum xdm_status cuda_event_synchronize(struct xdm_layer *self, void *event)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!event)
+		return cuda_null("event_synchronize", "event");
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.EventSynchronize(event);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuEventSynchronize(event %p)", event);
+	return XDM_OK;
+}
+
+enum xdm_status cuda_launch_host_func(struct xdm_layer *self, void *stream,
+				      void (*fn)(void *arg), void *arg)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!stream)
+		return cuda_null("launch_host_func", "stream");
+	if (!fn)
+		return cuda_null("launch_host_func", "function");
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.LaunchHostFunc(stream, fn, arg);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuLaunchHostFunc(stream %p)", stream);
+	return XDM_OK;
+}
+
+enum xdm_status cuda_memset_async(struct xdm_layer *self, uint64_t ptr, int value, size_t bytes,
+				  void *stream)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!stream)
+		return cuda_null("memset_async", "stream");
+	if (!bytes)
+		return XDM_OK;
+	if (!ptr)
+		return xdm_error_set(XDM_E_INVALID,
+				     "cuda platform: memset_async of %zu bytes at address 0", bytes);
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.MemsetD8Async((CUdeviceptr)ptr, (unsigned char)value, bytes, stream);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuMemsetD8Async(0x%" PRIx64 ", %d, %zu bytes)",
+				 ptr, value, bytes);
+	return XDM_OK;
+}
+
+enum xdm_status cuda_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t src,
+				  size_t bytes, void *stream)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!stream)
+		return cuda_null("memcpy_async", "stream");
+	if (!bytes)
+		return XDM_OK;
+	if (!dst || !src)
+		return xdm_error_set(XDM_E_INVALID,
+				     "cuda platform: memcpy_async of %zu bytes with a %s address of 0",
+				     bytes, dst ? "source" : "destination");
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	/* Unified addressing: the driver tells host from device by address. */
+	rc = p->drv.MemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, bytes, stream);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc,
+				 "cuda: cuMemcpyAsync(0x%" PRIx64 " <- 0x%" PRIx64 ", %zu bytes)", dst,
+				 src, bytes);
+	return XDM_OK;
+}

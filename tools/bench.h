@@ -234,6 +234,11 @@ int bench_measure(struct bench_ctx *ctx, struct bench_subject *s,
 void bench_say_failure(struct bench_subject *s, const char *workload, const char *what,
 		       size_t bytes, uint32_t stream);
 
+/* Every subject of ctx under one measurement, runs interleaved round by
+ * round; samples[k] gets subject k's timed runs. */
+int bench_measure_all(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns),
+		      void *args, size_t arg_size, double (*samples)[BENCH_MAX_REPEAT]);
+
 /* bench_stats.c */
 uint64_t bench_now_ns(void);
 void bench_summarize(const double *samples, size_t n, double *median, double *min);

@@ -138,7 +138,8 @@ int bench_run_threads(struct bench_ctx *ctx)
 {
 	const struct bench_opts *o = &ctx->opts;
 	uint64_t n = o->iterations_set ? o->iterations : BENCH_DEFAULT_THREAD_ITERS;
-	double samples[BENCH_MAX_REPEAT];
+	double samples[BENCH_MAX_SUBJECTS][BENCH_MAX_REPEAT];
+	struct threads_arg args[BENCH_MAX_SUBJECTS];
 	struct worker *workers;
 	pthread_t *tids;
 	int rc = 0;
@@ -151,21 +152,24 @@ int bench_run_threads(struct bench_ctx *ctx)
 		goto out;
 	}
 	for (size_t i = 0; i < o->nthreads; i++) {
+		/* The worker arrays serve every subject: runs never overlap. */
+		for (size_t k = 0; k < ctx->nsubjects; k++)
+			args[k] = (struct threads_arg){ &ctx->subjects[k], o->threads[i], n,
+							workers, tids };
+		rc = bench_measure_all(ctx, threads_once, args, sizeof(args[0]), samples);
+		if (rc)
+			goto out;
 		for (size_t k = 0; k < ctx->nsubjects; k++) {
-			struct bench_subject *s = &ctx->subjects[k];
-			struct threads_arg a = { s, o->threads[i], n, workers, tids };
-			struct bench_result r = { .subject = s, .workload = BENCH_W_THREADS };
+			struct bench_result r = { .subject = &ctx->subjects[k],
+						  .workload = BENCH_W_THREADS };
 			double median_wall, min_wall;
 
-			rc = bench_measure(ctx, s, threads_once, &a, samples);
-			if (rc)
-				goto out;
-			bench_summarize(samples, o->repeat, &median_wall, &min_wall);
-			snprintf(r.param, sizeof(r.param), "%u thread%s", a.nthreads,
-				 a.nthreads == 1 ? "" : "s");
+			bench_summarize(samples[k], o->repeat, &median_wall, &min_wall);
+			snprintf(r.param, sizeof(r.param), "%u thread%s", args[k].nthreads,
+				 args[k].nthreads == 1 ? "" : "s");
 			r.bytes = BENCH_THREAD_BYTES;
-			r.threads = a.nthreads;
-			r.ops = n * a.nthreads;
+			r.threads = args[k].nthreads;
+			r.ops = n * args[k].nthreads;
 			r.ops_requested = r.ops;
 			r.runs = o->repeat;
 			/* Latency as one thread sees it; throughput of all together. */

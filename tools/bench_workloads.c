@@ -49,6 +49,41 @@ int bench_measure(struct bench_ctx *ctx, struct bench_subject *s,
 	return 0;
 }
 
+/*
+ * All subjects of one measurement, interleaved: each warms up once, then
+ * every round runs each subject once, starting with a different subject
+ * each round.  The driver and the machine have slow phases that last longer
+ * than a run (seen on the H200: whole runs of cuMemAllocAsync at twice the
+ * usual cost); interleaving spreads them over all subjects alike instead of
+ * handing them to whichever subject ran during one.
+ */
+int bench_measure_all(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns),
+		      void *args, size_t arg_size, double (*samples)[BENCH_MAX_REPEAT])
+{
+	size_t n = ctx->nsubjects;
+	char why[BENCH_ERR_LEN];
+	uint64_t ns;
+
+	for (unsigned int r = 0; r <= ctx->opts.repeat; r++) {
+		for (size_t j = 0; j < n; j++) {
+			size_t k = (j + r) % n;
+			struct bench_subject *s = &ctx->subjects[k];
+
+			if (once((char *)args + k * arg_size, &ns))
+				return BENCH_EXIT_FAIL;
+			if (s->ops->settle(s)) {
+				s->ops->strerror(s, why, sizeof(why));
+				fprintf(stderr, "xdm-bench: %s: waiting for queued frees failed: %s\n",
+					s->name, why);
+				return BENCH_EXIT_FAIL;
+			}
+			if (r > 0)
+				samples[k][r - 1] = (double)ns;
+		}
+	}
+	return 0;
+}
+
 /* Fills the timing fields of r from per-run totals of r->ops operations. */
 static void summarize_run_totals(struct bench_result *r, double *samples, unsigned int runs)
 {
@@ -112,25 +147,28 @@ static uint64_t pair_iterations(const struct bench_opts *o, uint64_t bytes)
 int bench_run_pair(struct bench_ctx *ctx)
 {
 	const struct bench_opts *o = &ctx->opts;
-	double samples[BENCH_MAX_REPEAT];
+	double samples[BENCH_MAX_SUBJECTS][BENCH_MAX_REPEAT];
+	struct pair_arg args[BENCH_MAX_SUBJECTS];
 	int rc;
 
 	/* Subjects innermost: rows of one size sit together, ready for ratios. */
 	for (size_t i = 0; i < o->nsizes; i++) {
+		for (size_t k = 0; k < ctx->nsubjects; k++)
+			args[k] = (struct pair_arg){ &ctx->subjects[k], (size_t)o->sizes[i],
+						     pair_iterations(o, o->sizes[i]) };
+		rc = bench_measure_all(ctx, pair_once, args, sizeof(args[0]), samples);
+		if (rc)
+			return rc;
 		for (size_t k = 0; k < ctx->nsubjects; k++) {
-			struct bench_subject *s = &ctx->subjects[k];
-			struct pair_arg a = { s, (size_t)o->sizes[i], pair_iterations(o, o->sizes[i]) };
-			struct bench_result r = { .subject = s, .workload = BENCH_W_PAIR };
+			struct bench_result r = { .subject = &ctx->subjects[k],
+						  .workload = BENCH_W_PAIR };
 
-			rc = bench_measure(ctx, s, pair_once, &a, samples);
-			if (rc)
-				return rc;
 			bench_format_size(o->sizes[i], r.param, sizeof(r.param));
 			r.bytes = o->sizes[i];
 			r.threads = 1;
-			r.ops = a.iters;
+			r.ops = args[k].iters;
 			r.ops_requested = o->iterations_set ? o->iterations : BENCH_DEFAULT_PAIR_ITERS;
-			summarize_run_totals(&r, samples, o->repeat);
+			summarize_run_totals(&r, samples[k], o->repeat);
 			rc = bench_report_result(ctx, &r);
 			if (rc)
 				return rc;
@@ -262,7 +300,8 @@ int bench_run_random(struct bench_ctx *ctx)
 {
 	const struct bench_opts *o = &ctx->opts;
 	uint64_t n = o->iterations_set ? o->iterations : BENCH_DEFAULT_RANDOM_OPS;
-	double samples[BENCH_MAX_REPEAT];
+	double samples[BENCH_MAX_SUBJECTS][BENCH_MAX_REPEAT];
+	struct random_arg args[BENCH_MAX_SUBJECTS];
 	struct random_step *steps;
 	struct xdm_block *live;
 	int rc = 0;
@@ -275,21 +314,24 @@ int bench_run_random(struct bench_ctx *ctx)
 		rc = BENCH_EXIT_FAIL;
 		goto out;
 	}
+	for (size_t k = 0; k < ctx->nsubjects; k++)
+		args[k] = (struct random_arg){ .s = &ctx->subjects[k], .steps = steps,
+					       .nsteps = (size_t)n, .live = live };
+	/* One live array serves all: every run frees its blocks before it ends. */
+	rc = bench_measure_all(ctx, random_once, args, sizeof(args[0]), samples);
+	if (rc)
+		goto out;
 	for (size_t k = 0; k < ctx->nsubjects; k++) {
-		struct bench_subject *s = &ctx->subjects[k];
-		struct random_arg a = { .s = s, .steps = steps, .nsteps = (size_t)n, .live = live };
-		struct bench_result r = { .subject = s, .workload = BENCH_W_RANDOM };
+		struct bench_result r = { .subject = &ctx->subjects[k],
+					  .workload = BENCH_W_RANDOM };
 
-		rc = bench_measure(ctx, s, random_once, &a, samples);
-		if (rc)
-			goto out;
 		snprintf(r.param, sizeof(r.param), "256-4M");
 		r.threads = 1;
 		r.ops = n;
 		r.ops_requested = n;
-		r.peak_live_bytes = a.peak_bytes;
-		r.peak_live_blocks = a.peak_blocks;
-		summarize_run_totals(&r, samples, o->repeat);
+		r.peak_live_bytes = args[k].peak_bytes;
+		r.peak_live_blocks = args[k].peak_blocks;
+		summarize_run_totals(&r, samples[k], o->repeat);
 		rc = bench_report_result(ctx, &r);
 		if (rc)
 			goto out;

@@ -15,6 +15,7 @@
 #include <xdm/module.h>
 
 #include "core/conf.h"
+#include "core/spinlock.h"
 
 #define XDM_HIDDEN __attribute__((visibility("hidden")))
 
@@ -167,13 +168,21 @@ struct xdm_reg_entry {
  * lock, so introspection never waits on an allocation.
  */
 struct xdm_reg_shard {
-	pthread_mutex_t lock;
+	struct xdm_spinlock lock;
 	struct xdm_reg_entry **buckets;
 	size_t nbuckets, count;
 	struct xdm_reg_entry *spare;	/* recycled entries */
-	_Atomic uint64_t allocs;
+	_Atomic uint64_t allocs;	/* also numbers the shard's generations */
 	_Atomic uint64_t frees;
 } __attribute__((aligned(64)));
+
+/*
+ * A block's generation is its shard's allocation count, shifted, with the
+ * shard index below: unique in the runtime without a global counter, and
+ * increasing for any one address, because an address always hashes to the
+ * same shard.  Never 0.
+ */
+#define XDM_REG_SHARD_BITS 6
 
 struct xdm_registry {
 	struct xdm_reg_shard shards[XDM_REG_SHARDS];
@@ -182,19 +191,23 @@ struct xdm_registry {
 XDM_HIDDEN void xdm_registry_init(struct xdm_registry *reg);
 XDM_HIDDEN void xdm_registry_fini(struct xdm_runtime *rt);
 XDM_HIDDEN struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr);
-/* Insert a copy of block.  INVALID if its ptr is already live. */
+/* Insert a copy of block and give it its generation (block->generation is
+ * set).  INVALID if its ptr is already live. */
 XDM_HIDDEN enum xdm_status xdm_registry_insert(struct xdm_registry *reg,
-					       const struct xdm_block *block);
+					       struct xdm_block *block);
 /* Find a live entry; caller holds the shard lock. NULL if none. */
 XDM_HIDDEN struct xdm_reg_entry *xdm_registry_find_locked(struct xdm_reg_shard *shard,
 							  uint64_t ptr);
 /*
- * Remove the entry of ptr whose generation matches, copying it to *out, in
- * one lock hold.  False if none.  The copy's reads point into the copy, or at
- * a heap array the caller frees with xdm_use_track_free().
+ * Remove the entry of ptr whose generation matches, in one lock hold,
+ * copying its block to *out and moving its uses to *uses (which is left
+ * empty when there were none: the common case copies nothing more).  The
+ * moved reads point into *uses, or at a heap array the caller frees with
+ * xdm_use_track_free().  False if no such entry.
  */
 XDM_HIDDEN bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
-				  xdm_generation generation, struct xdm_reg_entry *out);
+				  xdm_generation generation, struct xdm_block *out,
+				  struct xdm_use_track *uses);
 XDM_HIDDEN void xdm_use_track_free(struct xdm_use_track *t);
 /* Sums of the shards' counters. */
 XDM_HIDDEN void xdm_registry_counts(struct xdm_registry *reg, uint64_t *allocs, uint64_t *frees);
@@ -207,7 +220,13 @@ XDM_HIDDEN void xdm_registry_for_each(struct xdm_registry *reg,
 
 /* Before the free: make the block's stream wait on every recorded use and
  * hand the events back to the pool. */
-XDM_HIDDEN enum xdm_status xdm_track_release(struct xdm_runtime *rt, struct xdm_reg_entry *e);
+XDM_HIDDEN enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struct xdm_block *b,
+					     struct xdm_use_track *uses);
+
+static inline bool xdm_use_track_empty(const struct xdm_use_track *t)
+{
+	return !t->has_write && t->nreads == 0;
+}
 
 /* ---- runtime (runtime.c, runtime_table.c) ---------------------------- */
 
@@ -231,7 +250,6 @@ struct xdm_runtime {
 	struct xdm_event_pool events;
 	struct xdm_registry registry;
 	struct xdm_counters counters;
-	_Atomic uint64_t next_generation;
 };
 
 /* The one piece of process-wide state: runtimes, modules, the config. */

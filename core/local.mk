@@ -4,6 +4,7 @@
 noinst_LTLIBRARIES += core/libxdmcore.la
 core_libxdmcore_la_SOURCES = \
 	core/internal.h \
+	core/spinlock.h \
 	core/error.c \
 	core/params.c \
 	core/module_table.c \

@@ -14,7 +14,6 @@
 
 #include "core/internal.h"
 
-#define SHARD_BITS 6
 #define INITIAL_BUCKETS 64
 
 static uint64_t hash_ptr(uint64_t ptr)
@@ -32,13 +31,13 @@ void xdm_registry_init(struct xdm_registry *reg)
 {
 	for (int i = 0; i < XDM_REG_SHARDS; i++) {
 		memset(&reg->shards[i], 0, sizeof(reg->shards[i]));
-		pthread_mutex_init(&reg->shards[i].lock, NULL);
+		xdm_spin_init(&reg->shards[i].lock);
 	}
 }
 
 struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr)
 {
-	return &reg->shards[hash_ptr(ptr) >> (64 - SHARD_BITS)];
+	return &reg->shards[hash_ptr(ptr) >> (64 - XDM_REG_SHARD_BITS)];
 }
 
 /* A plain increment of a counter that only lock holders write. */
@@ -96,17 +95,26 @@ static struct xdm_reg_entry *new_entry(struct xdm_reg_shard *shard)
 	return malloc(sizeof(*e));
 }
 
-enum xdm_status xdm_registry_insert(struct xdm_registry *reg, const struct xdm_block *block)
+/* The empty use state, without clearing the inline array it does not read. */
+static void use_track_init(struct xdm_use_track *t)
+{
+	t->has_write = false;
+	t->nreads = 0;
+	t->capreads = XDM_INLINE_READS;
+	t->reads = t->inline_reads;
+}
+
+enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *block)
 {
 	struct xdm_reg_shard *shard = xdm_registry_shard(reg, block->ptr);
 	struct xdm_reg_entry *e;
 	size_t b;
 
-	pthread_mutex_lock(&shard->lock);
+	xdm_spin_lock(&shard->lock);
 	if (shard->count >= shard->nbuckets * 2 && !grow(shard) && !shard->nbuckets)
 		goto oom;
 	if (xdm_registry_find_locked(shard, block->ptr)) {
-		pthread_mutex_unlock(&shard->lock);
+		xdm_spin_unlock(&shard->lock);
 		return xdm_error_set(XDM_E_INVALID,
 				     "the stack returned address 0x%llx, which is already live",
 				     (unsigned long long)block->ptr);
@@ -114,30 +122,31 @@ enum xdm_status xdm_registry_insert(struct xdm_registry *reg, const struct xdm_b
 	e = new_entry(shard);
 	if (!e)
 		goto oom;
+	bump(&shard->allocs);
+	block->generation = (atomic_load_explicit(&shard->allocs, memory_order_relaxed)
+			     << XDM_REG_SHARD_BITS) | (uint64_t)(shard - reg->shards);
 	e->block = *block;
-	memset(&e->track, 0, sizeof(e->track));
-	e->track.reads = e->track.inline_reads;
-	e->track.capreads = XDM_INLINE_READS;
+	use_track_init(&e->track);
 	b = bucket_of(shard, block->ptr);
 	e->next = shard->buckets[b];
 	shard->buckets[b] = e;
 	shard->count++;
-	bump(&shard->allocs);
-	pthread_mutex_unlock(&shard->lock);
+	xdm_spin_unlock(&shard->lock);
 	return XDM_OK;
 
 oom:
-	pthread_mutex_unlock(&shard->lock);
+	xdm_spin_unlock(&shard->lock);
 	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of host memory for the block registry");
 }
 
 bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr, xdm_generation generation,
-		       struct xdm_reg_entry *out)
+		       struct xdm_block *out, struct xdm_use_track *uses)
 {
 	struct xdm_reg_shard *shard = xdm_registry_shard(reg, ptr);
 	struct xdm_reg_entry **pp, *e = NULL;
 
-	pthread_mutex_lock(&shard->lock);
+	use_track_init(uses);
+	xdm_spin_lock(&shard->lock);
 	if (!shard->nbuckets)
 		goto unlock;
 	for (pp = &shard->buckets[bucket_of(shard, ptr)]; *pp; pp = &(*pp)->next) {
@@ -149,15 +158,18 @@ bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr, xdm_generation ge
 		*pp = e->next;
 		shard->count--;
 		bump(&shard->frees);
-		*out = *e;
-		if (e->track.reads == e->track.inline_reads)
-			out->track.reads = out->track.inline_reads;
+		*out = e->block;
+		if (!xdm_use_track_empty(&e->track)) {
+			*uses = e->track;
+			if (e->track.reads == e->track.inline_reads)
+				uses->reads = uses->inline_reads;
+		}
 		e->next = shard->spare;
 		shard->spare = e;
 		break;
 	}
 unlock:
-	pthread_mutex_unlock(&shard->lock);
+	xdm_spin_unlock(&shard->lock);
 	return e != NULL;
 }
 
@@ -185,11 +197,11 @@ void xdm_registry_for_each(struct xdm_registry *reg,
 	for (int i = 0; i < XDM_REG_SHARDS; i++) {
 		struct xdm_reg_shard *shard = &reg->shards[i];
 
-		pthread_mutex_lock(&shard->lock);
+		xdm_spin_lock(&shard->lock);
 		for (size_t b = 0; b < shard->nbuckets; b++)
 			for (struct xdm_reg_entry *e = shard->buckets[b]; e; e = e->next)
 				fn(e, arg);
-		pthread_mutex_unlock(&shard->lock);
+		xdm_spin_unlock(&shard->lock);
 	}
 }
 
@@ -229,7 +241,6 @@ void xdm_registry_fini(struct xdm_runtime *rt)
 		}
 		free_chain(shard->spare, false);
 		free(shard->buckets);
-		pthread_mutex_destroy(&shard->lock);
 		memset(shard, 0, sizeof(*shard));
 	}
 }

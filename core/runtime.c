@@ -52,8 +52,6 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 		.bytes = bytes,
 		.align = XDM_DEFAULT_ALIGN,
 		.tag = tag ? tag : "untagged",
-		.generation = atomic_fetch_add_explicit(&rt->next_generation, 1,
-							memory_order_relaxed),
 		.state = XDM_BLOCK_LIVE,
 	};
 	st = xdm_up_allocate(&rt->layers[0], bytes, stream, out->tag, out);
@@ -78,8 +76,9 @@ failed:
 
 enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 {
-	struct xdm_reg_entry e;
-	enum xdm_status st, st_wait;
+	struct xdm_use_track uses;
+	enum xdm_status st, st_wait = XDM_OK;
+	struct xdm_block b;
 
 	if (!rt || !block)
 		return xdm_error_set(XDM_E_INVALID, "xdm_deallocate: NULL runtime or block");
@@ -87,18 +86,20 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 		return xdm_error_set(XDM_E_INVALID,
 				     "xdm_deallocate: block of device %u given to the runtime of "
 				     "device %u", block->ordinal, rt->ordinal);
-	if (!xdm_registry_take(&rt->registry, block->ptr, block->generation, &e))
+	if (!xdm_registry_take(&rt->registry, block->ptr, block->generation, &b, &uses))
 		return xdm_error_set_block(XDM_E_USE_AFTER_FREE, block->generation, XDM_SIDE_NONE,
 					   "xdm_deallocate: block 0x%llx generation %llu is not "
 					   "live (double free or stale handle)",
 					   (unsigned long long)block->ptr,
 					   (unsigned long long)block->generation);
 	/* The registry's copy is authoritative: the caller's may be damaged. */
-	st_wait = xdm_track_release(rt, &e);
-	xdm_use_track_free(&e.track);
-	st = xdm_up_deallocate(&rt->layers[0], &e.block);
-	atomic_fetch_sub_explicit(&rt->counters.bytes, e.block.bytes, memory_order_relaxed);
-	block->state = e.block.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : e.block.state;
+	if (!xdm_use_track_empty(&uses)) {
+		st_wait = xdm_track_release(rt, &b, &uses);
+		xdm_use_track_free(&uses);
+	}
+	st = xdm_up_deallocate(&rt->layers[0], &b);
+	atomic_fetch_sub_explicit(&rt->counters.bytes, b.bytes, memory_order_relaxed);
+	block->state = b.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : b.state;
 	return st ? st : st_wait;
 }
 
@@ -151,12 +152,12 @@ enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
 	if (!rt || !out)
 		return xdm_error_set(XDM_E_INVALID, "xdm_block_lookup: NULL runtime or result");
 	shard = xdm_registry_shard(&rt->registry, id.ptr);
-	pthread_mutex_lock(&shard->lock);
+	xdm_spin_lock(&shard->lock);
 	e = xdm_registry_find_locked(shard, id.ptr);
 	live = e && e->block.generation == id.generation;
 	if (live)
 		*out = e->block;
-	pthread_mutex_unlock(&shard->lock);
+	xdm_spin_unlock(&shard->lock);
 	if (!live)
 		return xdm_error_set_block(XDM_E_USE_AFTER_FREE, id.generation, XDM_SIDE_NONE,
 					   "block 0x%llx generation %llu is not live",

@@ -230,7 +230,6 @@ enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of memory for a runtime");
 	rt->ordinal = ordinal;
 	rt->singleton = singleton;
-	atomic_init(&rt->next_generation, 1);
 	pthread_mutex_init(&rt->events.lock, NULL);
 	pthread_mutex_init(&rt->streams.lock, NULL);
 	xdm_registry_init(&rt->registry);

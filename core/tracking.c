@@ -53,10 +53,10 @@ static struct xdm_reg_entry *lock_entry(struct xdm_runtime *rt, struct xdm_block
 	struct xdm_reg_shard *shard = xdm_registry_shard(&rt->registry, id.ptr);
 	struct xdm_reg_entry *e;
 
-	pthread_mutex_lock(&shard->lock);
+	xdm_spin_lock(&shard->lock);
 	e = xdm_registry_find_locked(shard, id.ptr);
 	if (!e || e->block.generation != id.generation) {
-		pthread_mutex_unlock(&shard->lock);
+		xdm_spin_unlock(&shard->lock);
 		xdm_error_set_block(XDM_E_USE_AFTER_FREE, id.generation, XDM_SIDE_NONE,
 				    "block 0x%llx generation %llu is not live (freed%s)",
 				    (unsigned long long)id.ptr, (unsigned long long)id.generation,
@@ -87,7 +87,7 @@ enum xdm_status xdm_track_prepare(struct xdm_layer *self, struct xdm_block_id id
 	/* A writer must also follow every outstanding reader. */
 	for (uint32_t i = 0; st == XDM_OK && (access & XDM_ACCESS_WRITE) && i < e->track.nreads; i++)
 		st = queue_wait(rt, use_stream, &e->track.reads[i]);
-	pthread_mutex_unlock(&shard->lock);
+	xdm_spin_unlock(&shard->lock);
 	return st;
 }
 
@@ -159,7 +159,7 @@ static enum xdm_status record_use(struct xdm_runtime *rt, struct xdm_block_id id
 		set_write(rt, &e->track, &use);
 	else if (!add_read(rt, &e->track, &use))
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of memory recording a read");
-	pthread_mutex_unlock(&shard->lock);
+	xdm_spin_unlock(&shard->lock);
 	if (st)
 		goto put;
 	return XDM_OK;
@@ -189,19 +189,19 @@ bool xdm_track_supported(struct xdm_layer *self)
 	return true;
 }
 
-enum xdm_status xdm_track_release(struct xdm_runtime *rt, struct xdm_reg_entry *e)
+enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struct xdm_block *b,
+				  struct xdm_use_track *t)
 {
-	struct xdm_use_track *t = &e->track;
 	enum xdm_status st = XDM_OK, st2;
 
 	/* Queue every wait even if one fails: each is one more safe edge. */
 	if (t->has_write) {
-		st = queue_wait(rt, e->block.stream, &t->last_write);
+		st = queue_wait(rt, b->stream, &t->last_write);
 		xdm_event_put(rt, t->last_write.event);
 		t->has_write = false;
 	}
 	for (uint32_t i = 0; i < t->nreads; i++) {
-		st2 = queue_wait(rt, e->block.stream, &t->reads[i]);
+		st2 = queue_wait(rt, b->stream, &t->reads[i]);
 		if (st == XDM_OK)
 			st = st2;
 		xdm_event_put(rt, t->reads[i].event);

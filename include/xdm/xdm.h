@@ -101,7 +101,8 @@ struct xdm_block {
 	size_t bytes;			/* usable bytes, >= the request */
 	size_t align;			/* alignment of ptr */
 	const char *tag;		/* caller's tag; must outlive the block */
-	xdm_generation generation;	/* unique per allocation, never 0 */
+	xdm_generation generation;	/* unique in the runtime, never 0; grows
+					 * for each reuse of one address */
 	enum xdm_block_state state;
 };
 

@@ -227,9 +227,19 @@ static enum xdm_status cuda_async_allocate(struct xdm_layer *self, size_t bytes,
 		return xdm_error_set(XDM_E_INVALID, "cuda_async: stream %u is not in the pool",
 				     stream);
 	rc = ca->p->drv.MemAllocFromPoolAsync(&ptr, bytes, ca->pool, s);
-	if (rc != CUDA_SUCCESS)
+	if (rc != CUDA_SUCCESS) {
+		/*
+		 * Seen on the H200: a refused request for more than the card
+		 * leaves the pool holding nearly all of the device's memory
+		 * (free memory fell from 149 GB to 30 MB).  Give back what no
+		 * block uses, so one refusal does not starve every other user
+		 * of the GPU.
+		 */
+		if (rc == CUDA_ERROR_OUT_OF_MEMORY)
+			ca->p->drv.MemPoolTrimTo(ca->pool, 0);
 		return cuda_fail(&ca->p->drv, rc, "cuda_async: cuMemAllocFromPoolAsync(%zu bytes, "
 				 "stream %u) on CUDA device %u", bytes, stream, ca->p->ordinal);
+	}
 
 	out->ptr = (uint64_t)ptr;
 	out->bytes = bytes;

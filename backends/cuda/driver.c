@@ -68,7 +68,8 @@
 	X(MemPoolCreate, cuMemPoolCreate)			\
 	X(MemPoolDestroy, cuMemPoolDestroy)			\
 	X(MemPoolSetAttribute, cuMemPoolSetAttribute)		\
-	X(MemPoolGetAttribute, cuMemPoolGetAttribute)
+	X(MemPoolGetAttribute, cuMemPoolGetAttribute)		\
+	X(MemPoolTrimTo, cuMemPoolTrimTo)
 
 /*
  * Each member of the table must have the type of cuda.h's declaration of

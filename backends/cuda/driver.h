@@ -76,6 +76,7 @@ struct cuda_driver {
 	CUresult (*MemPoolDestroy)(CUmemoryPool pool);
 	CUresult (*MemPoolSetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
 	CUresult (*MemPoolGetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+	CUresult (*MemPoolTrimTo)(CUmemoryPool pool, size_t minBytesToKeep);
 };
 
 /*

@@ -1,1 +1,1 @@
-# adaptors: filled in by its issue
+# adaptors/: one module each; their parts are included from the top Makefile.am

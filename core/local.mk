@@ -17,6 +17,7 @@ core_libxdmcore_la_SOURCES = \
 	core/runtime_build.c \
 	core/runtime.c \
 	core/runtime_table.c \
+	core/query_id.c \
 	core/version.c
 core_libxdmcore_la_LIBADD = $(LIBS)
 

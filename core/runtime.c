@@ -166,6 +166,30 @@ enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
 	return XDM_OK;
 }
 
+struct block_visit {
+	void (*fn)(const struct xdm_block *b, void *arg);
+	void *arg;
+};
+
+static void visit_entry(const struct xdm_reg_entry *e, void *arg)
+{
+	const struct block_visit *v = arg;
+
+	v->fn(&e->block, v->arg);
+}
+
+enum xdm_status xdm_runtime_for_each_block(struct xdm_runtime *rt,
+					   void (*fn)(const struct xdm_block *b, void *arg),
+					   void *arg)
+{
+	struct block_visit v = { fn, arg };
+
+	if (!rt || !fn)
+		return xdm_error_set(XDM_E_INVALID, "xdm_runtime_for_each_block: NULL argument");
+	xdm_registry_for_each(&rt->registry, visit_entry, &v);
+	return XDM_OK;
+}
+
 void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 {
 	const struct xdm_counters *c;

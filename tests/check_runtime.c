@@ -236,6 +236,54 @@ START_TEST(describes_device_and_stack)
 }
 END_TEST
 
+static void count_block(const struct xdm_block *b, void *arg)
+{
+	uint64_t *sum = arg;
+
+	sum[0]++;
+	sum[1] += b->bytes;
+}
+
+START_TEST(for_each_block_sees_the_live_set)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block b[5];
+	uint64_t sum[2] = { 0, 0 };
+
+	for (int i = 0; i < 5; i++)
+		TU_OK(xdm_allocate(rt, 1000 * (size_t)(i + 1), 0, "t", &b[i]));
+	TU_OK(xdm_deallocate(rt, &b[2]));
+	TU_OK(xdm_runtime_for_each_block(rt, count_block, sum));
+	ck_assert_uint_eq(sum[0], 4);
+	ck_assert_uint_eq(sum[1], 1000 + 2000 + 4000 + 5000);
+	ck_assert_int_eq(xdm_runtime_for_each_block(rt, NULL, NULL), XDM_E_INVALID);
+	for (int i = 0; i < 5; i++)
+		if (i != 2)
+			TU_OK(xdm_deallocate(rt, &b[i]));
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+static void *other_thread_query_id(void *arg)
+{
+	*(uint64_t *)arg = xdm_query_id();
+	return NULL;
+}
+
+START_TEST(query_id_is_per_thread)
+{
+	pthread_t t;
+	uint64_t seen = 99;
+
+	ck_assert_uint_eq(xdm_query_id(), 0);
+	xdm_set_query_id(42);
+	ck_assert_uint_eq(xdm_query_id(), 42);
+	pthread_create(&t, NULL, other_thread_query_id, &seen);
+	pthread_join(t, NULL);
+	ck_assert_uint_eq(seen, 0);
+}
+END_TEST
+
 START_TEST(missing_device_is_no_device)
 {
 	struct xdm_runtime *rt;
@@ -396,6 +444,8 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, counters_follow_the_blocks);
 	tcase_add_test(tc, streams_import_and_launch);
 	tcase_add_test(tc, describes_device_and_stack);
+	tcase_add_test(tc, for_each_block_sees_the_live_set);
+	tcase_add_test(tc, query_id_is_per_thread);
 	tcase_add_test(tc, missing_device_is_no_device);
 	tcase_add_test(tc, failed_build_leaves_nothing);
 	suite_add_tcase(s, tc);

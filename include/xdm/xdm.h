@@ -184,6 +184,23 @@ struct xdm_stats {
 };
 XDM_API void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out);
 
+/*
+ * Visit every live block, a snapshot per registry shard taken under that
+ * shard's short lock.  fn must not call into the runtime.  Blocks allocated
+ * or freed meanwhile may or may not be seen.
+ */
+XDM_API enum xdm_status xdm_runtime_for_each_block(struct xdm_runtime *rt,
+						   void (*fn)(const struct xdm_block *b,
+							      void *arg),
+						   void *arg);
+
+/*
+ * The calling thread's query id, which the logging adaptor writes on every
+ * row (an engine sets it per query; 0 when unset).
+ */
+XDM_API void xdm_set_query_id(uint64_t id);
+XDM_API uint64_t xdm_query_id(void);
+
 /* ---- streams --------------------------------------------------------- */
 
 /* Streams 0 .. count-1 exist from the start; imported ones follow. */

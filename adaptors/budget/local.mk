@@ -1,0 +1,1 @@
+# adaptors/budget: see issue 4

@@ -1,0 +1,1 @@
+# adaptors/guard: see issue 4

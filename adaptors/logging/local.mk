@@ -1,0 +1,1 @@
+# adaptors/logging: see issue 4

@@ -209,6 +209,9 @@ XDM_HIDDEN bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
 				  xdm_generation generation, struct xdm_block *out,
 				  struct xdm_use_track *uses);
 XDM_HIDDEN void xdm_use_track_free(struct xdm_use_track *t);
+/* Unlink every live entry and hand each to fn (without the shard lock). */
+XDM_HIDDEN void xdm_registry_drain(struct xdm_registry *reg,
+				   void (*fn)(struct xdm_reg_entry *e, void *arg), void *arg);
 /* Sums of the shards' counters. */
 XDM_HIDDEN void xdm_registry_counts(struct xdm_registry *reg, uint64_t *allocs, uint64_t *frees);
 /* Visit every live block under each shard lock in turn (for snapshots). */

@@ -20,7 +20,7 @@ static bool parse_uint(const char *text, uint64_t *out)
 	if (!text[0] || text[0] == '-' || text[0] == '+')
 		return false;
 	errno = 0;
-	*out = strtoull(text, &end, 0);
+	*out = strtoull(text, &end, 10);
 	return errno == 0 && *end == '\0';
 }
 

@@ -205,6 +205,37 @@ void xdm_registry_for_each(struct xdm_registry *reg,
 	}
 }
 
+void xdm_registry_drain(struct xdm_registry *reg,
+			void (*fn)(struct xdm_reg_entry *e, void *arg), void *arg)
+{
+	for (int i = 0; i < XDM_REG_SHARDS; i++) {
+		struct xdm_reg_shard *shard = &reg->shards[i];
+		struct xdm_reg_entry *list = NULL, *e, *next;
+
+		/* Unlink under the lock; call fn without it. */
+		xdm_spin_lock(&shard->lock);
+		for (size_t b = 0; b < shard->nbuckets; b++) {
+			for (e = shard->buckets[b]; e; e = next) {
+				next = e->next;
+				e->next = list;
+				list = e;
+				bump(&shard->frees);
+			}
+			shard->buckets[b] = NULL;
+		}
+		shard->count = 0;
+		xdm_spin_unlock(&shard->lock);
+		for (e = list; e; e = next) {
+			next = e->next;
+			fn(e, arg);
+			xdm_spin_lock(&shard->lock);
+			e->next = shard->spare;
+			shard->spare = e;
+			xdm_spin_unlock(&shard->lock);
+		}
+	}
+}
+
 static void free_chain(struct xdm_reg_entry *e, bool tracked)
 {
 	struct xdm_reg_entry *next;

@@ -61,7 +61,13 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 	if (st) {
 		struct xdm_error saved = *xdm_last_error();
 
-		xdm_up_deallocate(&rt->layers[0], out);
+		/*
+		 * Out of host memory: hand the block back.  But an address
+		 * that is already live belongs to another block; freeing it
+		 * would free that one, so the stack's mistake is only reported.
+		 */
+		if (st != XDM_E_INVALID)
+			xdm_up_deallocate(&rt->layers[0], out);
 		*(struct xdm_error *)xdm_last_error() = saved;
 		goto failed;
 	}
@@ -72,6 +78,37 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 failed:
 	atomic_fetch_add_explicit(&c->failures, 1, memory_order_relaxed);
 	return st;
+}
+
+/* The generation now live at ptr, or 0: a stale id's message says so. */
+static xdm_generation live_generation(struct xdm_runtime *rt, uint64_t ptr)
+{
+	struct xdm_reg_shard *shard = xdm_registry_shard(&rt->registry, ptr);
+	struct xdm_reg_entry *e;
+	xdm_generation g;
+
+	xdm_spin_lock(&shard->lock);
+	e = xdm_registry_find_locked(shard, ptr);
+	g = e ? e->block.generation : 0;
+	xdm_spin_unlock(&shard->lock);
+	return g;
+}
+
+static enum xdm_status not_live(struct xdm_runtime *rt, const char *fn, uint64_t ptr,
+				xdm_generation generation)
+{
+	xdm_generation now = live_generation(rt, ptr);
+
+	if (now)
+		return xdm_error_set_block(XDM_E_USE_AFTER_FREE, generation, XDM_SIDE_NONE,
+					   "%s: block 0x%llx generation %llu is not live (freed, "
+					   "and its address reissued as generation %llu)", fn,
+					   (unsigned long long)ptr, (unsigned long long)generation,
+					   (unsigned long long)now);
+	return xdm_error_set_block(XDM_E_USE_AFTER_FREE, generation, XDM_SIDE_NONE,
+				   "%s: block 0x%llx generation %llu is not live (double free or "
+				   "stale handle)", fn, (unsigned long long)ptr,
+				   (unsigned long long)generation);
 }
 
 enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
@@ -87,11 +124,7 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 				     "xdm_deallocate: block of device %u given to the runtime of "
 				     "device %u", block->ordinal, rt->ordinal);
 	if (!xdm_registry_take(&rt->registry, block->ptr, block->generation, &b, &uses))
-		return xdm_error_set_block(XDM_E_USE_AFTER_FREE, block->generation, XDM_SIDE_NONE,
-					   "xdm_deallocate: block 0x%llx generation %llu is not "
-					   "live (double free or stale handle)",
-					   (unsigned long long)block->ptr,
-					   (unsigned long long)block->generation);
+		return not_live(rt, "xdm_deallocate", block->ptr, block->generation);
 	/* The registry's copy is authoritative: the caller's may be damaged. */
 	if (!xdm_use_track_empty(&uses)) {
 		st_wait = xdm_track_release(rt, &b, &uses);
@@ -159,10 +192,7 @@ enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
 		*out = e->block;
 	xdm_spin_unlock(&shard->lock);
 	if (!live)
-		return xdm_error_set_block(XDM_E_USE_AFTER_FREE, id.generation, XDM_SIDE_NONE,
-					   "block 0x%llx generation %llu is not live",
-					   (unsigned long long)id.ptr,
-					   (unsigned long long)id.generation);
+		return not_live(rt, "xdm_block_lookup", id.ptr, id.generation);
 	return XDM_OK;
 }
 

@@ -255,15 +255,41 @@ fail:
 	return st;
 }
 
+static void sync_streams(struct xdm_runtime *rt)
+{
+	uint32_t nstreams = xdm_stream_count(rt);
+
+	for (uint32_t i = 0; i < nstreams; i++)
+		rt->platform.ops->stream_synchronize(&rt->platform, rt->streams.slots[i].handle);
+}
+
+/* A block the caller never freed goes back through the stack it came from. */
+static void free_leftover(struct xdm_reg_entry *e, void *arg)
+{
+	struct xdm_runtime *rt = arg;
+
+	xdm_track_release(rt, &e->block, &e->track);
+	xdm_use_track_free(&e->track);
+	xdm_up_deallocate(&rt->layers[0], &e->block);
+	atomic_fetch_sub_explicit(&rt->counters.bytes, e->block.bytes, memory_order_relaxed);
+}
+
 /* Works on a runtime in any state of construction; keeps the thread error. */
 void xdm_runtime_teardown(struct xdm_runtime *rt)
 {
 	struct xdm_error saved = *xdm_last_error();
-	uint32_t nstreams = xdm_stream_count(rt);
 
 	/* Queued frees call into the backend: let them run before its fini. */
-	for (uint32_t i = 0; i < nstreams; i++)
-		rt->platform.ops->stream_synchronize(&rt->platform, rt->streams.slots[i].handle);
+	sync_streams(rt);
+	/*
+	 * Blocks still live are the caller's leak, but the memory is the
+	 * stack's: free them through it (a pool, a budget, a log all see the
+	 * free), then let those frees run too.
+	 */
+	if (rt->nlayers && rt->layers[0].inited) {
+		xdm_registry_drain(&rt->registry, free_leftover, rt);
+		sync_streams(rt);
+	}
 	for (uint32_t i = 0; i < rt->nlayers; i++) {
 		struct xdm_layer *l = &rt->layers[i];
 

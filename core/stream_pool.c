@@ -64,6 +64,8 @@ enum xdm_status xdm_stream_handle(struct xdm_runtime *rt, xdm_stream_id stream, 
 {
 	void *s = xdm_stream_native(rt, stream);
 
+	if (!handle)
+		return xdm_error_set(XDM_E_INVALID, "xdm_stream_handle: result is NULL");
 	if (!s)
 		return xdm_error_set(XDM_E_INVALID, "stream %u is not in the runtime's stream pool",
 				     stream);
@@ -73,12 +75,14 @@ enum xdm_status xdm_stream_handle(struct xdm_runtime *rt, xdm_stream_id stream, 
 
 enum xdm_status xdm_stream_import(struct xdm_runtime *rt, void *handle, xdm_stream_id *out)
 {
-	struct xdm_stream_pool *pool = &rt->streams;
+	struct xdm_stream_pool *pool;
 	enum xdm_status st = XDM_OK;
 	uint32_t count;
 
-	if (!handle || !out)
-		return xdm_error_set(XDM_E_INVALID, "xdm_stream_import: NULL handle or result");
+	if (!rt || !handle || !out)
+		return xdm_error_set(XDM_E_INVALID, "xdm_stream_import: NULL runtime, handle or "
+				     "result");
+	pool = &rt->streams;
 	pthread_mutex_lock(&pool->lock);
 	count = atomic_load_explicit(&pool->count, memory_order_relaxed);
 	/* Importing the same stream twice gives back the same id. */

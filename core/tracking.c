@@ -58,13 +58,60 @@ static struct xdm_reg_entry *lock_entry(struct xdm_runtime *rt, struct xdm_block
 	if (!e || e->block.generation != id.generation) {
 		xdm_spin_unlock(&shard->lock);
 		xdm_error_set_block(XDM_E_USE_AFTER_FREE, id.generation, XDM_SIDE_NONE,
-				    "block 0x%llx generation %llu is not live (freed%s)",
+				    "block 0x%llx generation %llu is not live (freed%s%llu%s)",
 				    (unsigned long long)id.ptr, (unsigned long long)id.generation,
-				    e ? ", and its address reissued" : "");
+				    e ? ", and its address reissued as generation " : "",
+				    e ? (unsigned long long)e->block.generation : 0ull,
+				    e ? "" : "");
 		return NULL;
 	}
 	*shard_out = shard;
 	return e;
+}
+
+/*
+ * Events replaced under a shard lock go back to the pool only after the lock
+ * is dropped: the pool takes a mutex and may call the platform.  A block has
+ * at most one read per stream plus its last write.
+ */
+struct spent_events {
+	uint32_t n;
+	void *event[XDM_MAX_STREAMS + 1];
+};
+
+static void spend(struct spent_events *sp, void *event)
+{
+	sp->event[sp->n++] = event;
+}
+
+static void put_spent(struct xdm_runtime *rt, struct spent_events *sp)
+{
+	for (uint32_t i = 0; i < sp->n; i++)
+		xdm_event_put(rt, sp->event[i]);
+	sp->n = 0;
+}
+
+/*
+ * The first use of a block on another stream must follow the work already
+ * queued on the block's own stream: its allocation (a stream-ordered pool may
+ * hand out memory whose previous user on another stream is still running,
+ * ordered only behind the allocation stream) and whatever the owner wrote
+ * there without telling us.  That work is recorded as the block's first
+ * write.  Called under the shard lock with a spare event from the pool.
+ */
+static enum xdm_status order_after_owner(struct xdm_runtime *rt, struct xdm_reg_entry *e,
+					 void *event)
+{
+	enum xdm_status st;
+
+	st = rt->platform.ops->event_record(&rt->platform, event,
+					    xdm_stream_native(rt, e->block.stream));
+	if (st)
+		return st;
+	atomic_fetch_add_explicit(&rt->counters.events, 1, memory_order_relaxed);
+	e->track.last_write = (struct xdm_use_event){ event, e->block.stream };
+	e->track.has_write = true;
+	return XDM_OK;
 }
 
 enum xdm_status xdm_track_prepare(struct xdm_layer *self, struct xdm_block_id id,
@@ -73,30 +120,52 @@ enum xdm_status xdm_track_prepare(struct xdm_layer *self, struct xdm_block_id id
 	struct xdm_runtime *rt = self->rt;
 	struct xdm_reg_shard *shard;
 	struct xdm_reg_entry *e;
+	void *spare = NULL;
 	enum xdm_status st;
 
 	st = check_use(rt, use_stream, access);
 	if (st)
 		return st;
+relock:
 	e = lock_entry(rt, id, &shard);
-	if (!e)
-		return XDM_E_USE_AFTER_FREE;
+	if (!e) {
+		st = XDM_E_USE_AFTER_FREE;
+		goto out;
+	}
+	if (!e->track.has_write && use_stream != e->block.stream) {
+		if (!spare) {
+			/* Fetch an event without the lock, then look again. */
+			xdm_spin_unlock(&shard->lock);
+			st = xdm_event_get(rt, &spare);
+			if (st)
+				return st;
+			goto relock;
+		}
+		st = order_after_owner(rt, e, spare);
+		if (st)
+			goto unlock;
+		spare = NULL;
+	}
 	/* Reads and writes alike must follow the last write. */
 	if (e->track.has_write)
 		st = queue_wait(rt, use_stream, &e->track.last_write);
 	/* A writer must also follow every outstanding reader. */
 	for (uint32_t i = 0; st == XDM_OK && (access & XDM_ACCESS_WRITE) && i < e->track.nreads; i++)
 		st = queue_wait(rt, use_stream, &e->track.reads[i]);
+unlock:
 	xdm_spin_unlock(&shard->lock);
+out:
+	if (spare)
+		xdm_event_put(rt, spare);
 	return st;
 }
 
-static bool add_read(struct xdm_runtime *rt, struct xdm_use_track *t,
-		     const struct xdm_use_event *use)
+static bool add_read(struct xdm_use_track *t, const struct xdm_use_event *use,
+		     struct spent_events *sp)
 {
 	for (uint32_t i = 0; i < t->nreads; i++) {
 		if (t->reads[i].stream == use->stream) {
-			xdm_event_put(rt, t->reads[i].event);
+			spend(sp, t->reads[i].event);
 			t->reads[i] = *use;
 			return true;
 		}
@@ -118,23 +187,29 @@ static bool add_read(struct xdm_runtime *rt, struct xdm_use_track *t,
 	return true;
 }
 
-static void set_write(struct xdm_runtime *rt, struct xdm_use_track *t,
-		      const struct xdm_use_event *use)
+static void set_write(struct xdm_use_track *t, const struct xdm_use_event *use,
+		      struct spent_events *sp)
 {
 	/* The new write followed every earlier use (prepare queued the waits). */
 	if (t->has_write)
-		xdm_event_put(rt, t->last_write.event);
+		spend(sp, t->last_write.event);
 	for (uint32_t i = 0; i < t->nreads; i++)
-		xdm_event_put(rt, t->reads[i].event);
+		spend(sp, t->reads[i].event);
 	t->nreads = 0;
 	t->last_write = *use;
 	t->has_write = true;
 }
 
+/*
+ * The event is recorded under the block's lock: two threads finishing uses
+ * of one block on one stream then store their events in the order the stream
+ * will reach them, so a later event never gets replaced by an earlier one.
+ */
 static enum xdm_status record_use(struct xdm_runtime *rt, struct xdm_block_id id,
 				  xdm_stream_id use_stream, enum xdm_access access)
 {
 	struct xdm_use_event use = { .stream = use_stream };
+	struct spent_events sp = { .n = 0 };
 	struct xdm_reg_shard *shard;
 	struct xdm_reg_entry *e;
 	enum xdm_status st;
@@ -145,21 +220,24 @@ static enum xdm_status record_use(struct xdm_runtime *rt, struct xdm_block_id id
 	st = xdm_event_get(rt, &use.event);
 	if (st)
 		return st;
-	st = rt->platform.ops->event_record(&rt->platform, use.event,
-					    xdm_stream_native(rt, use_stream));
-	if (st)
-		goto put;
-	atomic_fetch_add_explicit(&rt->counters.events, 1, memory_order_relaxed);
 	e = lock_entry(rt, id, &shard);
 	if (!e) {
 		st = XDM_E_USE_AFTER_FREE;
 		goto put;
 	}
+	st = rt->platform.ops->event_record(&rt->platform, use.event,
+					    xdm_stream_native(rt, use_stream));
+	if (st) {
+		xdm_spin_unlock(&shard->lock);
+		goto put;
+	}
+	atomic_fetch_add_explicit(&rt->counters.events, 1, memory_order_relaxed);
 	if (access & XDM_ACCESS_WRITE)
-		set_write(rt, &e->track, &use);
-	else if (!add_read(rt, &e->track, &use))
+		set_write(&e->track, &use, &sp);
+	else if (!add_read(&e->track, &use, &sp))
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of memory recording a read");
 	xdm_spin_unlock(&shard->lock);
+	put_spent(rt, &sp);
 	if (st)
 		goto put;
 	return XDM_OK;

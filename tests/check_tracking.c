@@ -74,7 +74,8 @@ static void free_waits_for(enum xdm_access access)
 		use.seen = &seen;
 	slow_use(&f, &b, 1, access, &use);
 	TU_OK(xdm_deallocate(f.rt, &b));
-	ck_assert_uint_eq(waits(f.rt), 1);
+	/* The use followed the owner's stream (1), the free followed the use (1). */
+	ck_assert_uint_eq(waits(f.rt), 2);
 	/* Stream 0 ran the free; anything after it follows the slow use. */
 	launch(&f, 0, &after);
 	sync_all(&f);
@@ -133,7 +134,8 @@ START_TEST(read_waits_for_last_cross_stream_write)
 	r.seen = &seen;
 	slow_use(&f, &b, 1, XDM_ACCESS_WRITE, &w);
 	slow_use(&f, &b, 2, XDM_ACCESS_READ, &r);
-	ck_assert_uint_eq(waits(f.rt), 1);
+	/* The write followed the owner's stream; the read followed the write. */
+	ck_assert_uint_eq(waits(f.rt), 2);
 	sync_all(&f);
 	ck_assert_int_eq(seen, 42);
 	ck_assert_int_lt(tu_log_pos(&f.log, 1), tu_log_pos(&f.log, 2));
@@ -162,7 +164,8 @@ START_TEST(write_waits_for_every_outstanding_read)
 	slow_use(&f, &b, 2, XDM_ACCESS_READ, &r2);
 	before = waits(f.rt);
 	slow_use(&f, &b, 3, XDM_ACCESS_WRITE, &w);
-	ck_assert_uint_eq(waits(f.rt) - before, 2);
+	/* The owner's stream (the block's first write) and both readers. */
+	ck_assert_uint_eq(waits(f.rt) - before, 3);
 	sync_all(&f);
 	/* Both readers saw the old bytes: the writer waited for them. */
 	ck_assert_int_eq(seen1, 5);
@@ -190,6 +193,35 @@ START_TEST(read_write_waits_like_a_write)
 	slow_use(&f, &b, 2, XDM_ACCESS_READ_WRITE, &rw);
 	sync_all(&f);
 	ck_assert_int_eq(seen, 8);
+	ck_assert_int_lt(tu_log_pos(&f.log, 1), tu_log_pos(&f.log, 2));
+	TU_OK(xdm_deallocate(f.rt, &b));
+	TU_OK(xdm_runtime_destroy(f.rt));
+}
+END_TEST
+
+/*
+ * The owner writes on the allocation stream without telling the runtime (the
+ * usual case: a kernel right after the allocation); the first use on another
+ * stream must still see that write, and must follow the allocation itself.
+ */
+START_TEST(first_cross_stream_use_follows_the_owner)
+{
+	struct fixture f;
+	struct xdm_block b;
+	int seen = -1;
+	struct tu_step owner = { .id = 1, .sleep_ms = SLOW, .value = 77 };
+	struct tu_step r = { .id = 2 };
+
+	setup(&f, "host");
+	TU_OK(xdm_allocate(f.rt, 4096, 0, "t", &b));
+	memset(mem(&b), 0, 64);
+	owner.mem = r.mem = mem(&b);
+	r.seen = &seen;
+	launch(&f, 0, &owner);		/* no prepare/finish: the owner's own stream */
+	slow_use(&f, &b, 3, XDM_ACCESS_READ, &r);
+	ck_assert_uint_eq(waits(f.rt), 1);
+	sync_all(&f);
+	ck_assert_int_eq(seen, 77);
 	ck_assert_int_lt(tu_log_pos(&f.log, 1), tu_log_pos(&f.log, 2));
 	TU_OK(xdm_deallocate(f.rt, &b));
 	TU_OK(xdm_runtime_destroy(f.rt));
@@ -288,7 +320,8 @@ START_TEST(many_readers_then_a_writer)
 	before = waits(f.rt);
 	w.mem = mem(&b);
 	slow_use(&f, &b, 12, XDM_ACCESS_WRITE, &w);
-	ck_assert_uint_eq(waits(f.rt) - before, 8);
+	/* Eight readers and the owner's stream, the block's first write. */
+	ck_assert_uint_eq(waits(f.rt) - before, 9);
 	sync_all(&f);
 	for (int i = 0; i < 8; i++) {
 		ck_assert_int_eq(seen[i], 4);
@@ -461,7 +494,8 @@ START_TEST(threads_churn_with_cross_stream_uses)
 	ck_assert_uint_eq(st.allocs, N * 2000);
 	ck_assert_uint_eq(st.frees, N * 2000);
 	ck_assert_uint_eq(st.blocks_outstanding, 0);
-	ck_assert_uint_eq(st.waits_queued, N * 2000);
+	/* Each use followed the owner's stream, and each free followed the use. */
+	ck_assert_uint_eq(st.waits_queued, 2 * N * 2000);
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
 	TU_OK(xdm_runtime_destroy(rt));
 }
@@ -479,6 +513,7 @@ static Suite *tracking_suite(void)
 	tcase_add_test(tc, read_waits_for_last_cross_stream_write);
 	tcase_add_test(tc, write_waits_for_every_outstanding_read);
 	tcase_add_test(tc, read_write_waits_like_a_write);
+	tcase_add_test(tc, first_cross_stream_use_follows_the_owner);
 	tcase_add_test(tc, same_stream_uses_add_no_waits);
 	tcase_add_test(tc, untouched_block_frees_without_waits);
 	tcase_add_test(tc, record_block_use_orders_the_free);

@@ -149,9 +149,13 @@ XDM_API uint32_t xdm_runtime_ordinal(const struct xdm_runtime *rt);
 
 XDM_API enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
 				     const char *tag, struct xdm_block *out);
-/* Queues the free on the block's stream after every recorded use.  The
- * block is consumed whatever the status, except INVALID and USE_AFTER_FREE
- * which mean the runtime did not recognise it. */
+/*
+ * Queues the free on the block's stream after every recorded use.  Whether
+ * the block was consumed is told by block->state, not by the status: a
+ * consumed block's state becomes RETIRED, QUARANTINED or FREED whatever a
+ * layer reported (a guard's OUT_OF_BOUNDS, a driver error); a block the
+ * runtime refused (not live, another device's) keeps the state it had.
+ */
 XDM_API enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block);
 /* Bytes the stack holds for live and not-yet-reaped retired blocks. */
 XDM_API size_t xdm_bytes_outstanding(struct xdm_runtime *rt);
@@ -208,7 +212,13 @@ XDM_API uint32_t xdm_stream_count(struct xdm_runtime *rt);
 /* The platform's native handle (a CUstream on cuda). */
 XDM_API enum xdm_status xdm_stream_handle(struct xdm_runtime *rt, xdm_stream_id stream,
 					  void **handle);
-/* Adopt a caller's native stream; the runtime never destroys it. */
+/*
+ * Adopt a caller's native stream; the runtime never destroys it, but
+ * synchronizes it when the runtime is destroyed, so it must outlive the
+ * runtime.  It must be a real stream of the runtime's device and context
+ * (on cuda: not CU_STREAM_LEGACY or CU_STREAM_PER_THREAD, whose meaning
+ * changes with the calling thread).
+ */
 XDM_API enum xdm_status xdm_stream_import(struct xdm_runtime *rt, void *handle,
 					  xdm_stream_id *out);
 XDM_API enum xdm_status xdm_stream_synchronize(struct xdm_runtime *rt, xdm_stream_id stream);

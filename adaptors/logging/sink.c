@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sink.c - where the rows go: a file, a growing text in memory, or nowhere.
+ *
+ * The sink is handed whole buffers of whole rows, so it is entered once per
+ * buffer (64 KiB by default), never once per row.  A failed write is counted
+ * and reported on stderr once per layer; the rows are dropped and the caller,
+ * an allocation, never sees the failure.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "adaptors/logging/logging.h"
+
+/* Owner-only: rows name addresses, tags and query ids of the process. */
+#define LOG_FILE_MODE 0600
+
+/* The path with %p (pid), %d (device ordinal) and %% expanded. */
+static enum xdm_status expand_path(const char *pattern, uint32_t ordinal, char **out)
+{
+	char buf[PATH_MAX];
+	size_t n = 0;
+	const char *p;
+	int w;
+
+	for (p = pattern; *p; p++) {
+		if (*p != '%') {
+			if (n + 1 >= sizeof(buf))
+				goto too_long;
+			buf[n++] = *p;
+			continue;
+		}
+		switch (*++p) {
+		case '%':
+			if (n + 1 >= sizeof(buf))
+				goto too_long;
+			buf[n++] = '%';
+			break;
+		case 'p':
+			w = snprintf(buf + n, sizeof(buf) - n, "%ld", (long)getpid());
+			goto number;
+		case 'd':
+			w = snprintf(buf + n, sizeof(buf) - n, "%u", ordinal);
+number:
+			if (w < 0 || (size_t)w >= sizeof(buf) - n)
+				goto too_long;
+			n += (size_t)w;
+			break;
+		default:
+			return xdm_error_set(XDM_E_CONFIG,
+					     "logging: path '%s': unknown escape '%%%.1s' (use %%p, "
+					     "%%d or %%%%)", pattern, p);
+		}
+	}
+	if (n == 0)
+		return xdm_error_set(XDM_E_CONFIG, "logging: path is empty");
+	buf[n] = '\0';
+	*out = strdup(buf);
+	if (!*out)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: no memory for the path");
+	return XDM_OK;
+
+too_long:
+	return xdm_error_set(XDM_E_CONFIG, "logging: path '%s' is too long once expanded",
+			     pattern);
+}
+
+/* Counts a failure; only the first one of the layer is told on stderr. */
+static void sink_failed(struct log_sink *s, int err, uint64_t rows)
+{
+	atomic_fetch_add_explicit(&s->dropped, rows, memory_order_relaxed);
+	if (atomic_fetch_add_explicit(&s->write_errors, 1, memory_order_relaxed) == 0)
+		fprintf(stderr,
+			"xdm logging: cannot write to %s: %s; rows are dropped while this "
+			"lasts (see the write_errors and dropped attributes)\n",
+			s->path, strerror(err));
+}
+
+/* Caller holds s->lock.  Returns 0 or the errno of the failed write. */
+static int file_write(struct log_sink *s, const char *data, size_t len)
+{
+	size_t done = 0;
+	ssize_t w;
+
+	while (done < len) {
+		w = write(s->fd, data + done, len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (done)
+				s->torn = true;
+			atomic_fetch_add_explicit(&s->bytes_written, done, memory_order_relaxed);
+			return w < 0 ? errno : EIO;
+		}
+		done += (size_t)w;
+	}
+	atomic_fetch_add_explicit(&s->bytes_written, done, memory_order_relaxed);
+	return 0;
+}
+
+static void memory_append(struct log_sink *s, const char *data, size_t len, uint64_t rows)
+{
+	size_t cap;
+	char *mem;
+
+	if (len > s->mem_limit - s->mem_len) {
+		atomic_fetch_add_explicit(&s->dropped, rows, memory_order_relaxed);
+		return;
+	}
+	if (s->mem_len + len > s->mem_cap) {
+		cap = s->mem_cap ? s->mem_cap : 4096;
+		while (cap < s->mem_len + len)
+			cap *= 2;
+		if (cap > s->mem_limit)
+			cap = s->mem_limit;
+		mem = realloc(s->mem, cap);
+		if (!mem) {
+			atomic_fetch_add_explicit(&s->dropped, rows, memory_order_relaxed);
+			return;
+		}
+		s->mem = mem;
+		s->mem_cap = cap;
+	}
+	memcpy(s->mem + s->mem_len, data, len);
+	s->mem_len += len;
+	atomic_fetch_add_explicit(&s->bytes_written, len, memory_order_relaxed);
+}
+
+void log_sink_write(struct log_sink *s, const char *data, size_t len, uint64_t rows)
+{
+	int err;
+
+	if (s->kind == LOG_SINK_NULL || !len)
+		return;
+	/*
+	 * A forked child inherits the parent's buffered rows and its file:
+	 * writing them would duplicate the parent's rows under the parent's
+	 * name.  One getpid() per buffer, not per row.
+	 */
+	if (getpid() != s->pid) {
+		atomic_fetch_add_explicit(&s->dropped, rows, memory_order_relaxed);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (s->kind == LOG_SINK_MEMORY) {
+		memory_append(s, data, len, rows);
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	/* After half a row, start a fresh line so later rows stay whole. */
+	if (s->torn && file_write(s, "\n", 1) == 0)
+		s->torn = false;
+	err = file_write(s, data, len);
+	pthread_mutex_unlock(&s->lock);
+	if (err)
+		sink_failed(s, err, rows);
+}
+
+static enum xdm_status file_open(struct log_sink *s)
+{
+	struct stat st;
+	int err;
+
+	s->fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, LOG_FILE_MODE);
+	if (s->fd < 0)
+		return xdm_error_set(XDM_E_CONFIG, "logging: cannot open %s: %s", s->path,
+				     strerror(errno));
+	/* Appending to an earlier log of the same name: one header only. */
+	if (fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+		return XDM_OK;
+	err = file_write(s, LOG_HEADER, LOG_HEADER_LEN);
+	if (err)
+		sink_failed(s, err, 0);
+	return XDM_OK;
+}
+
+enum xdm_status log_sink_open(struct log_sink *s, const char *kind, const char *path_pattern,
+			      uint32_t ordinal, uint64_t mem_limit)
+{
+	enum xdm_status st;
+
+	s->fd = -1;
+	s->pid = getpid();
+	atomic_init(&s->bytes_written, 0);
+	atomic_init(&s->write_errors, 0);
+	atomic_init(&s->dropped, 0);
+	if (!strcmp(kind, "file"))
+		s->kind = LOG_SINK_FILE;
+	else if (!strcmp(kind, "memory"))
+		s->kind = LOG_SINK_MEMORY;
+	else if (!strcmp(kind, "null"))
+		s->kind = LOG_SINK_NULL;
+	else
+		return xdm_error_set(XDM_E_CONFIG,
+				     "logging: sink must be file, memory or null, not '%s'", kind);
+	if (mem_limit < LOG_HEADER_LEN || mem_limit != (size_t)mem_limit)
+		return xdm_error_set(XDM_E_CONFIG, "logging: memory_limit %llu is out of range",
+				     (unsigned long long)mem_limit);
+	s->mem_limit = (size_t)mem_limit;
+	if (pthread_mutex_init(&s->lock, NULL) != 0)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: cannot create the sink lock");
+
+	if (s->kind == LOG_SINK_FILE) {
+		st = expand_path(path_pattern, ordinal, &s->path);
+		if (st)
+			goto err_lock;
+		st = file_open(s);
+		if (st)
+			goto err_path;
+	} else if (s->kind == LOG_SINK_MEMORY) {
+		memory_append(s, LOG_HEADER, LOG_HEADER_LEN, 0);
+		if (!s->mem) {
+			st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: no memory for the log");
+			goto err_lock;
+		}
+	}
+	return XDM_OK;
+
+err_path:
+	free(s->path);
+	s->path = NULL;
+err_lock:
+	pthread_mutex_destroy(&s->lock);
+	return st;
+}
+
+void log_sink_close(struct log_sink *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s->path);
+	free(s->mem);
+	pthread_mutex_destroy(&s->lock);
+}
+
+int log_sink_contents(struct log_sink *s, char *buf, size_t len)
+{
+	int n;
+
+	if (s->kind != LOG_SINK_MEMORY)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&s->lock);
+	if (s->mem_len >= len || s->mem_len > INT_MAX) {
+		pthread_mutex_unlock(&s->lock);
+		return -EFBIG;
+	}
+	memcpy(buf, s->mem, s->mem_len);
+	buf[s->mem_len] = '\0';
+	n = (int)s->mem_len;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+const char *log_sink_kind_name(const struct log_sink *s)
+{
+	switch (s->kind) {
+	case LOG_SINK_FILE:
+		return "file";
+	case LOG_SINK_MEMORY:
+		return "memory";
+	default:
+		return "null";
+	}
+}

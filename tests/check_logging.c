@@ -1,0 +1,654 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_logging.c - the logging adaptor on the host platform: the header,
+ * the replay of a multi-threaded workload into exactly the live set the
+ * runtime reports (file and memory sinks), failure rows, CSV quoting, path
+ * expansion, the null sink, a full disk, flush on demand and thread exit.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <xdm/module.h>
+
+#include "tests/log_replay.h"
+#include "tests/testutil.h"
+
+#define LOG_HEADER "thread,time,action,ptr,bytes,stream,device,tag,query_id\n"
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+	strcpy(tmpdir, "/tmp/xdm-logging-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+	DIR *d = opendir(tmpdir);
+	struct dirent *e;
+	char path[512];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(tmpdir);
+}
+
+static struct xdm_runtime *logging_runtime(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static struct xdm_runtime *logging_runtime(const char *fmt, ...)
+{
+	struct xdm_runtime *rt = NULL;
+	char stack[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(stack, sizeof(stack), fmt, ap);
+	va_end(ap);
+	TU_OK(xdm_runtime_create(0, "host", stack, &rt));
+	ck_assert_str_eq(xdm_runtime_layer_name(rt, 0), "logging");
+	return rt;
+}
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *text;
+	long n;
+
+	ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	text = malloc((size_t)n + 1);
+	ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+	text[n] = '\0';
+	fclose(f);
+	return text;
+}
+
+static uint64_t attr_u64(struct xdm_runtime *rt, const char *name)
+{
+	char buf[64];
+
+	TU_OK(xdm_layer_attr_show(rt, 0, name, buf, sizeof(buf)));
+	return strtoull(buf, NULL, 10);
+}
+
+/* The memory sink's whole CSV. */
+static char *memory_contents(struct xdm_runtime *rt)
+{
+	size_t len;
+	char *buf;
+
+	TU_OK(xdm_layer_attr_store(rt, 0, "flush", "1"));
+	len = attr_u64(rt, "bytes_written") + 1;
+	buf = malloc(len);
+	TU_OK(xdm_layer_attr_show(rt, 0, "contents", buf, len));
+	ck_assert_uint_eq(strlen(buf), len - 1);
+	return buf;
+}
+
+static size_t count_lines(const char *text)
+{
+	size_t n = 0;
+
+	for (; *text; text++)
+		n += *text == '\n';
+	return n;
+}
+
+static pid_t my_tid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* ---- the header --------------------------------------------------------- */
+
+START_TEST(header_is_exact)
+{
+	struct xdm_runtime *rt = logging_runtime("logging sink=memory | host");
+	char path[128], *text;
+
+	text = memory_contents(rt);
+	ck_assert_str_eq(text, LOG_HEADER);
+	free(text);
+	TU_OK(xdm_runtime_destroy(rt));
+
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/h.csv", tmpdir);
+	rt = logging_runtime("logging path=%s | host", path);
+	TU_OK(xdm_runtime_destroy(rt));
+	text = read_file(path);
+	ck_assert_str_eq(text, LOG_HEADER);
+	free(text);
+
+	/* A second log of the same name appends without a second header. */
+	rt = logging_runtime("logging path=%s | host", path);
+	TU_OK(xdm_runtime_destroy(rt));
+	text = read_file(path);
+	ck_assert_str_eq(text, LOG_HEADER);
+	free(text);
+	remove_tmpdir();
+}
+END_TEST
+
+/* ---- the replay --------------------------------------------------------- */
+
+#define WL_THREADS 4
+#define WL_OPS 3000
+#define WL_MAX_LIVE 64
+
+struct wl_thread {
+	struct xdm_runtime *rt;
+	int index;
+	uint64_t query_id;
+	char tag[64];
+	unsigned int seed;
+	int live_left;
+};
+
+/* Allocations and frees interleaved; about half the blocks stay live. */
+static void *wl_run(void *arg)
+{
+	struct wl_thread *t = arg;
+	struct xdm_block live[WL_MAX_LIVE];
+	int n = 0;
+
+	xdm_set_query_id(t->query_id);
+	for (int i = 0; i < WL_OPS; i++) {
+		bool alloc = n == 0 || (n < WL_MAX_LIVE && rand_r(&t->seed) % 100 < 52);
+
+		if (alloc) {
+			size_t bytes = 1 + (size_t)(rand_r(&t->seed) % 70000);
+
+			TU_OK(xdm_allocate(t->rt, bytes, (xdm_stream_id)(1 + t->index), t->tag,
+					   &live[n]));
+			n++;
+		} else {
+			int k = (int)(rand_r(&t->seed) % (unsigned int)n);
+
+			TU_OK(xdm_deallocate(t->rt, &live[k]));
+			live[k] = live[--n];
+		}
+	}
+	/* Leave some live for the replay to find, free the rest. */
+	while (n > WL_MAX_LIVE / 4)
+		TU_OK(xdm_deallocate(t->rt, &live[--n]));
+	t->live_left = n;
+	return NULL;
+}
+
+struct snapshot {
+	struct xdm_block blocks[WL_THREADS * WL_MAX_LIVE + 16];
+	size_t n;
+};
+
+static void snap_block(const struct xdm_block *b, void *arg)
+{
+	struct snapshot *s = arg;
+
+	ck_assert_uint_lt(s->n, sizeof(s->blocks) / sizeof(s->blocks[0]));
+	s->blocks[s->n++] = *b;
+}
+
+static void free_all(struct xdm_runtime *rt, struct snapshot *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		TU_OK(xdm_deallocate(rt, &s->blocks[i]));
+}
+
+/* Runs the workload, then checks the log against the runtime's live set. */
+static void replay_check(struct xdm_runtime *rt, char *(*get_log)(struct xdm_runtime *, void *),
+			 void *arg)
+{
+	struct wl_thread t[WL_THREADS];
+	pthread_t th[WL_THREADS];
+	struct snapshot *snap = calloc(1, sizeof(*snap));
+	struct xdm_block mine[3];
+	struct lr_live *live;
+	struct lr_log log;
+	size_t n_live, expect_live = 0;
+	char err[256], *text;
+
+	for (int i = 0; i < WL_THREADS; i++) {
+		t[i] = (struct wl_thread){ .rt = rt, .index = i, .query_id = 1000 + 7 * (uint64_t)i,
+					   .seed = 42u + (unsigned int)i };
+		/* Tags with a comma and a quote must round-trip through CSV. */
+		snprintf(t[i].tag, sizeof(t[i].tag), "worker %d, \"q%" PRIu64 "\"", i,
+			 t[i].query_id);
+		ck_assert_int_eq(pthread_create(&th[i], NULL, wl_run, &t[i]), 0);
+	}
+	/* The main thread's rows stay in its buffer until the flush. */
+	xdm_set_query_id(77);
+	for (int i = 0; i < 3; i++)
+		TU_OK(xdm_allocate(rt, 100 + (size_t)i, 0, "main", &mine[i]));
+	TU_OK(xdm_deallocate(rt, &mine[1]));
+	xdm_set_query_id(0);
+	for (int i = 0; i < WL_THREADS; i++) {
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+		expect_live += (size_t)t[i].live_left;
+	}
+	expect_live += 2;
+
+	text = get_log(rt, arg);
+	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
+	ck_assert_uint_eq(log.n, attr_u64(rt, "rows"));
+	for (size_t i = 0; i < log.n; i++) {
+		const struct lr_row *r = &log.rows[i];
+		int w;
+
+		ck_assert_uint_eq(r->device, 0);
+		ck_assert_uint_ne(r->thread, 0);
+		if (!strcmp(r->tag, "main")) {
+			ck_assert_uint_eq(r->query_id, 77);
+			ck_assert_uint_eq(r->thread, (uint64_t)my_tid());
+			continue;
+		}
+		ck_assert_int_eq(sscanf(r->tag, "worker %d,", &w), 1);
+		ck_assert_int_lt(w, WL_THREADS);
+		ck_assert_str_eq(r->tag, t[w].tag);
+		ck_assert_uint_eq(r->query_id, t[w].query_id);
+		ck_assert_uint_eq(r->stream, 1 + (uint64_t)w);
+	}
+	ck_assert_msg(lr_replay(&log, &live, &n_live, err, sizeof(err)) == 0, "replay: %s",
+		      err);
+
+	TU_OK(xdm_runtime_for_each_block(rt, snap_block, snap));
+	ck_assert_uint_eq(snap->n, expect_live);
+	ck_assert_uint_eq(n_live, snap->n);
+	for (size_t i = 0; i < snap->n; i++) {
+		const struct xdm_block *b = &snap->blocks[i];
+		size_t j;
+
+		for (j = 0; j < n_live && live[j].ptr != b->ptr; j++)
+			;
+		ck_assert_msg(j < n_live, "live block 0x%" PRIx64 " missing from the replay",
+			      b->ptr);
+		ck_assert_uint_eq(live[j].bytes, b->bytes);
+		ck_assert_str_eq(live[j].tag, b->tag);
+	}
+	free(live);
+	lr_free(&log);
+	free(text);
+	free_all(rt, snap);
+	free(snap);
+}
+
+static char *file_log(struct xdm_runtime *rt, void *arg)
+{
+	TU_OK(xdm_layer_attr_store(rt, 0, "flush", "1\n"));
+	return read_file(arg);
+}
+
+static char *memory_log(struct xdm_runtime *rt, void *arg)
+{
+	return memory_contents(rt);
+}
+
+START_TEST(replay_file_matches_live_set)
+{
+	struct xdm_runtime *rt;
+	char path[128];
+
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/replay.csv", tmpdir);
+	/* A small buffer makes the workers write many times, concurrently. */
+	rt = logging_runtime("logging path=%s buffer=4K | host", path);
+	replay_check(rt, file_log, path);
+	ck_assert_uint_eq(attr_u64(rt, "write_errors"), 0);
+	ck_assert_uint_eq(attr_u64(rt, "dropped"), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+	remove_tmpdir();
+}
+END_TEST
+
+START_TEST(replay_memory_matches_live_set)
+{
+	struct xdm_runtime *rt = logging_runtime("logging sink=memory | host");
+
+	replay_check(rt, memory_log, NULL);
+	ck_assert_uint_eq(attr_u64(rt, "dropped"), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* ---- single rules ------------------------------------------------------- */
+
+START_TEST(allocate_failure_row)
+{
+	struct xdm_runtime *rt = logging_runtime("logging sink=memory | host");
+	const size_t huge = SIZE_MAX - 10;
+	struct xdm_block b;
+	struct lr_log log;
+	char err[256], *text;
+
+	xdm_set_query_id(5);
+	ck_assert_int_eq(xdm_allocate(rt, huge, 2, "huge", &b), XDM_E_OUT_OF_MEMORY);
+	text = memory_contents(rt);
+	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
+	ck_assert_uint_eq(log.n, 1);
+	ck_assert_str_eq(log.rows[0].action, "allocate_failure");
+	ck_assert_uint_eq(log.rows[0].ptr, 0);
+	ck_assert_uint_eq(log.rows[0].bytes, huge);
+	ck_assert_uint_eq(log.rows[0].stream, 2);
+	ck_assert_uint_eq(log.rows[0].query_id, 5);
+	ck_assert_str_eq(log.rows[0].tag, "huge");
+	ck_assert_ptr_nonnull(strstr(text, ",allocate_failure,0x0,18446744073709551605,2,0,huge,5\n"));
+	lr_free(&log);
+	free(text);
+	xdm_set_query_id(0);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(tag_quoting_round_trips)
+{
+	struct xdm_runtime *rt = logging_runtime("logging sink=memory | host");
+	static const char *const tags[] = { "a,b\"c", "\"", "line\nbreak", "plain" };
+	struct xdm_block b[4];
+	struct lr_log log;
+	char err[256], *text;
+
+	for (int i = 0; i < 4; i++)
+		TU_OK(xdm_allocate(rt, 64, 0, tags[i], &b[i]));
+	text = memory_contents(rt);
+	ck_assert_ptr_nonnull(strstr(text, ",\"a,b\"\"c\","));
+	ck_assert_ptr_nonnull(strstr(text, ",\"\"\"\","));
+	ck_assert_ptr_nonnull(strstr(text, ",plain,"));
+	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
+	ck_assert_uint_eq(log.n, 4);
+	for (int i = 0; i < 4; i++)
+		ck_assert_str_eq(log.rows[i].tag, tags[i]);
+	lr_free(&log);
+	free(text);
+	for (int i = 0; i < 4; i++)
+		TU_OK(xdm_deallocate(rt, &b[i]));
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(path_expands_pid_and_device)
+{
+	struct xdm_runtime *rt = NULL;
+	char expect[256], shown[256];
+	struct stat st;
+
+	make_tmpdir();
+	rt = logging_runtime("logging path=%s/log-%%p-%%d-%%%%.csv | host", tmpdir);
+	snprintf(expect, sizeof(expect), "%s/log-%ld-0-%%.csv", tmpdir, (long)getpid());
+	TU_OK(xdm_layer_attr_show(rt, 0, "path", shown, sizeof(shown)));
+	ck_assert_int_eq(stat(expect, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	strcat(expect, "\n");
+	ck_assert_str_eq(shown, expect);
+	TU_OK(xdm_runtime_destroy(rt));
+
+	ck_assert_int_eq(xdm_runtime_create(0, "host", "logging path=/tmp/x-%q.csv | host", &rt),
+			 XDM_E_CONFIG);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "%q"));
+	ck_assert_int_eq(xdm_runtime_create(0, "host", "logging sink=disk | host", &rt),
+			 XDM_E_CONFIG);
+	ck_assert_int_eq(xdm_runtime_create(0, "host", "logging path=/nonexistent/dir/x.csv | host",
+					    &rt), XDM_E_CONFIG);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "/nonexistent/dir/x.csv"));
+	remove_tmpdir();
+}
+END_TEST
+
+START_TEST(null_sink_counts_and_writes_nothing)
+{
+	struct xdm_runtime *rt;
+	struct xdm_block b[10];
+	char buf[64], cwd[512];
+	DIR *d;
+	struct dirent *e;
+	int files = 0;
+
+	make_tmpdir();
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	ck_assert_int_eq(chdir(tmpdir), 0);	/* where the default path would go */
+	rt = logging_runtime("logging sink=null | host");
+	for (int i = 0; i < 10; i++)
+		TU_OK(xdm_allocate(rt, 128, 0, "n", &b[i]));
+	for (int i = 0; i < 7; i++)
+		TU_OK(xdm_deallocate(rt, &b[i]));
+	ck_assert_int_eq(xdm_allocate(rt, SIZE_MAX - 10, 0, "n", &b[0]), XDM_E_OUT_OF_MEMORY);
+	TU_OK(xdm_layer_attr_store(rt, 0, "flush", "1"));
+	ck_assert_uint_eq(attr_u64(rt, "rows"), 18);
+	ck_assert_uint_eq(attr_u64(rt, "bytes_written"), 0);
+	ck_assert_int_eq(xdm_layer_attr_show(rt, 0, "contents", buf, sizeof(buf)), XDM_E_INVALID);
+	TU_OK(xdm_layer_attr_show(rt, 0, "sink", buf, sizeof(buf)));
+	ck_assert_str_eq(buf, "null\n");
+	for (int i = 7; i < 10; i++)
+		TU_OK(xdm_deallocate(rt, &b[i]));
+	TU_OK(xdm_runtime_destroy(rt));
+	d = opendir(".");
+	while ((e = readdir(d)))
+		files += e->d_name[0] != '.';
+	closedir(d);
+	ck_assert_int_eq(files, 0);
+	ck_assert_int_eq(chdir(cwd), 0);
+	remove_tmpdir();
+}
+END_TEST
+
+START_TEST(full_disk_is_told_once_and_harmless)
+{
+	struct xdm_runtime *rt;
+	struct xdm_block b;
+	int pipefd[2], saved;
+	char said[4096];
+	ssize_t n;
+	const char *p;
+	int lines = 0;
+
+	ck_assert_int_eq(pipe(pipefd), 0);
+	saved = dup(2);
+	ck_assert_int_eq(dup2(pipefd[1], 2), 2);
+
+	/* The header already fails: that is the first error. */
+	rt = logging_runtime("logging path=/dev/full buffer=4K | host");
+	for (int i = 0; i < 5000; i++) {
+		TU_OK(xdm_allocate(rt, 512, 0, "full", &b));
+		TU_OK(xdm_deallocate(rt, &b));
+	}
+	TU_OK(xdm_layer_attr_store(rt, 0, "flush", "1"));
+	ck_assert_uint_gt(attr_u64(rt, "write_errors"), 10);
+	ck_assert_uint_eq(attr_u64(rt, "dropped"), 10000);
+	ck_assert_uint_eq(attr_u64(rt, "rows"), 10000);
+	ck_assert_uint_eq(attr_u64(rt, "bytes_written"), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(pipefd[1]);
+	n = read(pipefd[0], said, sizeof(said) - 1);
+	close(pipefd[0]);
+	ck_assert_int_gt(n, 0);
+	said[n] = '\0';
+	for (p = said; *p; p++)
+		lines += *p == '\n';
+	ck_assert_msg(lines == 1, "stderr said %d lines: %s", lines, said);
+	ck_assert_ptr_nonnull(strstr(said, "/dev/full"));
+	ck_assert_ptr_nonnull(strstr(said, strerror(ENOSPC)));
+}
+END_TEST
+
+START_TEST(flush_on_demand)
+{
+	struct xdm_runtime *rt;
+	struct xdm_block b[3];
+	char path[128], *text;
+
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/f.csv", tmpdir);
+	rt = logging_runtime("logging path=%s | host", path);
+	for (int i = 0; i < 3; i++)
+		TU_OK(xdm_allocate(rt, 1000, 0, "f", &b[i]));
+	text = read_file(path);
+	ck_assert_str_eq(text, LOG_HEADER);	/* still buffered */
+	free(text);
+	ck_assert_int_eq(xdm_layer_attr_store(rt, 0, "flush", "2"), XDM_E_INVALID);
+	ck_assert_int_eq(xdm_layer_attr_show(rt, 0, "flush", path, 1), XDM_E_INVALID);
+	TU_OK(xdm_layer_attr_store(rt, 0, "flush", "1\n"));
+	text = read_file(path);
+	ck_assert_uint_eq(count_lines(text), 4);
+	free(text);
+
+	/* fini writes what is left. */
+	for (int i = 0; i < 3; i++)
+		TU_OK(xdm_deallocate(rt, &b[i]));
+	TU_OK(xdm_runtime_destroy(rt));
+	text = read_file(path);
+	ck_assert_uint_eq(count_lines(text), 7);
+	ck_assert_ptr_nonnull(strstr(text, ",free,"));
+	free(text);
+	remove_tmpdir();
+}
+END_TEST
+
+struct exiting {
+	struct xdm_runtime *rt;
+	pid_t tid;
+};
+
+static void *exiting_run(void *arg)
+{
+	struct exiting *x = arg;
+	struct xdm_block b[2];
+
+	x->tid = my_tid();
+	TU_OK(xdm_allocate(x->rt, 300, 3, "exiting", &b[0]));
+	TU_OK(xdm_allocate(x->rt, 400, 3, "exiting", &b[1]));
+	TU_OK(xdm_deallocate(x->rt, &b[0]));
+	TU_OK(xdm_deallocate(x->rt, &b[1]));
+	return NULL;
+}
+
+START_TEST(thread_exit_hands_rows_over)
+{
+	struct exiting x;
+	pthread_t th;
+	char path[128], prefix[32], *text, *p;
+	int rows = 0;
+
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/t.csv", tmpdir);
+	x.rt = logging_runtime("logging path=%s | host", path);
+	ck_assert_int_eq(pthread_create(&th, NULL, exiting_run, &x), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	/* No flush: the thread's exit wrote them. */
+	text = read_file(path);
+	snprintf(prefix, sizeof(prefix), "\n%ld,", (long)x.tid);
+	for (p = text; (p = strstr(p, prefix)); p++)
+		rows++;
+	ck_assert_int_eq(rows, 4);
+	ck_assert_uint_eq(attr_u64(x.rt, "rows"), 4);
+	free(text);
+	TU_OK(xdm_runtime_destroy(x.rt));
+	remove_tmpdir();
+}
+END_TEST
+
+/* A singleton is never destroyed: its rows reach the file at exit(). */
+START_TEST(exit_flushes_the_file)
+{
+	char path[128], *text;
+	int status;
+	pid_t pid;
+
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/exit.csv", tmpdir);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct xdm_runtime *rt = NULL;
+		struct xdm_block b;
+		char stack[256];
+
+		/* A destroyed layer leaves a detached hook behind: harmless. */
+		if (xdm_runtime_create(0, "host", "logging path=/dev/null | host", &rt) ||
+		    xdm_runtime_destroy(rt))
+			_exit(2);
+		snprintf(stack, sizeof(stack), "logging path=%s | host", path);
+		if (xdm_runtime_create(0, "host", stack, &rt))
+			_exit(2);
+		if (xdm_allocate(rt, 4096, 0, "at-exit", &b) || xdm_deallocate(rt, &b))
+			_exit(3);
+		exit(0);	/* no destroy: the exit hook must write the rows */
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	text = read_file(path);
+	ck_assert_uint_eq(count_lines(text), 3);
+	ck_assert_ptr_nonnull(strstr(text, ",allocate,"));
+	ck_assert_ptr_nonnull(strstr(text, ",at-exit,"));
+	free(text);
+	remove_tmpdir();
+}
+END_TEST
+
+START_TEST(memory_limit_drops_whole_buffers)
+{
+	struct xdm_runtime *rt = logging_runtime("logging sink=memory memory_limit=8K "
+						 "buffer=4K | host");
+	struct xdm_block b;
+	char *text;
+
+	for (int i = 0; i < 1000; i++) {
+		TU_OK(xdm_allocate(rt, 64, 0, "m", &b));
+		TU_OK(xdm_deallocate(rt, &b));
+	}
+	text = memory_contents(rt);
+	ck_assert_uint_le(strlen(text), 8192);
+	ck_assert_uint_eq(count_lines(text) - 1 + attr_u64(rt, "dropped"), 2000);
+	ck_assert_uint_gt(attr_u64(rt, "dropped"), 0);
+	free(text);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+static Suite *logging_suite(void)
+{
+	Suite *s = suite_create("logging");
+	TCase *tc = tcase_create("host");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, header_is_exact);
+	tcase_add_test(tc, replay_file_matches_live_set);
+	tcase_add_test(tc, replay_memory_matches_live_set);
+	tcase_add_test(tc, allocate_failure_row);
+	tcase_add_test(tc, tag_quoting_round_trips);
+	tcase_add_test(tc, path_expands_pid_and_device);
+	tcase_add_test(tc, null_sink_counts_and_writes_nothing);
+	tcase_add_test(tc, full_disk_is_told_once_and_harmless);
+	tcase_add_test(tc, flush_on_demand);
+	tcase_add_test(tc, thread_exit_hands_rows_over);
+	tcase_add_test(tc, exit_flushes_the_file);
+	tcase_add_test(tc, memory_limit_drops_whole_buffers);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(logging_suite());
+}

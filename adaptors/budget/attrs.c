@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * attrs.c - the budget's files in the introspection tree.
+ *
+ * Every value is read from the segment's atomics without its lock: the
+ * lock is held across syscalls by a reclaim, and a reader must never wait
+ * on that (DESIGN.md, "Serving from inside the process it describes").
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "budget.h"
+
+/* Longest value a limit write may carry: "18446744073709551615\n" and then some. */
+#define LIMIT_TEXT_MAX 64
+
+static int show_u64(char *buf, size_t len, uint64_t value)
+{
+	int n = snprintf(buf, len, "%" PRIu64 "\n", value);
+
+	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
+}
+
+static uint64_t load(_Atomic uint64_t *v)
+{
+	return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+static int limit_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, load(&budget_of(self)->shm->limit));
+}
+
+/*
+ * Lowering below the usage refuses new allocations until enough is freed;
+ * raising admits at once: the allocation path reads the limit every time.
+ * No lock: a store races only with other stores, and the last one wins.
+ */
+static int limit_store(struct xdm_layer *self, const char *buf, size_t len)
+{
+	struct budget *b = budget_of(self);
+	char text[LIMIT_TEXT_MAX];
+	uint64_t v;
+
+	if (len == 0 || len >= sizeof(text) || memchr(buf, '\0', len))
+		return -EINVAL;
+	memcpy(text, buf, len);
+	text[len] = '\0';
+	if (xdm_parse_size(text, b->device_total, &v) != XDM_OK)
+		return -EINVAL;
+	atomic_store_explicit(&b->shm->limit, v, memory_order_relaxed);
+	return 0;
+}
+
+static int configured_limit_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, budget_of(self)->configured_limit);
+}
+
+static int used_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, load(&budget_of(self)->shm->used));
+}
+
+static int remaining_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	struct budget_shm *s = budget_of(self)->shm;
+	uint64_t used = load(&s->used), limit = load(&s->limit);
+
+	return show_u64(buf, len, used < limit ? limit - used : 0);
+}
+
+static int peak_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, load(&budget_of(self)->shm->peak));
+}
+
+static int refusals_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, load(&budget_of(self)->shm->refusals));
+}
+
+static int reset_stale_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, budget_of(self)->reset_stale);
+}
+
+static int segment_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s\n", budget_of(self)->name);
+
+	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
+}
+
+/* One row per attached process, "pid used_bytes"; a snapshot, slot by slot. */
+static int processes_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	struct budget_shm *s = budget_of(self)->shm;
+	size_t off = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
+		struct budget_slot *slot = &s->slots[i];
+		int32_t pid = atomic_load_explicit(&slot->pid, memory_order_acquire);
+		int n;
+
+		if (!pid)
+			continue;
+		n = snprintf(buf + off, len - off, "%" PRId32 " %" PRIu64 "\n", pid,
+			     load(&slot->used));
+		if (n < 0 || (size_t)n >= len - off)
+			return -EOVERFLOW;
+		off += (size_t)n;
+	}
+	return (int)off;
+}
+
+const struct xdm_attr budget_attrs[] = {
+	{
+		.name = "limit",
+		.mode = 0644,
+		.help = "bytes the device's processes may hold together; write a size "
+			"(K/M/G/T, %, max) to change it for all of them",
+		.show = limit_show,
+		.store = limit_store,
+	},
+	{
+		.name = "configured_limit",
+		.mode = 0444,
+		.help = "bytes, the limit this layer was configured with (the first "
+			"process's limit stands)",
+		.show = configured_limit_show,
+	},
+	{
+		.name = "used",
+		.mode = 0444,
+		.help = "bytes held by every process on the device",
+		.show = used_show,
+	},
+	{
+		.name = "remaining",
+		.mode = 0444,
+		.help = "bytes, limit minus used, or 0",
+		.show = remaining_show,
+	},
+	{
+		.name = "peak",
+		.mode = 0444,
+		.help = "bytes, the highest used since the segment was created",
+		.show = peak_show,
+	},
+	{
+		.name = "refusals",
+		.mode = 0444,
+		.help = "allocations refused for the budget, by every process",
+		.show = refusals_show,
+	},
+	{
+		.name = "processes",
+		.mode = 0444,
+		.help = "one row per attached process: pid and the bytes it holds",
+		.show = processes_show,
+	},
+	{
+		.name = "reset_stale",
+		.mode = 0444,
+		.help = "1 if this layer found the segment left by processes that all died, "
+			"and reset it",
+		.show = reset_stale_show,
+	},
+	{
+		.name = "segment",
+		.mode = 0444,
+		.help = "the shared memory segment's name (in /dev/shm)",
+		.show = segment_show,
+	},
+	{ .name = NULL },
+};

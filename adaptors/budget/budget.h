@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * budget.h - what the files of the budget adaptor share: the layer's state
+ * and the accounting on the allocation path.
+ */
+#ifndef XDM_BUDGET_H
+#define XDM_BUDGET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <xdm/module.h>
+
+#include "shared.h"
+
+/* The state of one budget layer; nothing of it lives in globals. */
+struct budget {
+	struct budget_shm *shm;		/* the mapped segment */
+	struct budget_slot *slot;	/* this process's row of it */
+	uint64_t configured_limit;	/* limit= of this layer */
+	uint64_t device_total;		/* the base of % in limit writes */
+	bool reset_stale;		/* attach found a segment of dead owners */
+	pid_t pid;			/* who attached, for the slot */
+	uint64_t start_time;
+	char name[BUDGET_NAME_MAX];	/* "/xdm-budget-<key>" */
+	char uuid[40];			/* the device, for messages */
+};
+
+static inline struct budget *budget_of(const struct xdm_layer *self)
+{
+	return xdm_layer_priv(self);
+}
+
+/* ---- segment.c: the segment's life -------------------------------------- */
+
+/* Map (creating if need be) and attach; fills b->shm, b->slot. */
+enum xdm_status budget_attach(struct budget *b);
+/* Detach; the last process out unlinks the segment. */
+void budget_detach(struct budget *b);
+
+/* ---- reclaim.c: dead processes ----------------------------------------- */
+
+/* Field 22 of /proc/<pid>/stat and the state letter; 0 or a negative errno. */
+int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state);
+/*
+ * Under the segment's lock: empty every slot of a dead process into the
+ * shared usage.  Returns the bytes given back; *live counts the slots
+ * left, *dead those cleared (either may be NULL).
+ */
+uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigned int *dead);
+/* Take the robust lock, repairing it after a holder died; 0 or an errno. */
+int budget_lock(struct budget_shm *s);
+void budget_unlock(struct budget_shm *s);
+/* used -= min(n, used): for paths that may meet a leak, never the hot one. */
+void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n);
+
+/* A refusal rescans for dead processes only this long after the last scan. */
+#define BUDGET_RESCAN_NS 1000000ull
+
+uint64_t budget_now_ns(void);
+
+/* ---- attrs.c ------------------------------------------------------------ */
+
+extern const struct xdm_attr budget_attrs[];
+
+/* ---- the allocation path ------------------------------------------------ */
+
+/*
+ * Reserve n bytes: a compare-and-swap loop on the shared usage that never
+ * lets it pass the limit, so that no interleaving of any processes ever has
+ * the device over its budget.  Then the process's own slot, which is what a
+ * reclaimer gives back if this process dies; it is charged after the shared
+ * counter, so a death between the two leaks n (counted, never freed) rather
+ * than letting a reclaim take back bytes that were never reserved.
+ */
+static inline bool budget_reserve(struct budget *b, uint64_t n, uint64_t *remaining)
+{
+	struct budget_shm *s = b->shm;
+	uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
+	uint64_t limit, peak;
+
+	do {
+		limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
+		if (used > limit || n > limit - used) {
+			*remaining = used > limit ? 0 : limit - used;
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&s->used, &used, used + n,
+							memory_order_relaxed,
+							memory_order_relaxed));
+	atomic_fetch_add_explicit(&b->slot->used, n, memory_order_relaxed);
+
+	/* peak shares used's cache line, which this CPU now owns: cheap. */
+	used += n;
+	peak = atomic_load_explicit(&s->peak, memory_order_relaxed);
+	while (used > peak &&
+	       !atomic_compare_exchange_weak_explicit(&s->peak, &peak, used, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+	return true;
+}
+
+/* The mirror of budget_reserve, in the order that leaks rather than lies. */
+static inline void budget_release(struct budget *b, uint64_t n)
+{
+	atomic_fetch_sub_explicit(&b->slot->used, n, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&b->shm->used, n, memory_order_relaxed);
+}
+
+#endif /* XDM_BUDGET_H */

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * module.c - the budget adaptor: one byte limit per physical device, drawn
+ * on by every process that stacks budget on it.  See xdm-budget(7).
+ *
+ *	stack = budget limit=80% | pool | cuda_async
+ *
+ * allocate reserves in the shared segment before it asks the upstream and
+ * gives the reservation back if the upstream fails; deallocate asks the
+ * upstream first and then gives back exactly the bytes of the block.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "budget.h"
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+/* The key names a file in /dev/shm: anything but [A-Za-z0-9_-] becomes '_'. */
+static enum xdm_status make_name(struct budget *b, const char *key)
+{
+	size_t len = strlen(key), pre = strlen(BUDGET_NAME_PREFIX);
+
+	if (len == 0 || len > BUDGET_KEY_MAX)
+		return xdm_error_set(XDM_E_CONFIG, "budget: key must be 1 to %d characters",
+				     BUDGET_KEY_MAX);
+	memcpy(b->name, BUDGET_NAME_PREFIX, pre);
+	for (size_t i = 0; i < len; i++) {
+		char c = key[i];
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  (c >= '0' && c <= '9') || c == '_' || c == '-';
+
+		b->name[pre + i] = ok ? c : '_';
+	}
+	b->name[pre + len] = '\0';
+	return XDM_OK;
+}
+
+static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_params *params)
+{
+	const struct xdm_device_info *dev = xdm_layer_device(self);
+	const char *key = xdm_params_string(params, "key");
+	struct budget *b;
+	enum xdm_status st;
+	int err;
+
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "budget: no memory for its state");
+	snprintf(b->uuid, sizeof(b->uuid), "%s", dev->uuid);
+	b->device_total = dev->total_bytes;
+	b->configured_limit = xdm_params_size(params, "limit");
+	b->pid = getpid();
+
+	st = make_name(b, key && *key ? key : dev->uuid);
+	if (st)
+		goto fail;
+	err = budget_proc_identity(b->pid, &b->start_time, NULL);
+	if (err) {
+		st = xdm_error_set(XDM_E_NOT_SUPPORTED,
+				   "budget: cannot read this process's start time from "
+				   "/proc/self/stat (%s): it is how dead processes are told from "
+				   "live ones",
+				   strerror(-err));
+		goto fail;
+	}
+	st = budget_attach(b);
+	if (st)
+		goto fail;
+	xdm_layer_set_priv(self, b);
+	return XDM_OK;
+
+fail:
+	free(b);
+	return st;
+}
+
+static void budget_fini(struct xdm_layer *self)
+{
+	struct budget *b = budget_of(self);
+
+	if (!b)
+		return;
+	xdm_layer_set_priv(self, NULL);
+	budget_detach(b);
+	free(b);
+}
+
+/* ---- the allocation path ----------------------------------------------- */
+
+/*
+ * The slow path of a refusal: dead processes may hold what is missing, so
+ * reclaim them and ask once more.  The answer of that second ask is final.
+ *
+ * A scan reads /proc for every attached process under the lock, tens of
+ * microseconds, and a budget under pressure refuses all the time; so a
+ * refusal scans only when no scan has started in the last
+ * BUDGET_RESCAN_NS, and a thread that queued on the lock behind a scan that
+ * started after it was refused (that scan saw every process dead by then)
+ * does not scan again.  A process that dies is thus reclaimed by the first
+ * refusal that comes a millisecond after the latest scan, or by the next
+ * attach.
+ */
+static bool reserve_after_reclaim(struct budget *b, uint64_t n, uint64_t *remaining)
+{
+	struct budget_shm *s = b->shm;
+	uint64_t scans = atomic_load_explicit(&s->scans, memory_order_relaxed);
+	uint64_t last = atomic_load_explicit(&s->last_scan_ns, memory_order_relaxed);
+
+	if (budget_now_ns() - last >= BUDGET_RESCAN_NS && budget_lock(s) == 0) {
+		if (atomic_load_explicit(&s->scans, memory_order_relaxed) == scans)
+			budget_reclaim_locked(s, NULL, NULL);
+		budget_unlock(s);
+	}
+	return budget_reserve(b, n, remaining);
+}
+
+static enum xdm_status refuse(struct budget *b, size_t requested, uint64_t remaining,
+			      const char *why)
+{
+	uint64_t limit = atomic_load_explicit(&b->shm->limit, memory_order_relaxed);
+
+	atomic_fetch_add_explicit(&b->shm->refusals, 1, memory_order_relaxed);
+	return xdm_error_set_budget(requested, remaining,
+				    "budget: %s%zu bytes requested, %" PRIu64 " remaining of "
+				    "limit %" PRIu64 " on device %s",
+				    why, requested, remaining, limit, b->uuid);
+}
+
+static enum xdm_status budget_allocate(struct xdm_layer *self, size_t bytes, xdm_stream_id stream,
+				       const char *tag, struct xdm_block *out)
+{
+	struct budget *b = budget_of(self);
+	struct xdm_layer *up = xdm_layer_upstream(self);
+	uint64_t remaining;
+	enum xdm_status st;
+
+	if (!budget_reserve(b, bytes, &remaining) &&
+	    !reserve_after_reclaim(b, bytes, &remaining))
+		return refuse(b, bytes, remaining, "");
+
+	st = xdm_up_allocate(up, bytes, stream, tag, out);
+	if (st) {
+		budget_release(b, bytes);
+		return st;
+	}
+	if (out->bytes == bytes)
+		return XDM_OK;
+
+	/* Count exactly what the block holds, so deallocate gives back
+	 * exactly what was reserved. */
+	if (out->bytes < bytes) {
+		budget_release(b, bytes - out->bytes);
+		return XDM_OK;
+	}
+	if (budget_reserve(b, out->bytes - bytes, &remaining))
+		return XDM_OK;
+	xdm_up_deallocate(up, out);
+	budget_release(b, bytes);
+	return refuse(b, out->bytes, remaining + bytes, "the layer below rounds up: ");
+}
+
+/*
+ * The core consumes a block whatever the layers below report (see
+ * xdm_deallocate), so its bytes come back whatever the upstream says.
+ */
+static enum xdm_status budget_deallocate(struct xdm_layer *self, struct xdm_block *block)
+{
+	struct budget *b = budget_of(self);
+	size_t bytes = block->bytes;
+	enum xdm_status st;
+
+	st = xdm_up_deallocate(xdm_layer_upstream(self), block);
+	budget_release(b, bytes);
+	return st;
+}
+
+/* ---- the ops table ------------------------------------------------------- */
+
+static const struct xdm_param_spec budget_params[] = {
+	{
+		.name = "limit",
+		.type = XDM_PARAM_SIZE,
+		.default_value = "100%",
+		.help = "bytes every process on the device may hold together (K/M/G/T, % of "
+			"the device's memory, max); the first process to attach sets it",
+	},
+	{
+		.name = "key",
+		.type = XDM_PARAM_STRING,
+		.default_value = NULL,
+		.help = "the name of the shared segment, /xdm-budget-<key>; default: the "
+			"device's UUID",
+	},
+	{ .name = NULL },
+};
+
+static const struct xdm_ops budget_ops = {
+	XDM_OPS_HEADER("budget", XDM_KIND_ADAPTOR),
+	.description = "one byte limit per physical device, shared by every process on it",
+	.params = budget_params,
+	.attrs = budget_attrs,
+	.init = budget_init,
+	.fini = budget_fini,
+	.allocate = budget_allocate,
+	.deallocate = budget_deallocate,
+	/* Everything else is forwarded to the upstream by the core. */
+};
+
+XDM_MODULE(&budget_ops)

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shared.h - the layout of a budget's shared memory segment.
+ *
+ * One segment per budget key (by default the device's UUID), named
+ * "/xdm-budget-<key>".  Every process that stacks budget on that device maps
+ * it, so the limit and the usage are the device's, not the process's.
+ *
+ * The hot counters (used, limit, peak, refusals) are C11 atomics and are the
+ * only thing the allocation path touches, besides the process's own slot.
+ * The robust mutex serializes attach, detach and reclaim only: it is never
+ * taken on the allocation path unless an allocation is refused.
+ *
+ * The test suite includes this header to watch a segment from outside.
+ */
+#ifndef XDM_BUDGET_SHARED_H
+#define XDM_BUDGET_SHARED_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Atomics on shared memory must not fall back to a lock in the process. */
+static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
+static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
+
+#define BUDGET_NAME_PREFIX "/xdm-budget-"
+/* Longest key kept after sanitizing: the name stays far below NAME_MAX. */
+#define BUDGET_KEY_MAX 96
+#define BUDGET_NAME_MAX (sizeof(BUDGET_NAME_PREFIX) + BUDGET_KEY_MAX)
+
+/* "xdmbudg1": written last by the creator, once everything else is set. */
+#define BUDGET_MAGIC 0x78646d6275646731ull
+#define BUDGET_LAYOUT_VERSION 1u
+#define BUDGET_SLOTS 256u
+
+/*
+ * One attached process.  pid is claimed last and cleared last, under the
+ * mutex, so a holder that dies mid-update leaves either a free slot or a
+ * slot of a dead process, which reclaim clears.  used is changed by its own
+ * process without the lock; only a reclaimer (of a dead process) or the
+ * last detach of the process itself empties it.
+ */
+struct budget_slot {
+	/* a slot per cache line: processes never write each other's lines */
+	alignas(64) _Atomic int32_t pid;	/* 0: free */
+	uint32_t attach;		/* budget layers of this process; under lock */
+	uint64_t start_time;		/* /proc/<pid>/stat field 22; under lock */
+	_Atomic uint64_t used;		/* bytes this process holds */
+};
+
+struct budget_shm {
+	_Atomic uint64_t magic;		/* BUDGET_MAGIC once ready */
+	uint32_t version;		/* BUDGET_LAYOUT_VERSION */
+	uint32_t nslots;		/* BUDGET_SLOTS */
+	uint64_t size;			/* sizeof(struct budget_shm) */
+	uint32_t unlinked;		/* under lock: the name is gone, go away */
+	uint32_t reserved;
+	pthread_mutex_t lock;		/* robust, process-shared */
+	_Atomic uint64_t scans;		/* reclaim scans ever started */
+	_Atomic uint64_t last_scan_ns;	/* CLOCK_MONOTONIC start of the latest */
+
+	/* The allocation path's one shared cache line. */
+	alignas(64) _Atomic uint64_t used;
+	_Atomic uint64_t limit;
+	_Atomic uint64_t peak;
+	_Atomic uint64_t refusals;
+
+	alignas(64) struct budget_slot slots[BUDGET_SLOTS];
+};
+
+#endif /* XDM_BUDGET_SHARED_H */

@@ -13,14 +13,23 @@
 
 #include "core/internal.h"
 
+/* Decimal, or hex after 0x (byte patterns read best that way); never octal:
+ * "010" is ten, not eight. */
 static bool parse_uint(const char *text, uint64_t *out)
 {
+	int base = 10;
 	char *end;
 
-	if (!text[0] || text[0] == '-' || text[0] == '+')
+	if (text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+		base = 16;
+		text += 2;
+	}
+	if (!((text[0] >= '0' && text[0] <= '9') ||
+	      (base == 16 && ((text[0] >= 'a' && text[0] <= 'f') ||
+			      (text[0] >= 'A' && text[0] <= 'F')))))
 		return false;
 	errno = 0;
-	*out = strtoull(text, &end, 10);
+	*out = strtoull(text, &end, base);
 	return errno == 0 && *end == '\0';
 }
 
@@ -48,7 +57,7 @@ static const char *type_noun(enum xdm_param_type type)
 	case XDM_PARAM_SIZE:
 		return "a size (like 4096, 64K, 8G, 80% or max)";
 	case XDM_PARAM_UINT:
-		return "a non-negative integer";
+		return "a non-negative integer (decimal, or hex after 0x)";
 	case XDM_PARAM_BOOL:
 		return "a boolean (true/false, yes/no, on/off, 1/0)";
 	case XDM_PARAM_STRING:

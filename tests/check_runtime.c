@@ -223,6 +223,60 @@ START_TEST(destroy_frees_blocks_left_live)
 }
 END_TEST
 
+/* An adaptor with one UINT parameter, shown back as an attribute. */
+static enum xdm_status uint_init(struct xdm_layer *self, const struct xdm_params *p)
+{
+	xdm_layer_set_priv(self, (void *)(uintptr_t)xdm_params_uint(p, "n"));
+	return XDM_OK;
+}
+
+static int uint_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return snprintf(buf, len, "%llu\n", (unsigned long long)(uintptr_t)xdm_layer_priv(self));
+}
+
+static const struct xdm_param_spec uint_params[] = {
+	{ "n", XDM_PARAM_UINT, "0", "a number" },
+	{ NULL },
+};
+
+static const struct xdm_attr uint_attrs[] = {
+	{ "n", 0444, "the number", uint_show, NULL },
+	{ NULL },
+};
+
+static const struct xdm_ops uint_ops = {
+	XDM_OPS_HEADER("uintparam", XDM_KIND_ADAPTOR),
+	.params = uint_params,
+	.attrs = uint_attrs,
+	.init = uint_init,
+};
+
+START_TEST(uint_parameters_are_decimal_or_hex)
+{
+	static const struct { const char *text, *shown; } good[] = {
+		{ "010", "10\n" }, { "0x1f", "31\n" }, { "0XFF", "255\n" }, { "7", "7\n" },
+	};
+	static const char *const bad[] = { "-1", "+1", "0x", "12abc", "0x1g", "1.5", "" };
+	struct xdm_runtime *rt;
+	char spec[64], val[32];
+
+	TU_OK(xdm_module_register(&uint_ops));
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(spec, sizeof(spec), "uintparam n=%s | host", good[i].text);
+		TU_OK(xdm_runtime_create(0, "host", spec, &rt));
+		TU_OK(xdm_layer_attr_show(rt, 0, "n", val, sizeof(val)));
+		ck_assert_str_eq(val, good[i].shown);
+		TU_OK(xdm_runtime_destroy(rt));
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(spec, sizeof(spec), "uintparam n=\"%s\" | host", bad[i]);
+		ck_assert_msg(xdm_runtime_create(0, "host", spec, &rt) == XDM_E_CONFIG,
+			      "n=%s was accepted", bad[i]);
+	}
+}
+END_TEST
+
 START_TEST(stream_calls_refuse_null)
 {
 	struct xdm_runtime *rt = host_runtime("host");
@@ -554,6 +608,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, duplicate_live_address_is_refused_without_freeing);
 	tcase_add_test(tc, destroy_frees_blocks_left_live);
 	tcase_add_test(tc, stream_calls_refuse_null);
+	tcase_add_test(tc, uint_parameters_are_decimal_or_hex);
 	tcase_add_test(tc, foreign_block_is_refused);
 	tcase_add_test(tc, counters_follow_the_blocks);
 	tcase_add_test(tc, streams_import_and_launch);

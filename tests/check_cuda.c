@@ -760,91 +760,6 @@ static void read_environment(void)
 	under_sanitizer = san && *san && strcmp(san, "0") != 0;
 }
 
-/*
- * 0 if the suite can run here, 77 if this machine has no GPU for it.  A
- * cuda platform that fails for any other reason (a missing module, a
- * driver error) is a failure, not a skip: on a GPU machine it is a bug.
- */
-static int probe(void)
-{
-	struct xdm_runtime *rt;
-	enum xdm_status st;
-	char why[512];
-
-	if (ct_driver_open(why, sizeof(why))) {
-		printf("SKIP: %s\n", why);
-		return 77;
-	}
-	st = xdm_runtime_create(0, "cuda", "cuda_async", &rt);
-	if (st == XDM_E_NO_DEVICE) {
-		printf("SKIP: no GPU: %s\n", xdm_last_error_message());
-		return 77;
-	}
-	if (st) {
-		printf("ERROR: the cuda platform with cuda_async failed: %s (%s)\n",
-		       xdm_strerror(st), xdm_last_error_message());
-		return 99;
-	}
-	/* No ck_assert out here: check records even a passing one, in a test. */
-	st = xdm_runtime_destroy(rt);
-	if (st) {
-		printf("ERROR: destroying the probe's runtime failed: %s (%s)\n", xdm_strerror(st),
-		       xdm_last_error_message());
-		return 99;
-	}
-	return 0;
-}
-
-/*
- * One GPU suite at a time on this machine: make check -j runs this program
- * and the sanitizer gate (which runs it again, under memcheck) side by
- * side, and neither run's spins nor its memory should be the other's.  The
- * lock is released when the process exits, however it exits.
- */
-static void take_gpu_lock(void)
-{
-	const char *dir = getenv("TMPDIR");
-	char path[4096];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/xdm-gpu-tests.lock", dir && *dir ? dir : "/tmp");
-	fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		printf("note: no GPU test lock (%s: %s); running anyway\n", path, strerror(errno));
-		return;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-		return;
-	printf("waiting for another GPU test program to finish (%s)\n", path);
-	fflush(stdout);
-	while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
-		;
-}
-
-/*
- * CK_NOFORK has no per-test timeout, and a wait that never completes would
- * hang make check (and the GPU machine's whole run): give up loudly.
- */
-static void watchdog_fired(int sig)
-{
-	static const char msg[] = "check_cuda: the suite ran past its watchdog; a wait that "
-				  "never completes?\n";
-
-	(void)sig;
-	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
-		_exit(98);
-	_exit(1);
-}
-
-static void start_watchdog(void)
-{
-	/* Plain runs take well under a minute; memcheck is slower. */
-	unsigned int seconds = under_sanitizer ? 420 : 180;
-
-	signal(SIGALRM, watchdog_fired);
-	alarm(seconds);
-}
-
 int main(int argc, char **argv)
 {
 	struct xdm_device_info info;
@@ -860,12 +775,13 @@ int main(int argc, char **argv)
 	/* Line by line into the log, even if the process dies. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	read_environment();
-	rc = probe();
+	rc = ct_probe("cuda_async");
 	if (rc || (argc > 1 && strcmp(argv[1], "--probe") == 0))
 		return rc;
 
-	take_gpu_lock();
-	start_watchdog();
+	ct_take_gpu_lock();
+	/* Plain runs take well under a minute; memcheck is slower. */
+	ct_start_watchdog(under_sanitizer ? 420 : 180);
 	r = ct_gpu_init(0);
 	if (r != CUDA_SUCCESS) {
 		printf("ERROR: the tests' own driver setup failed: %s\n%s\n", ct_result_text(r),

@@ -203,68 +203,6 @@ static Suite *guard_cuda_suite(void)
 	return s;
 }
 
-/* 0 if the suite can run here, 77 without a GPU, 99 for a broken setup. */
-static int probe(void)
-{
-	struct xdm_runtime *rt;
-	enum xdm_status st;
-	char why[512];
-
-	if (ct_driver_open(why, sizeof(why))) {
-		printf("SKIP: %s\n", why);
-		return 77;
-	}
-	st = xdm_runtime_create(0, "cuda", STACK, &rt);
-	if (st == XDM_E_NO_DEVICE) {
-		printf("SKIP: no GPU: %s\n", xdm_last_error_message());
-		return 77;
-	}
-	if (st) {
-		printf("ERROR: the cuda platform with %s failed: %s (%s)\n", STACK,
-		       xdm_strerror(st), xdm_last_error_message());
-		return 99;
-	}
-	st = xdm_runtime_destroy(rt);
-	if (st) {
-		printf("ERROR: destroying the probe's runtime failed: %s (%s)\n", xdm_strerror(st),
-		       xdm_last_error_message());
-		return 99;
-	}
-	return 0;
-}
-
-/*
- * The same lock file as check_cuda's: make check -j would otherwise run the
- * GPU suites side by side, and their spins and memory would mix.  Released
- * when the process exits.
- */
-static void take_gpu_lock(void)
-{
-	const char *dir = getenv("TMPDIR");
-	char path[4096];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/xdm-gpu-tests.lock", dir && *dir ? dir : "/tmp");
-	fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		printf("note: no GPU test lock (%s: %s); running anyway\n", path, strerror(errno));
-		return;
-	}
-	while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
-		;
-}
-
-/* No fork, so no per-test timeout: a hung wait must still end the run. */
-static void watchdog_fired(int sig)
-{
-	static const char msg[] = "check_guard_cuda: the suite ran past its watchdog\n";
-
-	(void)sig;
-	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
-		_exit(98);
-	_exit(1);
-}
-
 int main(int argc, char **argv)
 {
 	SRunner *sr;
@@ -272,13 +210,12 @@ int main(int argc, char **argv)
 	int rc, failed;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	rc = probe();
+	rc = ct_probe(STACK);
 	if (rc || (argc > 1 && strcmp(argv[1], "--probe") == 0))
 		return rc;
 
-	take_gpu_lock();
-	signal(SIGALRM, watchdog_fired);
-	alarm(180);
+	ct_take_gpu_lock();
+	ct_start_watchdog(180);
 	r = ct_gpu_init(0);
 	if (r != CUDA_SUCCESS) {
 		printf("ERROR: the tests' own driver setup failed: %s\n%s\n", ct_result_text(r),

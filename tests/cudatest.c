@@ -11,9 +11,17 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <xdm/xdm.h>
 
 #include "tests/cudatest.h"
 
@@ -348,4 +356,82 @@ CUresult ct_oob_write(CUstream s, CUdeviceptr p, size_t offset, uint8_t value)
 	void *args[] = { &p, &off, &v };
 
 	return launch(CT_OOB_WRITE, 1, 1, s, args);
+}
+
+/* ---- what every GPU test program does first ----------------------------- */
+
+/*
+ * A cuda platform that fails for any reason but "no device" (a missing
+ * module, a driver error) is a failure, not a skip: on a GPU machine it is
+ * a bug.
+ */
+int ct_probe(const char *stack)
+{
+	struct xdm_runtime *rt;
+	enum xdm_status st;
+	char why[512];
+
+	if (ct_driver_open(why, sizeof(why))) {
+		printf("SKIP: %s\n", why);
+		return 77;
+	}
+	st = xdm_runtime_create(0, "cuda", stack, &rt);
+	if (st == XDM_E_NO_DEVICE) {
+		printf("SKIP: no GPU: %s\n", xdm_last_error_message());
+		return 77;
+	}
+	if (st) {
+		printf("ERROR: the cuda platform with %s failed: %s (%s)\n", stack,
+		       xdm_strerror(st), xdm_last_error_message());
+		return 99;
+	}
+	st = xdm_runtime_destroy(rt);
+	if (st) {
+		printf("ERROR: destroying the probe's runtime failed: %s (%s)\n", xdm_strerror(st),
+		       xdm_last_error_message());
+		return 99;
+	}
+	return 0;
+}
+
+/*
+ * make check -j runs the GPU suites and the sanitizer gate (which runs one
+ * again, under memcheck) side by side; neither run's spins nor its memory
+ * should be another's.
+ */
+void ct_take_gpu_lock(void)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/xdm-gpu-tests.lock", dir && *dir ? dir : "/tmp");
+	fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		printf("note: no GPU test lock (%s: %s); running anyway\n", path, strerror(errno));
+		return;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return;
+	printf("waiting for another GPU test program to finish (%s)\n", path);
+	fflush(stdout);
+	while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
+		;
+}
+
+static void watchdog_fired(int sig)
+{
+	static const char msg[] = "the GPU suite ran past its watchdog; a wait that never "
+				  "completes?\n";
+
+	(void)sig;
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(98);
+	_exit(1);
+}
+
+void ct_start_watchdog(unsigned int seconds)
+{
+	signal(SIGALRM, watchdog_fired);
+	alarm(seconds);
 }

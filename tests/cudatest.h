@@ -97,6 +97,17 @@ CUresult ct_ctx_current(void);
 /* "CUDA_ERROR_NAME (the driver's sentence)" of r, in a static buffer. */
 const char *ct_result_text(CUresult r);
 
+/*
+ * What every GPU test program does before its suite: ct_probe returns 0 if
+ * the cuda platform serves stack here, 77 without a GPU (the skip), 99 for a
+ * broken setup; ct_take_gpu_lock runs one GPU suite at a time on the machine
+ * (released at exit); ct_start_watchdog ends a run whose wait never completes
+ * (CK_NOFORK has no per-test timeout).
+ */
+int ct_probe(const char *stack);
+void ct_take_gpu_lock(void);
+void ct_start_watchdog(unsigned int seconds);
+
 /* Kernel launches on stream s; n counts bytes. */
 CUresult ct_fill(CUstream s, CUdeviceptr p, size_t n, uint8_t value);
 CUresult ct_spin_fill(CUstream s, CUdeviceptr p, size_t n, uint8_t value, uint64_t cycles);

@@ -67,6 +67,10 @@ XDM_HIDDEN enum xdm_status xdm_modules_resolve(struct xdm_module_table *t, const
 					       unsigned int kinds, const char *module_dir,
 					       const struct xdm_module_rec **out);
 
+/* Find NAME.so in the module path; searched gets the path for messages. */
+XDM_HIDDEN bool xdm_module_path_find(const char *module_dir, const char *name, char *out,
+				     size_t len, char *searched, size_t searched_len);
+
 /* ---- parameters (params.c) ------------------------------------------ */
 
 struct xdm_param_value {
@@ -105,9 +109,21 @@ struct xdm_layer {
 
 /* ---- streams (stream_pool.c) ----------------------------------------- */
 
+/*
+ * A free that had to wait on another stream's use records an event after it
+ * on its stream; the stream's introspection counts those not yet reached.
+ * The list owns its events: they go back to the event pool once complete.
+ */
+struct xdm_pending_frees {
+	struct xdm_spinlock lock;	/* never held across a platform call */
+	void **events;
+	uint32_t n, cap;
+};
+
 struct xdm_stream_slot {
 	void *handle;
 	bool owned;
+	struct xdm_pending_frees pending;
 };
 
 struct xdm_stream_pool {
@@ -121,6 +137,14 @@ XDM_HIDDEN enum xdm_status xdm_stream_pool_init(struct xdm_runtime *rt, uint32_t
 XDM_HIDDEN void xdm_stream_pool_fini(struct xdm_runtime *rt);
 /* The native handle of a stream id, or NULL. */
 XDM_HIDDEN void *xdm_stream_native(struct xdm_runtime *rt, xdm_stream_id stream);
+
+/* ---- pending frees (stream_frees.c) ----------------------------------- */
+
+/* After a tracked free was queued on stream: remember where it stands. */
+XDM_HIDDEN void xdm_pending_free_mark(struct xdm_runtime *rt, xdm_stream_id stream);
+/* Frees marked on stream that the stream has not reached yet. */
+XDM_HIDDEN uint32_t xdm_pending_free_count(struct xdm_runtime *rt, xdm_stream_id stream);
+XDM_HIDDEN void xdm_pending_frees_fini(struct xdm_runtime *rt);
 
 /* ---- events (event_pool.c) ------------------------------------------- */
 
@@ -218,6 +242,11 @@ XDM_HIDDEN void xdm_registry_counts(struct xdm_registry *reg, uint64_t *allocs, 
 XDM_HIDDEN void xdm_registry_for_each(struct xdm_registry *reg,
 				      void (*fn)(const struct xdm_reg_entry *e, void *arg),
 				      void *arg);
+/* Call fn on the live entry of generation under its shard lock; false if
+ * there is none. */
+XDM_HIDDEN bool xdm_registry_with_generation(struct xdm_registry *reg, xdm_generation generation,
+					     void (*fn)(const struct xdm_reg_entry *e, void *arg),
+					     void *arg);
 
 /* ---- tracking (tracking.c) ------------------------------------------- */
 
@@ -242,9 +271,14 @@ struct xdm_counters {
 	_Atomic uint64_t events;
 };
 
+/* The longest name of a runtime in the tree: "15" or "15.4294967295". */
+#define XDM_RUNTIME_NAME_MAX 16
+
 struct xdm_runtime {
 	uint32_t ordinal;
 	bool singleton;
+	char name[XDM_RUNTIME_NAME_MAX];	/* its directory in the tree */
+	struct xdm_runtime *published_next;
 	struct xdm_layer platform;
 	struct xdm_device_info device;
 	struct xdm_layer *layers;	/* [0] is the top */
@@ -255,12 +289,35 @@ struct xdm_runtime {
 	struct xdm_counters counters;
 };
 
+/* The front end that serves the tree as files (mount.c). */
+struct xdm_frontend;
+
+struct xdm_mount_state {
+	pthread_mutex_t lock;		/* serialises mount and unmount */
+	void *dl;			/* fusefs.so, never closed */
+	const struct xdm_frontend *fe;
+	void *server;			/* NULL when nothing is mounted */
+	char *dir;
+	bool created_dir;		/* rmdir it at unmount */
+	bool auto_tried;		/* the configured mount was attempted */
+	bool hooks;			/* atexit and atfork are registered */
+};
+
 /* The one piece of process-wide state: runtimes, modules, the config. */
 struct xdm_runtime_table {
 	pthread_mutex_t lock;		/* serialises first builds */
 	struct xdm_runtime *_Atomic runtimes[XDM_MAX_DEVICES];
-	struct xdm_config *config;	/* the singletons' configuration */
+	struct xdm_config *_Atomic config;	/* the singletons' configuration */
 	struct xdm_module_table modules;
+	/*
+	 * Every live runtime, as the tree shows them.  Tree readers hold it
+	 * shared for a whole operation; publishing and unpublishing hold it
+	 * exclusive, so a runtime is never torn down under a reader.
+	 */
+	pthread_rwlock_t tree_lock;
+	struct xdm_runtime *published;
+	uint32_t published_seq;
+	struct xdm_mount_state mount;
 };
 
 XDM_HIDDEN struct xdm_runtime_table *xdm_table(void);
@@ -270,6 +327,15 @@ XDM_HIDDEN enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_
 					     const char *platform, const char *stack,
 					     bool singleton, struct xdm_runtime **out);
 XDM_HIDDEN void xdm_runtime_teardown(struct xdm_runtime *rt);
+
+/* Name a new runtime and show it in the tree (tree.c). */
+XDM_HIDDEN void xdm_tree_publish(struct xdm_runtime *rt);
+/* Take it out of the tree, waiting for readers that use it. */
+XDM_HIDDEN void xdm_tree_unpublish(struct xdm_runtime *rt);
+
+/* Mount the configured tree once per process, if one is configured; a
+ * failure is reported on stderr and does not fail the caller (mount.c). */
+XDM_HIDDEN void xdm_mount_configured(const struct xdm_config *cfg);
 
 /* Layer calls used by the runtime itself. */
 XDM_HIDDEN const struct xdm_ops *xdm_platform_ops(struct xdm_runtime *rt);

@@ -188,3 +188,14 @@ unlock:
 	pthread_mutex_unlock(&t->lock);
 	return st;
 }
+
+bool xdm_module_path_find(const char *module_dir, const char *name, char *out, size_t len,
+			  char *searched, size_t searched_len)
+{
+	char path[PATH_TEXT_MAX];
+
+	module_path(module_dir, path, sizeof(path));
+	if (searched)
+		snprintf(searched, searched_len, "%s", path);
+	return find_file(path, name, out, len);
+}

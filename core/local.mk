@@ -18,7 +18,16 @@ core_libxdmcore_la_SOURCES = \
 	core/runtime.c \
 	core/runtime_table.c \
 	core/query_id.c \
-	core/version.c
+	core/version.c \
+	core/stream_frees.c \
+	core/tree.h \
+	core/tree.c \
+	core/tree_process.c \
+	core/tree_runtime.c \
+	core/tree_blocks.c \
+	core/tree_streams.c \
+	core/mount.c \
+	fusefs/frontend.h
 core_libxdmcore_la_LIBADD = $(LIBS)
 
 lib_LTLIBRARIES += libxdm.la

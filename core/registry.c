@@ -275,3 +275,25 @@ void xdm_registry_fini(struct xdm_runtime *rt)
 		memset(shard, 0, sizeof(*shard));
 	}
 }
+
+bool xdm_registry_with_generation(struct xdm_registry *reg, xdm_generation generation,
+				  void (*fn)(const struct xdm_reg_entry *e, void *arg), void *arg)
+{
+	struct xdm_reg_shard *shard;
+	bool found = false;
+
+	/* The generation names its shard: only that one is searched. */
+	shard = &reg->shards[generation & (XDM_REG_SHARDS - 1)];
+	xdm_spin_lock(&shard->lock);
+	for (size_t b = 0; b < shard->nbuckets && !found; b++) {
+		for (struct xdm_reg_entry *e = shard->buckets[b]; e; e = e->next) {
+			if (e->block.generation == generation) {
+				fn(e, arg);
+				found = true;
+				break;
+			}
+		}
+	}
+	xdm_spin_unlock(&shard->lock);
+	return found;
+}

@@ -300,6 +300,8 @@ void xdm_runtime_teardown(struct xdm_runtime *rt)
 	}
 	free(rt->layers);
 	xdm_registry_fini(rt);
+	if (rt->platform.ops)
+		xdm_pending_frees_fini(rt);
 	xdm_stream_pool_fini(rt);
 	if (rt->platform.ops) {
 		xdm_event_pool_fini(rt);

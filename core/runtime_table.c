@@ -17,6 +17,8 @@
 static struct xdm_runtime_table table = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.modules = { .lock = PTHREAD_MUTEX_INITIALIZER },
+	.tree_lock = PTHREAD_RWLOCK_INITIALIZER,
+	.mount = { .lock = PTHREAD_MUTEX_INITIALIZER },
 };
 
 struct xdm_runtime_table *xdm_table(void)
@@ -61,13 +63,18 @@ enum xdm_status xdm_runtime_get(uint32_t ordinal, struct xdm_runtime **out)
 	rt = atomic_load_explicit(&table.runtimes[ordinal], memory_order_relaxed);
 	if (!rt) {
 		st = build_singleton(ordinal, &rt);
-		if (st == XDM_OK)
+		if (st == XDM_OK) {
+			xdm_tree_publish(rt);
 			atomic_store_explicit(&table.runtimes[ordinal], rt, memory_order_release);
+		}
 	}
 	pthread_mutex_unlock(&table.lock);
-	if (st == XDM_OK)
-		*out = rt;
-	return st;
+	if (st)
+		return st;
+	/* Outside the table lock: the server's first requests may need it. */
+	xdm_mount_configured(table.config);
+	*out = rt;
+	return XDM_OK;
 }
 
 enum xdm_status xdm_runtime_create(uint32_t ordinal, const char *platform, const char *stack,
@@ -83,6 +90,10 @@ enum xdm_status xdm_runtime_create(uint32_t ordinal, const char *platform, const
 	if (st)
 		return st;
 	st = xdm_runtime_build(ordinal, cfg, platform, stack, false, out);
+	if (st == XDM_OK) {
+		xdm_tree_publish(*out);
+		xdm_mount_configured(cfg);
+	}
 	xdm_config_free(cfg);
 	return st;
 }
@@ -95,6 +106,7 @@ enum xdm_status xdm_runtime_destroy(struct xdm_runtime *rt)
 		return xdm_error_set(XDM_E_INVALID,
 				     "xdm_runtime_destroy: the runtime of device %u is the "
 				     "process singleton and lives until exit", rt->ordinal);
+	xdm_tree_unpublish(rt);
 	xdm_runtime_teardown(rt);
 	return XDM_OK;
 }

@@ -1,1 +1,15 @@
-# fusefs: filled in by its issue
+# fusefs: the FUSE front end of the introspection tree, fusefs.so in
+# $(pkglibdir).  libxdm dlopens it on the first mount, so only programs that
+# mount load libfuse.  See man/xdm-fs.7.
+if HAVE_FUSE
+pkglib_LTLIBRARIES += fusefs/fusefs.la
+fusefs_fusefs_la_SOURCES = \
+	fusefs/frontend.h \
+	fusefs/fusefs.h \
+	fusefs/server.c \
+	fusefs/ops.c \
+	fusefs/stale.c
+fusefs_fusefs_la_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS)
+fusefs_fusefs_la_LDFLAGS = $(module_link_flags)
+fusefs_fusefs_la_LIBADD = $(module_link_libs) $(FUSE_LIBS)
+endif

@@ -85,6 +85,8 @@ struct bench_opts {
 	uint64_t seed;
 	enum bench_anchors_mode anchors;
 	bool json;
+	const char *mount;		/* --mount, or NULL */
+	uint64_t hold_seconds;		/* --hold */
 };
 
 /* Counters a subject keeps about itself, read after its frees settled. */
@@ -99,6 +101,13 @@ struct bench_counters {
 };
 
 struct bench_subject;
+
+/* --mount: ask for the tree before the runtime is built (bench_hold.c). */
+int bench_mount_request(const struct bench_opts *o);
+/* --mount: after the runtime is built, fail unless the tree is there. */
+int bench_mount_check(const struct bench_opts *o);
+/* --hold: keep the runtime and its mount for a while; SIGINT/SIGTERM end it. */
+void bench_hold(const struct bench_opts *o);
 
 /*
  * What a subject can do.  Blocks travel as struct xdm_block because it is

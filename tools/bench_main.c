@@ -109,6 +109,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "xdm-bench: cannot set XDM_CONFIG: %s\n", strerror(errno));
 		return BENCH_EXIT_FAIL;
 	}
+	if (bench_mount_request(&ctx.opts))
+		return BENCH_EXIT_FAIL;
 	if (bench_parse_lists(&ctx.opts))
 		return BENCH_EXIT_USAGE;
 	ctx.report.out = stdout;
@@ -118,6 +120,9 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc;
 	ctx.nsubjects = 1;
+	rc = bench_mount_check(&ctx.opts);
+	if (rc)
+		goto out;
 	/* After the runtime: auto looks at its platform, and its stream count. */
 	rc = bench_anchors_open(&ctx);
 	if (rc)
@@ -134,6 +139,7 @@ int main(int argc, char **argv)
 	bench_report_finish(&ctx, leak);
 	if (leak)
 		rc = BENCH_EXIT_LEAK;
+	bench_hold(&ctx.opts);
 out:
 	for (size_t k = 0; k < ctx.nsubjects; k++)
 		ctx.subjects[k].ops->destroy(&ctx.subjects[k]);

@@ -21,6 +21,8 @@ enum {
 	OPT_SIZES = 256,
 	OPT_SEED,
 	OPT_ANCHORS,
+	OPT_MOUNT,
+	OPT_HOLD,
 };
 
 static const struct option long_options[] = {
@@ -36,6 +38,8 @@ static const struct option long_options[] = {
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "anchors", required_argument, NULL, OPT_ANCHORS },
 	{ "json", no_argument, NULL, 'j' },
+	{ "mount", required_argument, NULL, OPT_MOUNT },
+	{ "hold", required_argument, NULL, OPT_HOLD },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -65,6 +69,10 @@ static void usage(FILE *f)
 		"                         and print ratios: auto (when the runtime's\n"
 		"                         platform is cuda), on or off (default auto)\n"
 		"  -j, --json             print one JSON object instead of tables\n"
+		"      --mount DIR        serve the runtime's tree at DIR over FUSE (sets\n"
+		"                         XDM_MOUNT; see xdm-fs(7))\n"
+		"      --hold SECONDS     keep the runtime (and the mount) alive this long\n"
+		"                         after the workloads; SIGINT or SIGTERM ends it\n"
 		"  -h, --help             print this help and exit\n"
 		"  -V, --version          print the version and exit\n"
 		"\n"
@@ -201,6 +209,15 @@ static int handle_option(int c, const char *arg, struct bench_opts *o)
 	case 'j':
 		o->json = true;
 		return 0;
+	case OPT_MOUNT:
+		if (!arg[0]) {
+			fprintf(stderr, "xdm-bench: --mount: the directory is empty.\n");
+			return -1;
+		}
+		o->mount = arg;
+		return 0;
+	case OPT_HOLD:
+		return parse_u64("--hold", arg, 0, UINT64_C(1) << 32, &o->hold_seconds);
 	}
 	return -1;
 }

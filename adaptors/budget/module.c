@@ -211,6 +211,7 @@ static const struct xdm_ops budget_ops = {
 	.allocate = budget_allocate,
 	.deallocate = budget_deallocate,
 	/* Everything else is forwarded to the upstream by the core. */
+	.attr_group = "budget",
 };
 
 XDM_MODULE(&budget_ops)

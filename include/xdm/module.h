@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 0
+#define XDM_ABI_MINOR 1
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -137,7 +137,17 @@ struct xdm_ops {
 					size_t bytes, void *stream);
 	enum xdm_status (*memcpy_async)(struct xdm_layer *self, uint64_t dst, uint64_t src,
 					size_t bytes, void *stream);
-	/* append new methods here, and bump XDM_ABI_MINOR */
+
+	/* ABI 1.1 */
+	/*
+	 * A directory of the runtime's introspection tree that also shows this
+	 * layer's attributes ("budget" gives <runtime>/budget/limit), for a
+	 * concept a reader should not have to find by layer number.  When
+	 * layers of one stack share a group, the topmost one has it.  NULL: the
+	 * attributes are under layers/<n>-<name>/ only.
+	 */
+	const char *attr_group;
+	/* append new members here, and bump XDM_ABI_MINOR */
 };
 
 /* The smallest table the core accepts: everything up to memcpy_async. */

@@ -247,6 +247,47 @@ XDM_API enum xdm_status xdm_layer_attr_show(struct xdm_runtime *rt, uint32_t ind
 XDM_API enum xdm_status xdm_layer_attr_store(struct xdm_runtime *rt, uint32_t index,
 					     const char *attr, const char *value);
 
+/* ---- introspection tree ---------------------------------------------- */
+
+/*
+ * Every live runtime of the process as a tree of sysfs-style files: one value
+ * per file, newline-terminated (xdm-fs(7) lists them).  The FUSE front end
+ * serves this tree; a program may also read it directly.  A path is relative
+ * to the root, components separated by '/' ("" is the root, "0/budget/limit"
+ * a file).  Each function returns 0 or a negative errno: -ENOENT (no such
+ * node), -ENOTDIR, -EISDIR, -EACCES (store to a read-only file), -EINVAL (a
+ * value the file refuses; nothing changed), -ENOMEM.
+ */
+struct xdm_tree_node {
+	bool dir;
+	unsigned int mode;	/* 0555 for a directory, 0444 or 0644 for a file */
+};
+
+XDM_API int xdm_tree_stat(const char *path, struct xdm_tree_node *out);
+/* Call fn for each entry of the directory; a non-zero return stops the walk
+ * and is returned. */
+XDM_API int xdm_tree_list(const char *path,
+			  int (*fn)(const char *name, const struct xdm_tree_node *node, void *arg),
+			  void *arg);
+/* Render a file: *text is malloc'ed, NUL-terminated, *len bytes long. */
+XDM_API int xdm_tree_show(const char *path, char **text, size_t *len);
+/* Store the whole value of a writable file; one trailing newline is allowed. */
+XDM_API int xdm_tree_store(const char *path, const char *value, size_t len);
+
+/*
+ * Serve the tree as a FUSE filesystem at dir, from a thread of this process,
+ * until xdm_unmount() or exit.  "%p" in dir becomes the pid; a missing last
+ * component is created (and removed at unmount).  A stale mount left at dir
+ * by a killed process is cleaned first.  NOT_SUPPORTED when libxdm was built
+ * without FUSE (fusefs.so is not in the module path); INVALID when something
+ * is mounted already.  The configured mount (`mount = DIR` or XDM_MOUNT) is
+ * made by the first runtime built.
+ */
+XDM_API enum xdm_status xdm_mount(const char *dir);
+XDM_API enum xdm_status xdm_unmount(void);
+/* Copy the mounted directory into buf; false when nothing is mounted. */
+XDM_API bool xdm_mount_point(char *buf, size_t len);
+
 /* ---- helpers --------------------------------------------------------- */
 
 /*

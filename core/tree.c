@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tree.c - the introspection tree: which runtimes it shows, how a path is
+ * walked to a directory and a file, and the public xdm_tree_* calls that the
+ * FUSE front end (or any program) uses.
+ *
+ * The tree knows no module: a layer directory holds whatever attributes the
+ * layer's module declares, and a module's attr_group shows the same
+ * attributes at <runtime>/<group>/.  Each call holds the table's tree lock
+ * shared for its whole length, so a runtime cannot be destroyed under it;
+ * nothing else is locked but the short shard locks of the registry.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tree.h"
+
+#define DIR_MODE 0555
+
+/* ---- text buffers ------------------------------------------------------ */
+
+void tree_printf(struct tree_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->err)
+		return;
+	for (;;) {
+		size_t room = b->cap - b->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->err = -EINVAL;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = b->cap ? b->cap : 256;
+
+		while (cap - b->len <= (size_t)n)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+
+		if (!p) {
+			b->err = -ENOMEM;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+}
+
+void tree_put_clean(struct tree_buf *b, const char *text)
+{
+	for (; text && *text; text++)
+		tree_printf(b, "%c", *text >= 0x20 && *text < 0x7f ? *text : '?');
+}
+
+/* ---- which runtimes the tree shows ------------------------------------ */
+
+static bool name_taken(struct xdm_runtime_table *t, const char *name)
+{
+	for (struct xdm_runtime *r = t->published; r; r = r->published_next)
+		if (strcmp(r->name, name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The first live runtime of ordinal N is "N", whatever made it; another
+ * one alive at the same time is "N.K", K counting in the process.  A
+ * program with one runtime per device finds it at its ordinal.
+ */
+void xdm_tree_publish(struct xdm_runtime *rt)
+{
+	struct xdm_runtime_table *t = xdm_table();
+
+	pthread_rwlock_wrlock(&t->tree_lock);
+	snprintf(rt->name, sizeof(rt->name), "%u", rt->ordinal);
+	while (name_taken(t, rt->name))
+		snprintf(rt->name, sizeof(rt->name), "%u.%u", rt->ordinal, ++t->published_seq);
+	rt->published_next = t->published;
+	t->published = rt;
+	pthread_rwlock_unlock(&t->tree_lock);
+}
+
+void xdm_tree_unpublish(struct xdm_runtime *rt)
+{
+	struct xdm_runtime_table *t = xdm_table();
+
+	pthread_rwlock_wrlock(&t->tree_lock);
+	for (struct xdm_runtime **p = &t->published; *p; p = &(*p)->published_next) {
+		if (*p == rt) {
+			*p = rt->published_next;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&t->tree_lock);
+}
+
+static struct xdm_runtime *find_runtime(const char *name)
+{
+	for (struct xdm_runtime *r = xdm_table()->published; r; r = r->published_next)
+		if (strcmp(r->name, name) == 0)
+			return r;
+	return NULL;
+}
+
+/* ---- walking a path --------------------------------------------------- */
+
+/* A decimal without sign, leading zeros or junk: the tree's ids. */
+static bool parse_id(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!*s || (s[0] == '0' && s[1]))
+		return false;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*out = v;
+	return true;
+}
+
+/* The topmost layer whose module declares group, or NULL. */
+static struct xdm_layer *group_layer(struct xdm_runtime *rt, const char *group)
+{
+	for (uint32_t i = 0; i < rt->nlayers; i++) {
+		const char *g = rt->layers[i].ops->attr_group;
+
+		if (g && strcmp(g, group) == 0)
+			return &rt->layers[i];
+	}
+	return NULL;
+}
+
+static struct xdm_layer *numbered_layer(struct xdm_runtime *rt, const char *name)
+{
+	const char *dash = strchr(name, '-');
+	char num[16];
+	uint64_t n;
+
+	if (!dash || (size_t)(dash - name) >= sizeof(num))
+		return NULL;
+	memcpy(num, name, (size_t)(dash - name));
+	num[dash - name] = '\0';
+	if (!parse_id(num, &n) || n >= rt->nlayers)
+		return NULL;
+	if (strcmp(dash + 1, rt->layers[n].ops->name) != 0)
+		return NULL;
+	return &rt->layers[n];
+}
+
+/* Step from directory pos into its subdirectory name; false if none. */
+static bool enter(struct tree_pos *pos, const char *name)
+{
+	struct xdm_runtime *rt = pos->rt;
+	uint64_t id;
+
+	switch (pos->level) {
+	case AT_ROOT:
+		pos->rt = find_runtime(name);
+		pos->level = AT_RUNTIME;
+		return pos->rt != NULL;
+	case AT_RUNTIME:
+		if (strcmp(name, "blocks") == 0)
+			pos->level = AT_BLOCKS;
+		else if (strcmp(name, "streams") == 0)
+			pos->level = AT_STREAMS;
+		else if (strcmp(name, "layers") == 0)
+			pos->level = AT_LAYERS;
+		else if ((pos->layer = group_layer(rt, name)))
+			pos->level = AT_LAYER;
+		else
+			return false;
+		return true;
+	case AT_BLOCKS:
+		if (!parse_id(name, &id) || !xdm_tree_block_exists(rt, id))
+			return false;
+		pos->level = AT_BLOCK;
+		pos->id = id;
+		return true;
+	case AT_STREAMS:
+		if (!parse_id(name, &id) || id >= xdm_stream_count(rt))
+			return false;
+		pos->level = AT_STREAM;
+		pos->id = id;
+		return true;
+	case AT_LAYERS:
+		pos->layer = numbered_layer(rt, name);
+		pos->level = AT_LAYER;
+		return pos->layer != NULL;
+	default:
+		return false;
+	}
+}
+
+static const struct tree_file *core_files(enum tree_level level)
+{
+	switch (level) {
+	case AT_ROOT:
+		return xdm_tree_root_files;
+	case AT_RUNTIME:
+		return xdm_tree_runtime_files;
+	case AT_BLOCK:
+		return xdm_tree_block_files;
+	case AT_STREAM:
+		return xdm_tree_stream_files;
+	default:
+		return NULL;
+	}
+}
+
+/* What a walk found: a directory, or a file in dir. */
+struct tree_hit {
+	struct tree_pos dir;
+	bool is_file;
+	const struct tree_file *file;	/* a core file */
+	const struct xdm_attr *attr;	/* a layer's attribute */
+};
+
+static unsigned int attr_mode(const struct xdm_attr *a)
+{
+	/* Never world- or group-writable, whatever the module says. */
+	unsigned int mode = (a->mode & 0644) | 0444;
+
+	return a->store ? mode : mode & ~0222u;
+}
+
+static bool find_file(const struct tree_pos *dir, const char *name, struct tree_hit *hit)
+{
+	const struct tree_file *f = core_files(dir->level);
+
+	for (; f && f->name; f++) {
+		if (strcmp(f->name, name) == 0) {
+			hit->file = f;
+			return true;
+		}
+	}
+	if (dir->level != AT_LAYER)
+		return false;
+	for (const struct xdm_attr *a = dir->layer->ops->attrs; a && a->name; a++) {
+		if (a->show && strcmp(a->name, name) == 0) {
+			hit->attr = a;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Walk path; the caller holds the tree lock shared. */
+static int walk(const char *path, struct tree_hit *hit)
+{
+	char *copy, *save = NULL, *name, *next;
+	int err = 0;
+
+	memset(hit, 0, sizeof(*hit));
+	hit->dir.level = AT_ROOT;
+	if (!path)
+		return -EINVAL;
+	copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	name = strtok_r(copy, "/", &save);
+	while (name) {
+		next = strtok_r(NULL, "/", &save);
+		if (hit->is_file) {
+			err = -ENOTDIR;
+			break;
+		}
+		struct tree_pos into = hit->dir;
+
+		if (enter(&into, name)) {
+			hit->dir = into;
+		} else if (find_file(&hit->dir, name, hit)) {
+			hit->is_file = true;
+		} else {
+			err = -ENOENT;
+			break;
+		}
+		name = next;
+	}
+	free(copy);
+	return err;
+}
+
+/* ---- the public calls -------------------------------------------------- */
+
+static void tree_read_lock(void)
+{
+	pthread_rwlock_rdlock(&xdm_table()->tree_lock);
+}
+
+static void tree_unlock(void)
+{
+	pthread_rwlock_unlock(&xdm_table()->tree_lock);
+}
+
+static void hit_node(const struct tree_hit *hit, struct xdm_tree_node *out)
+{
+	out->dir = !hit->is_file;
+	if (!hit->is_file)
+		out->mode = DIR_MODE;
+	else
+		out->mode = hit->attr ? attr_mode(hit->attr) : 0444;
+}
+
+int xdm_tree_stat(const char *path, struct xdm_tree_node *out)
+{
+	struct tree_hit hit;
+	int err;
+
+	if (!out)
+		return -EINVAL;
+	tree_read_lock();
+	err = walk(path, &hit);
+	if (!err)
+		hit_node(&hit, out);
+	tree_unlock();
+	return err;
+}
+
+static int list_files(const struct tree_pos *dir, tree_list_fn fn, void *arg)
+{
+	struct xdm_tree_node file = { .dir = false, .mode = 0444 };
+	int err = 0;
+
+	for (const struct tree_file *f = core_files(dir->level); !err && f && f->name; f++)
+		err = fn(f->name, &file, arg);
+	if (dir->level != AT_LAYER)
+		return err;
+	for (const struct xdm_attr *a = dir->layer->ops->attrs; !err && a && a->name; a++) {
+		if (!a->show)
+			continue;
+		file.mode = attr_mode(a);
+		err = fn(a->name, &file, arg);
+	}
+	return err;
+}
+
+static int list_dirs(const struct tree_pos *dir, tree_list_fn fn, void *arg)
+{
+	static const char *const runtime_dirs[] = { "blocks", "streams", "layers" };
+	const struct xdm_tree_node sub = { .dir = true, .mode = DIR_MODE };
+	struct xdm_runtime *rt = dir->rt;
+	char name[96];
+	int err = 0;
+
+	switch (dir->level) {
+	case AT_ROOT:
+		for (rt = xdm_table()->published; !err && rt; rt = rt->published_next)
+			err = fn(rt->name, &sub, arg);
+		return err;
+	case AT_RUNTIME:
+		for (size_t i = 0; !err && i < 3; i++)
+			err = fn(runtime_dirs[i], &sub, arg);
+		for (uint32_t i = 0; !err && i < rt->nlayers; i++) {
+			const char *g = rt->layers[i].ops->attr_group;
+
+			/* Shown once, for its topmost layer; core names win. */
+			if (g && group_layer(rt, g) == &rt->layers[i] &&
+			    strcmp(g, "blocks") && strcmp(g, "streams") && strcmp(g, "layers"))
+				err = fn(g, &sub, arg);
+		}
+		return err;
+	case AT_BLOCKS:
+		return xdm_tree_list_blocks(rt, fn, arg);
+	case AT_STREAMS:
+		for (uint32_t i = 0, n = xdm_stream_count(rt); !err && i < n; i++) {
+			snprintf(name, sizeof(name), "%u", i);
+			err = fn(name, &sub, arg);
+		}
+		return err;
+	case AT_LAYERS:
+		for (uint32_t i = 0; !err && i < rt->nlayers; i++) {
+			snprintf(name, sizeof(name), "%u-%s", i, rt->layers[i].ops->name);
+			err = fn(name, &sub, arg);
+		}
+		return err;
+	default:
+		return 0;
+	}
+}
+
+int xdm_tree_list(const char *path, tree_list_fn fn, void *arg)
+{
+	struct tree_hit hit;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	tree_read_lock();
+	err = walk(path, &hit);
+	if (!err && hit.is_file)
+		err = -ENOTDIR;
+	if (!err)
+		err = list_files(&hit.dir, fn, arg);
+	if (!err)
+		err = list_dirs(&hit.dir, fn, arg);
+	tree_unlock();
+	return err;
+}
+
+/* A module's show writes into a fixed buffer: grow it until the value fits. */
+static int show_attr(const struct tree_hit *hit, struct tree_buf *b)
+{
+	size_t len = 4096;
+
+	for (;;) {
+		char *p = malloc(len);
+		int n;
+
+		if (!p)
+			return -ENOMEM;
+		n = hit->attr->show(hit->dir.layer, p, len);
+		if (n >= 0 && (size_t)n < len) {
+			free(b->p);
+			b->p = p;
+			b->len = (size_t)n;
+			b->cap = len;
+			p[n] = '\0';
+			return 0;
+		}
+		free(p);
+		if ((n != -EOVERFLOW && n != -EFBIG && n != -ENOSPC) || len >= (64u << 20))
+			return n < 0 ? n : -EOVERFLOW;
+		len *= 4;
+	}
+}
+
+int xdm_tree_show(const char *path, char **text, size_t *len)
+{
+	struct tree_buf b = { 0 };
+	struct tree_hit hit;
+	int err;
+
+	if (!text || !len)
+		return -EINVAL;
+	tree_read_lock();
+	err = walk(path, &hit);
+	if (!err && !hit.is_file)
+		err = -EISDIR;
+	if (!err)
+		err = hit.attr ? show_attr(&hit, &b) : hit.file->show(&hit.dir, &b);
+	tree_unlock();
+	if (!err)
+		err = b.err;
+	if (!err && !b.p)
+		tree_printf(&b, "%s", "");	/* an empty value is still a string */
+	if (!err)
+		err = b.err;
+	if (err) {
+		free(b.p);
+		return err;
+	}
+	*text = b.p;
+	*len = b.len;
+	return 0;
+}
+
+int xdm_tree_store(const char *path, const char *value, size_t len)
+{
+	struct tree_hit hit;
+	char *copy;
+	int err;
+
+	if (!value)
+		return -EINVAL;
+	/* The module parses a NUL-terminated copy of exactly what was written. */
+	copy = malloc(len + 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, value, len);
+	copy[len] = '\0';
+	tree_read_lock();
+	err = walk(path, &hit);
+	if (!err && !hit.is_file)
+		err = -EISDIR;
+	if (!err && !(hit.attr && hit.attr->store && (attr_mode(hit.attr) & 0200)))
+		err = -EACCES;
+	if (!err && (len == 0 || strlen(copy) != len))
+		err = -EINVAL;
+	if (!err)
+		err = hit.attr->store(hit.dir.layer, copy, len);
+	tree_unlock();
+	free(copy);
+	return err > 0 ? 0 : err;
+}

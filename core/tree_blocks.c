@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tree_blocks.c - blocks/<generation>/: one directory per live block.
+ *
+ * Everything is copied out of the registry under one shard lock at a time
+ * and formatted after it is released; no allocation happens under a shard
+ * lock (a listing that outgrows its array is retried with a larger one).
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/tree.h"
+
+static void note_found(const struct xdm_reg_entry *e, void *arg)
+{
+	(void)e;
+	(void)arg;
+}
+
+bool xdm_tree_block_exists(struct xdm_runtime *rt, uint64_t generation)
+{
+	return generation &&
+	       xdm_registry_with_generation(&rt->registry, generation, note_found, NULL);
+}
+
+struct gen_list {
+	uint64_t *gens;
+	size_t n, cap;
+	bool overflow;
+};
+
+static void collect_generation(const struct xdm_reg_entry *e, void *arg)
+{
+	struct gen_list *l = arg;
+
+	if (l->n < l->cap)
+		l->gens[l->n++] = e->block.generation;
+	else
+		l->overflow = true;
+}
+
+int xdm_tree_list_blocks(struct xdm_runtime *rt, tree_list_fn fn, void *arg)
+{
+	const struct xdm_tree_node sub = { .dir = true, .mode = 0555 };
+	struct gen_list l = { 0 };
+	struct xdm_stats s;
+	char name[24];
+	int err = 0;
+
+	xdm_runtime_stats(rt, &s);
+	l.cap = s.blocks_outstanding + s.blocks_outstanding / 4 + 64;
+	for (;;) {
+		l.gens = malloc(l.cap * sizeof(*l.gens));
+		if (!l.gens)
+			return -ENOMEM;
+		l.n = 0;
+		l.overflow = false;
+		xdm_registry_for_each(&rt->registry, collect_generation, &l);
+		if (!l.overflow)
+			break;
+		free(l.gens);
+		l.cap *= 2;
+	}
+	for (size_t i = 0; !err && i < l.n; i++) {
+		snprintf(name, sizeof(name), "%" PRIu64, l.gens[i]);
+		err = fn(name, &sub, arg);
+	}
+	free(l.gens);
+	return err;
+}
+
+/* What one block's files show, copied under its shard lock. */
+struct block_view {
+	struct xdm_block block;
+	char tag[128];
+	bool has_write;
+	xdm_stream_id write_stream;
+	uint32_t nreads;
+	xdm_stream_id reads[XDM_MAX_STREAMS];
+};
+
+static void copy_block(const struct xdm_reg_entry *e, void *arg)
+{
+	struct block_view *v = arg;
+	const char *tag = e->block.tag;
+	size_t i = 0;
+
+	v->block = e->block;
+	/* The tag is the caller's string: copy it now, show it later. */
+	for (; tag && tag[i] && i + 1 < sizeof(v->tag); i++)
+		v->tag[i] = tag[i];
+	v->tag[i] = '\0';
+	v->block.tag = NULL;
+	v->has_write = e->track.has_write;
+	v->write_stream = e->track.last_write.stream;
+	v->nreads = 0;
+	for (uint32_t r = 0; r < e->track.nreads && r < XDM_MAX_STREAMS; r++)
+		v->reads[v->nreads++] = e->track.reads[r].stream;
+}
+
+/* The view of pos's block, or -ENOENT once it has been freed. */
+static int view(const struct tree_pos *pos, struct block_view *v)
+{
+	if (!xdm_registry_with_generation(&pos->rt->registry, pos->id, copy_block, v))
+		return -ENOENT;
+	return 0;
+}
+
+static const char *state_name(enum xdm_block_state s)
+{
+	switch (s) {
+	case XDM_BLOCK_LIVE:
+		return "live";
+	case XDM_BLOCK_RETIRED:
+		return "retired";
+	case XDM_BLOCK_QUARANTINED:
+		return "quarantined";
+	case XDM_BLOCK_FREED:
+		return "freed";
+	}
+	return "unknown";
+}
+
+/* Each file: take the view, print one field of it. */
+#define BLOCK_FILE(fname, ...)                                                  \
+	static int show_##fname(const struct tree_pos *pos, struct tree_buf *b) \
+	{                                                                       \
+		struct block_view *v = malloc(sizeof(*v));                      \
+		int err = v ? view(pos, v) : -ENOMEM;                           \
+									        \
+		if (!err)                                                       \
+			tree_printf(b, __VA_ARGS__);                            \
+		free(v);                                                        \
+		return err;                                                     \
+	}
+
+BLOCK_FILE(ptr, "0x%" PRIx64 "\n", v->block.ptr)
+BLOCK_FILE(bytes, "%zu\n", v->block.bytes)
+BLOCK_FILE(align, "%zu\n", v->block.align)
+BLOCK_FILE(stream, "%u\n", v->block.stream)
+BLOCK_FILE(state, "%s\n", state_name(v->block.state))
+
+static int show_tag(const struct tree_pos *pos, struct tree_buf *b)
+{
+	struct block_view *v = malloc(sizeof(*v));
+	int err = v ? view(pos, v) : -ENOMEM;
+
+	if (!err) {
+		tree_put_clean(b, v->tag);
+		tree_printf(b, "\n");
+	}
+	free(v);
+	return err;
+}
+
+/* The stream of the last recorded write, or "none". */
+static int show_last_write(const struct tree_pos *pos, struct tree_buf *b)
+{
+	struct block_view *v = malloc(sizeof(*v));
+	int err = v ? view(pos, v) : -ENOMEM;
+
+	if (!err && v->has_write)
+		tree_printf(b, "%u\n", v->write_stream);
+	else if (!err)
+		tree_printf(b, "none\n");
+	free(v);
+	return err;
+}
+
+/* The streams of the reads recorded since the last write, or "none". */
+static int show_reads(const struct tree_pos *pos, struct tree_buf *b)
+{
+	struct block_view *v = malloc(sizeof(*v));
+	int err = v ? view(pos, v) : -ENOMEM;
+
+	if (!err) {
+		for (uint32_t i = 0; i < v->nreads; i++)
+			tree_printf(b, i ? " %u" : "%u", v->reads[i]);
+		tree_printf(b, v->nreads ? "\n" : "none\n");
+	}
+	free(v);
+	return err;
+}
+
+const struct tree_file xdm_tree_block_files[] = {
+	{ "ptr", show_ptr },
+	{ "bytes", show_bytes },
+	{ "align", show_align },
+	{ "stream", show_stream },
+	{ "tag", show_tag },
+	{ "state", show_state },
+	{ "last_write", show_last_write },
+	{ "reads", show_reads },
+	{ NULL, NULL },
+};

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops.c - the filesystem calls, each a thin map onto the xdm_tree_* API.
+ *
+ * sysfs rules: a file's value is rendered when it is opened and reads are
+ * served from that snapshot (direct_io: no page cache, sizes need not be
+ * known); a write stores the whole value at once; truncation of a writable
+ * file succeeds and does nothing, so `echo V > file` works; writing a
+ * read-only file is EACCES even for root, whom default_permissions lets
+ * past the mode bits.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <xdm/xdm.h>
+
+#include "fusefs/fusefs.h"
+
+/* The value a file had when it was opened. */
+struct snapshot {
+	char *text;
+	size_t len;
+};
+
+static const char *tree_path(const char *path)
+{
+	/* FUSE paths start at "/"; the tree's at "". */
+	return path[0] == '/' ? path + 1 : path;
+}
+
+static struct fusefs_ctx *ctx(void)
+{
+	return fuse_get_context()->private_data;
+}
+
+static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+	(void)conn;
+	/* Nothing may be cached: blocks come and go, counters move. */
+	cfg->entry_timeout = 0;
+	cfg->attr_timeout = 0;
+	cfg->negative_timeout = 0;
+	cfg->direct_io = 1;
+	cfg->kernel_cache = 0;
+	return ctx();
+}
+
+static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+	const struct fusefs_ctx *c = ctx();
+	struct xdm_tree_node node;
+	int err;
+
+	(void)fi;
+	err = xdm_tree_stat(tree_path(path), &node);
+	if (err)
+		return err;
+	memset(st, 0, sizeof(*st));
+	st->st_mode = (node.dir ? S_IFDIR : S_IFREG) | node.mode;
+	st->st_nlink = node.dir ? 2 : 1;
+	/* Like sysfs: a page, whatever the value's length. */
+	st->st_size = node.dir ? 0 : 4096;
+	st->st_uid = c->uid;
+	st->st_gid = c->gid;
+	st->st_atim = st->st_mtim = st->st_ctim = c->started;
+	return 0;
+}
+
+struct fill {
+	void *buf;
+	fuse_fill_dir_t filler;
+};
+
+static int fill_one(const char *name, const struct xdm_tree_node *node, void *arg)
+{
+	struct fill *f = arg;
+
+	(void)node;
+	return f->filler(f->buf, name, NULL, 0, 0) ? -ENOMEM : 0;
+}
+
+static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t offset,
+		      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
+{
+	struct fill f = { buf, filler };
+
+	(void)offset;
+	(void)fi;
+	(void)flags;
+	if (filler(buf, ".", NULL, 0, 0) || filler(buf, "..", NULL, 0, 0))
+		return -ENOMEM;
+	return xdm_tree_list(tree_path(path), fill_one, &f);
+}
+
+static int fs_open(const char *path, struct fuse_file_info *fi)
+{
+	int acc = fi->flags & O_ACCMODE;
+	struct xdm_tree_node node;
+	struct snapshot *snap;
+	int err;
+
+	err = xdm_tree_stat(tree_path(path), &node);
+	if (err)
+		return err;
+	if (node.dir)
+		return -EISDIR;
+	if (acc != O_RDONLY && !(node.mode & 0200))
+		return -EACCES;
+	snap = calloc(1, sizeof(*snap));
+	if (!snap)
+		return -ENOMEM;
+	if (acc != O_WRONLY) {
+		err = xdm_tree_show(tree_path(path), &snap->text, &snap->len);
+		if (err) {
+			free(snap);
+			return err;
+		}
+	}
+	fi->fh = (uint64_t)(uintptr_t)snap;
+	fi->direct_io = 1;
+	return 0;
+}
+
+static int fs_read(const char *path, char *buf, size_t size, off_t offset,
+		   struct fuse_file_info *fi)
+{
+	const struct snapshot *snap = (const struct snapshot *)(uintptr_t)fi->fh;
+	size_t n;
+
+	(void)path;
+	if (offset < 0)
+		return -EINVAL;
+	if (!snap->text || (size_t)offset >= snap->len)
+		return 0;
+	n = snap->len - (size_t)offset;
+	if (n > size)
+		n = size;
+	memcpy(buf, snap->text + offset, n);
+	return (int)n;
+}
+
+static int fs_write(const char *path, const char *buf, size_t size, off_t offset,
+		    struct fuse_file_info *fi)
+{
+	int err;
+
+	(void)fi;
+	/* The whole value in one write: a continuation cannot be parsed. */
+	if (offset != 0)
+		return -EINVAL;
+	err = xdm_tree_store(tree_path(path), buf, size);
+	return err ? err : (int)size;
+}
+
+static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+	struct xdm_tree_node node;
+	int err;
+
+	(void)size;
+	(void)fi;
+	err = xdm_tree_stat(tree_path(path), &node);
+	if (err)
+		return err;
+	if (node.dir)
+		return -EISDIR;
+	return node.mode & 0200 ? 0 : -EACCES;
+}
+
+static int fs_release(const char *path, struct fuse_file_info *fi)
+{
+	struct snapshot *snap = (struct snapshot *)(uintptr_t)fi->fh;
+
+	(void)path;
+	if (snap) {
+		free(snap->text);
+		free(snap);
+	}
+	return 0;
+}
+
+const struct fuse_operations fusefs_ops = {
+	.init = fs_init,
+	.getattr = fs_getattr,
+	.readdir = fs_readdir,
+	.open = fs_open,
+	.read = fs_read,
+	.write = fs_write,
+	.truncate = fs_truncate,
+	.release = fs_release,
+};

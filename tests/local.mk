@@ -1,5 +1,5 @@
 # tests/: check suites of the core.  Each suite is its own program.
-core_tests = tests/check_errors tests/check_runtime tests/check_tracking
+core_tests = tests/check_errors tests/check_runtime tests/check_tracking tests/check_tree
 check_PROGRAMS += $(core_tests)
 TESTS += $(core_tests)
 noinst_HEADERS += tests/testutil.h
@@ -12,4 +12,7 @@ tests_check_runtime_LDADD = libxdm.la $(CHECK_LIBS)
 tests_check_tracking_SOURCES = tests/check_tracking.c
 tests_check_tracking_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_tracking_LDADD = libxdm.la $(CHECK_LIBS)
+tests_check_tree_SOURCES = tests/check_tree.c
+tests_check_tree_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_tree_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 EXTRA_DIST += tests/data/host.conf

@@ -114,10 +114,16 @@ struct xdm_layer {
  * on its stream; the stream's introspection counts those not yet reached.
  * The list owns its events: they go back to the event pool once complete.
  */
+struct xdm_pending_free {
+	void *event;
+	uint64_t seq;			/* tells a reused event from its last use */
+};
+
 struct xdm_pending_frees {
 	struct xdm_spinlock lock;	/* never held across a platform call */
-	void **events;
+	struct xdm_pending_free *v;
 	uint32_t n, cap;
+	uint64_t next_seq;
 };
 
 struct xdm_stream_slot {

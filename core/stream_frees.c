@@ -6,8 +6,14 @@
  * want to see stuck; after it is queued the runtime records a pooled event
  * on its stream.  The stream's list keeps those events until a query finds
  * them complete.  Platform calls (record, query) are made with the list's
- * spinlock released: the lock only guards the array, never a wait.  Frees
- * without cross-stream uses cost nothing here and are not counted.
+ * spinlock released: the lock only guards the array, never a wait.
+ *
+ * A prune queries a copy of the list and then removes, under the lock, only
+ * the entries it found complete, matched by event and sequence number: the
+ * list never looks shorter than it is to a concurrent reader, and an event
+ * that went back to the pool and was marked again is not removed by a prune
+ * that saw its earlier use.  Frees without cross-stream uses cost nothing
+ * here and are not counted.
  */
 #include "config.h"
 
@@ -30,23 +36,24 @@ static struct xdm_pending_frees *pending_of(struct xdm_runtime *rt, xdm_stream_i
  * without memory. */
 static uint32_t push(struct xdm_pending_frees *p, void *ev)
 {
-	void **grown = NULL, **old = NULL;
+	struct xdm_pending_free *grown = NULL, *old = NULL;
 	uint32_t grown_cap = 0;
 
 	for (;;) {
 		xdm_spin_lock(&p->lock);
 		if (p->n == p->cap && grown && grown_cap > p->cap) {
 			if (p->n)
-				memcpy(grown, p->events, p->n * sizeof(*grown));
-			old = p->events;
-			p->events = grown;
+				memcpy(grown, p->v, p->n * sizeof(*grown));
+			old = p->v;
+			p->v = grown;
 			p->cap = grown_cap;
 			grown = NULL;
 		}
 		if (p->n < p->cap) {
 			uint32_t n = ++p->n;
 
-			p->events[n - 1] = ev;
+			p->v[n - 1].event = ev;
+			p->v[n - 1].seq = p->next_seq++;
 			xdm_spin_unlock(&p->lock);
 			free(grown);
 			free(old);
@@ -61,30 +68,57 @@ static uint32_t push(struct xdm_pending_frees *p, void *ev)
 	}
 }
 
-/* Take the list, query it unlocked, give back what is still pending. */
+/* Remove the entry (event, seq) if it is still listed; true if it was. */
+static bool remove_locked(struct xdm_pending_frees *p, const struct xdm_pending_free *e)
+{
+	for (uint32_t i = 0; i < p->n; i++) {
+		if (p->v[i].event == e->event && p->v[i].seq == e->seq) {
+			p->v[i] = p->v[--p->n];
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Query a copy of the list unlocked; drop what completed. */
 static void prune(struct xdm_runtime *rt, struct xdm_pending_frees *p)
 {
 	const struct xdm_ops *plat = rt->platform.ops;
-	void **events;
-	uint32_t n;
+	struct xdm_pending_free *copy;
+	uint32_t n, ndone = 0;
 
 	xdm_spin_lock(&p->lock);
-	events = p->events;
 	n = p->n;
-	p->events = NULL;
-	p->n = 0;
-	p->cap = 0;
+	xdm_spin_unlock(&p->lock);
+	if (!n)
+		return;
+	copy = malloc(n * sizeof(*copy));
+	if (!copy)
+		return;
+	xdm_spin_lock(&p->lock);
+	if (n > p->n)
+		n = p->n;
+	memcpy(copy, p->v, n * sizeof(*copy));
 	xdm_spin_unlock(&p->lock);
 
+	/* Keep the completed ones at the front of copy. */
 	for (uint32_t i = 0; i < n; i++) {
 		bool done = false;
 
-		if (plat->event_query(&rt->platform, events[i], &done) != XDM_OK)
+		if (plat->event_query(&rt->platform, copy[i].event, &done) != XDM_OK)
 			done = true;	/* a broken event says nothing: stop counting it */
-		if (done || !push(p, events[i]))
-			xdm_event_put(rt, events[i]);
+		if (done)
+			copy[ndone++] = copy[i];
 	}
-	free(events);
+	xdm_spin_lock(&p->lock);
+	for (uint32_t i = 0; i < ndone; i++)
+		if (!remove_locked(p, &copy[i]))
+			copy[i].event = NULL;	/* another prune took it */
+	xdm_spin_unlock(&p->lock);
+	for (uint32_t i = 0; i < ndone; i++)
+		if (copy[i].event)
+			xdm_event_put(rt, copy[i].event);
+	free(copy);
 }
 
 void xdm_pending_free_mark(struct xdm_runtime *rt, xdm_stream_id stream)
@@ -126,9 +160,9 @@ void xdm_pending_frees_fini(struct xdm_runtime *rt)
 		struct xdm_pending_frees *p = &rt->streams.slots[s].pending;
 
 		for (uint32_t i = 0; i < p->n; i++)
-			xdm_event_put(rt, p->events[i]);
-		free(p->events);
-		p->events = NULL;
+			xdm_event_put(rt, p->v[i].event);
+		free(p->v);
+		p->v = NULL;
 		p->n = p->cap = 0;
 	}
 }

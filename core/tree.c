@@ -126,9 +126,11 @@ static bool parse_id(const char *s, uint64_t *out)
 	if (!*s || (s[0] == '0' && s[1]))
 		return false;
 	for (; *s; s++) {
-		if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+		uint64_t d = (uint64_t)(*s - '0');
+
+		if (*s < '0' || *s > '9' || v > (UINT64_MAX - d) / 10)
 			return false;
-		v = v * 10 + (uint64_t)(*s - '0');
+		v = v * 10 + d;
 	}
 	*out = v;
 	return true;
@@ -231,12 +233,15 @@ struct tree_hit {
 	const struct xdm_attr *attr;	/* a layer's attribute */
 };
 
+/*
+ * Never group- or world-writable, whatever the module says: 0444, 0644, or
+ * 0200 for an action with nothing to show (logging's flush).
+ */
 static unsigned int attr_mode(const struct xdm_attr *a)
 {
-	/* Never world- or group-writable, whatever the module says. */
-	unsigned int mode = (a->mode & 0644) | 0444;
-
-	return a->store ? mode : mode & ~0222u;
+	if (!a->show)
+		return 0200;
+	return a->store && (a->mode & 0200) ? 0644 : 0444;
 }
 
 static bool find_file(const struct tree_pos *dir, const char *name, struct tree_hit *hit)
@@ -252,7 +257,7 @@ static bool find_file(const struct tree_pos *dir, const char *name, struct tree_
 	if (dir->level != AT_LAYER)
 		return false;
 	for (const struct xdm_attr *a = dir->layer->ops->attrs; a && a->name; a++) {
-		if (a->show && strcmp(a->name, name) == 0) {
+		if ((a->show || a->store) && strcmp(a->name, name) == 0) {
 			hit->attr = a;
 			return true;
 		}
@@ -342,7 +347,7 @@ static int list_files(const struct tree_pos *dir, tree_list_fn fn, void *arg)
 	if (dir->level != AT_LAYER)
 		return err;
 	for (const struct xdm_attr *a = dir->layer->ops->attrs; !err && a && a->name; a++) {
-		if (!a->show)
+		if (!a->show && !a->store)
 			continue;
 		file.mode = attr_mode(a);
 		err = fn(a->name, &file, arg);
@@ -452,6 +457,8 @@ int xdm_tree_show(const char *path, char **text, size_t *len)
 	err = walk(path, &hit);
 	if (!err && !hit.is_file)
 		err = -EISDIR;
+	if (!err && hit.attr && !hit.attr->show)
+		err = -EACCES;		/* write-only */
 	if (!err)
 		err = hit.attr ? show_attr(&hit, &b) : hit.file->show(&hit.dir, &b);
 	tree_unlock();

@@ -112,6 +112,8 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 		return -EISDIR;
 	if (acc != O_RDONLY && !(node.mode & 0200))
 		return -EACCES;
+	if (acc != O_WRONLY && !(node.mode & 0400))
+		return -EACCES;	/* an action such as logging's flush */
 	snap = calloc(1, sizeof(*snap));
 	if (!snap)
 		return -ENOMEM;

@@ -893,14 +893,16 @@ static const char *const guard_files[] = {
 	"check", "live_blocks", "quarantined_blocks", "quarantined_bytes", "violations",
 	"last_violation", NULL,
 };
-/* "flush" is write-only (no show) and so not in the tree. */
+/* "flush" is an action: write-only (0200), nothing to show. */
 static const char *const logging_files[] = {
 	"rows", "bytes_written", "write_errors", "dropped", "path", "sink", "buffer", "contents",
-	NULL,
+	"flush", NULL,
 };
 
 static unsigned int writable_mode(const char *name)
 {
+	if (strcmp(name, "flush") == 0)
+		return 0200;
 	return strcmp(name, "limit") == 0 || strcmp(name, "check") == 0 ? 0644 : 0444;
 }
 
@@ -919,6 +921,18 @@ static void expect_layer_dir(struct xdm_runtime *rt, uint32_t index, const char 
 		ck_assert_msg(l->node[i].mode == writable_mode(l->name[i]), "%s/%s mode %o", dir,
 			      l->name[i], l->node[i].mode);
 		ck_assert_uint_eq(stat_ok(dir).mode, 0555);
+		if (l->node[i].mode == 0200) {
+			char *none = NULL;
+			size_t len = 0;
+
+			/* An action shows nothing, in the tree or through the API. */
+			char path[PATH_LEN];
+
+			snprintf(path, sizeof(path), "%s/%s", dir, l->name[i]);
+			ck_assert_int_eq(xdm_tree_show(path, &none, &len), -EACCES);
+			ck_assert(none == NULL);
+			continue;
+		}
 		TU_OK(xdm_layer_attr_show(rt, index, l->name[i], buf, sizeof(buf)));
 		text = show("%s/%s", dir, l->name[i]);
 		ck_assert_msg(strcmp(text, buf) == 0, "%s/%s shows '%s', the layer '%s'", dir,
@@ -1300,8 +1314,16 @@ static void walk(const char *path, struct walk_tally *t)
 			walk(child, t);
 			continue;
 		}
-		ck_assert_msg(node.mode == 0444 || node.mode == 0644, "%s mode %o", child,
-			      node.mode);
+		ck_assert_msg(node.mode == 0444 || node.mode == 0644 || node.mode == 0200,
+			      "%s mode %o", child, node.mode);
+		if (node.mode == 0200) {
+			char *none = NULL;
+			size_t len = 0;
+
+			ck_assert_int_eq(xdm_tree_show(child, &none, &len), -EACCES);
+			t->files++;
+			continue;
+		}
 		t->files++;
 		t->writable += node.mode == 0644;
 		entries = 0;

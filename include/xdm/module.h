@@ -79,7 +79,7 @@ XDM_API bool xdm_params_bool(const struct xdm_params *p, const char *name);
  */
 struct xdm_attr {
 	const char *name;
-	unsigned int mode;		/* 0444 or 0644 */
+	unsigned int mode;		/* 0444 or 0644; 0200 (show NULL) for an action */
 	const char *help;		/* unit and meaning, for the docs */
 	int (*show)(struct xdm_layer *self, char *buf, size_t len);
 	int (*store)(struct xdm_layer *self, const char *buf, size_t len);

@@ -260,7 +260,8 @@ XDM_API enum xdm_status xdm_layer_attr_store(struct xdm_runtime *rt, uint32_t in
  */
 struct xdm_tree_node {
 	bool dir;
-	unsigned int mode;	/* 0555 for a directory, 0444 or 0644 for a file */
+	unsigned int mode;	/* 0555 for a directory; a file 0444, 0644, or 0200 when
+				 * it can only be written (an action) */
 };
 
 XDM_API int xdm_tree_stat(const char *path, struct xdm_tree_node *out);

@@ -91,29 +91,22 @@ static void unmount_at_exit(void)
 	xdm_unmount();
 }
 
-/* Fork waits for a mount or unmount in progress, so the child sees either. */
-static void before_fork(void)
-{
-	pthread_mutex_lock(&state()->lock);
-}
-
-static void after_fork_parent(void)
-{
-	pthread_mutex_unlock(&state()->lock);
-}
-
+/*
+ * In a forked child.  No prepare handler takes the lock before fork: libfuse
+ * itself forks (to run fusermount3 for a user who is not root) while our
+ * mount holds it.  So the child makes the lock anew, as the only thread.
+ */
 static void after_fork_child(void)
 {
 	struct xdm_mount_state *ms = state();
 
+	pthread_mutex_init(&ms->lock, NULL);
 	/* The server thread stayed in the parent, and so does the mount. */
 	if (ms->server)
 		ms->fe->forget(ms->server);
 	ms->server = NULL;
-	free(ms->dir);
-	ms->dir = NULL;
+	ms->dir = NULL;		/* the parent's string: not ours to free */
 	ms->created_dir = false;
-	pthread_mutex_unlock(&ms->lock);
 }
 
 static enum xdm_status mount_at(const char *dir, const char *module_dir)
@@ -163,7 +156,7 @@ static enum xdm_status mount_at(const char *dir, const char *module_dir)
 	ms->created_dir = created;
 	if (!ms->hooks) {
 		atexit(unmount_at_exit);
-		pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+		pthread_atfork(NULL, NULL, after_fork_child);
 		ms->hooks = true;
 	}
 	goto unlock;

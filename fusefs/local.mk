@@ -13,3 +13,7 @@ fusefs_fusefs_la_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS)
 fusefs_fusefs_la_LDFLAGS = $(module_link_flags)
 fusefs_fusefs_la_LIBADD = $(module_link_libs) $(FUSE_LIBS)
 endif
+
+# The page describes the tree, xdm_mount() and the mount key, which exist
+# with or without FUSE: it is always installed.
+dist_man_MANS += man/xdm-fs.7

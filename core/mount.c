@@ -109,10 +109,40 @@ static void after_fork_child(void)
 	ms->created_dir = false;
 }
 
+/*
+ * The absolute form of path, resolving its parent only: the directory itself
+ * may be a dead mount that no stat can enter (ENOTCONN) until it is cleaned.
+ */
+static int absolute_path(const char *path, char *out, size_t len)
+{
+	char parent[PATH_MAX], real[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == path)
+		snprintf(parent, sizeof(parent), "/");
+	else
+		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - path), path);
+	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+		/* "dir/" or "dir/..": no last component to keep apart. */
+		return realpath(path, out) ? 0 : -1;
+	}
+	if (!realpath(parent, real))
+		return -1;
+	if ((size_t)snprintf(out, len, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base) >=
+	    len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
 static enum xdm_status mount_at(const char *dir, const char *module_dir)
 {
 	struct xdm_mount_state *ms = state();
-	char path[PATH_MAX], msg[512];
+	char path[PATH_MAX], real[PATH_MAX], msg[512];
 	enum xdm_status st;
 	bool created = false;
 	void *server;
@@ -139,14 +169,19 @@ static enum xdm_status mount_at(const char *dir, const char *module_dir)
 				   strerror(errno));
 		goto unlock;
 	}
-	err = ms->fe->start(path, &server, msg, sizeof(msg));
+	/* Absolute: unmount and rmdir must find it after a chdir. */
+	if (absolute_path(path, real, sizeof(real))) {
+		st = xdm_error_set(XDM_E_INVALID, "cannot mount at %s: %s", path, strerror(errno));
+		goto remove_dir;
+	}
+	err = ms->fe->start(real, &server, msg, sizeof(msg));
 	if (err) {
 		st = xdm_error_set(err == -ENODEV || err == -ENOENT ? XDM_E_NOT_SUPPORTED
 								    : XDM_E_INVALID,
-				   "cannot mount at %s: %s", path, msg);
+				   "cannot mount at %s: %s", real, msg);
 		goto remove_dir;
 	}
-	ms->dir = strdup(path);
+	ms->dir = strdup(real);
 	if (!ms->dir) {
 		ms->fe->stop(server);
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of memory for a mount");
@@ -181,14 +216,17 @@ enum xdm_status xdm_unmount(void)
 {
 	struct xdm_mount_state *ms = state();
 	enum xdm_status st = XDM_OK;
+	void *server;
 
 	pthread_mutex_lock(&ms->lock);
 	if (!ms->server) {
 		st = xdm_error_set(XDM_E_INVALID, "xdm_unmount: nothing is mounted");
 		goto unlock;
 	}
-	ms->fe->stop(ms->server);
+	server = ms->server;
+	/* Cleared first: a fork during the stop must not forget freed memory. */
 	ms->server = NULL;
+	ms->fe->stop(server);
 	if (ms->created_dir)
 		rmdir(ms->dir);
 	free(ms->dir);

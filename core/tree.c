@@ -136,9 +136,27 @@ static bool parse_id(const char *s, uint64_t *out)
 	return true;
 }
 
-/* The topmost layer whose module declares group, or NULL. */
+static bool runtime_name_taken(const char *name)
+{
+	static const char *const dirs[] = { "blocks", "streams", "layers" };
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (strcmp(name, dirs[i]) == 0)
+			return true;
+	for (const struct tree_file *f = xdm_tree_runtime_files; f->name; f++)
+		if (strcmp(name, f->name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The topmost layer whose module declares group, or NULL.  The core's own
+ * names win: a group called "stack" or "blocks" is not shown.
+ */
 static struct xdm_layer *group_layer(struct xdm_runtime *rt, const char *group)
 {
+	if (runtime_name_taken(group))
+		return NULL;
 	for (uint32_t i = 0; i < rt->nlayers; i++) {
 		const char *g = rt->layers[i].ops->attr_group;
 
@@ -374,9 +392,8 @@ static int list_dirs(const struct tree_pos *dir, tree_list_fn fn, void *arg)
 		for (uint32_t i = 0; !err && i < rt->nlayers; i++) {
 			const char *g = rt->layers[i].ops->attr_group;
 
-			/* Shown once, for its topmost layer; core names win. */
-			if (g && group_layer(rt, g) == &rt->layers[i] &&
-			    strcmp(g, "blocks") && strcmp(g, "streams") && strcmp(g, "layers"))
+			/* Shown once, for its topmost layer. */
+			if (g && group_layer(rt, g) == &rt->layers[i])
 				err = fn(g, &sub, arg);
 		}
 		return err;

@@ -16,3 +16,18 @@ tests_check_tree_SOURCES = tests/check_tree.c
 tests_check_tree_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_tree_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 EXTRA_DIST += tests/data/host.conf
+
+# The introspection tree through a real FUSE mount (issue 5).  fuse_walk
+# reads a mounted tree from another process: check_fusefs spawns it, and it
+# measures what reading the tree costs next to a workload.  The lifecycle
+# script kills and restarts xdm-bench over one mount point.
+EXTRA_DIST += tests/fusefs_lifecycle.sh
+if HAVE_FUSE
+check_PROGRAMS += tests/check_fusefs tests/fuse_walk
+TESTS += tests/check_fusefs tests/fusefs_lifecycle.sh
+tests_check_fusefs_SOURCES = tests/check_fusefs.c
+tests_check_fusefs_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_fusefs_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_check_fusefs_LDADD = libxdm.la $(CHECK_LIBS) -lrt
+tests_fuse_walk_SOURCES = tests/fuse_walk.c
+endif

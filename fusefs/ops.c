@@ -22,12 +22,6 @@
 
 #include "fusefs/fusefs.h"
 
-/* The value a file had when it was opened. */
-struct snapshot {
-	char *text;
-	size_t len;
-};
-
 static const char *tree_path(const char *path)
 {
 	/* FUSE paths start at "/"; the tree's at "". */
@@ -37,6 +31,43 @@ static const char *tree_path(const char *path)
 static struct fusefs_ctx *ctx(void)
 {
 	return fuse_get_context()->private_data;
+}
+
+static void track(struct fusefs_ctx *c, struct fusefs_snapshot *snap)
+{
+	pthread_mutex_lock(&c->open_lock);
+	snap->prev = NULL;
+	snap->next = c->open;
+	if (c->open)
+		c->open->prev = snap;
+	c->open = snap;
+	pthread_mutex_unlock(&c->open_lock);
+}
+
+static void untrack(struct fusefs_ctx *c, struct fusefs_snapshot *snap)
+{
+	pthread_mutex_lock(&c->open_lock);
+	if (snap->prev)
+		snap->prev->next = snap->next;
+	else
+		c->open = snap->next;
+	if (snap->next)
+		snap->next->prev = snap->prev;
+	pthread_mutex_unlock(&c->open_lock);
+}
+
+void fusefs_free_open(struct fusefs_ctx *c)
+{
+	struct fusefs_snapshot *snap, *next;
+
+	pthread_mutex_lock(&c->open_lock);
+	for (snap = c->open; snap; snap = next) {
+		next = snap->next;
+		free(snap->text);
+		free(snap);
+	}
+	c->open = NULL;
+	pthread_mutex_unlock(&c->open_lock);
 }
 
 static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
@@ -102,7 +133,7 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 {
 	int acc = fi->flags & O_ACCMODE;
 	struct xdm_tree_node node;
-	struct snapshot *snap;
+	struct fusefs_snapshot *snap;
 	int err;
 
 	err = xdm_tree_stat(tree_path(path), &node);
@@ -124,6 +155,7 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 			return err;
 		}
 	}
+	track(ctx(), snap);
 	fi->fh = (uint64_t)(uintptr_t)snap;
 	fi->direct_io = 1;
 	return 0;
@@ -132,7 +164,7 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 static int fs_read(const char *path, char *buf, size_t size, off_t offset,
 		   struct fuse_file_info *fi)
 {
-	const struct snapshot *snap = (const struct snapshot *)(uintptr_t)fi->fh;
+	const struct fusefs_snapshot *snap = (const struct fusefs_snapshot *)(uintptr_t)fi->fh;
 	size_t n;
 
 	(void)path;
@@ -177,10 +209,11 @@ static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 
 static int fs_release(const char *path, struct fuse_file_info *fi)
 {
-	struct snapshot *snap = (struct snapshot *)(uintptr_t)fi->fh;
+	struct fusefs_snapshot *snap = (struct fusefs_snapshot *)(uintptr_t)fi->fh;
 
 	(void)path;
 	if (snap) {
+		untrack(ctx(), snap);
 		free(snap->text);
 		free(snap);
 	}

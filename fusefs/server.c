@@ -76,6 +76,8 @@ static void destroy(struct server *s)
 		fuse_destroy(s->fuse);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
+	fusefs_free_open(&s->ctx);
+	pthread_mutex_destroy(&s->ctx.open_lock);
 	free(s);
 }
 
@@ -116,6 +118,7 @@ static int start(const char *dir, void **out, char *msg, size_t len)
 		return -ENOMEM;
 	}
 	s->wake_fd = -1;
+	pthread_mutex_init(&s->ctx.open_lock, NULL);
 	s->ctx.uid = getuid();
 	s->ctx.gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &s->ctx.started);

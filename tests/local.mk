@@ -21,7 +21,7 @@ EXTRA_DIST += tests/data/host.conf
 # reads a mounted tree from another process: check_fusefs spawns it, and it
 # measures what reading the tree costs next to a workload.  The lifecycle
 # script kills and restarts xdm-bench over one mount point.
-EXTRA_DIST += tests/fusefs_lifecycle.sh
+EXTRA_DIST += tests/fusefs_lifecycle.sh tests/tree_overhead.sh
 if HAVE_FUSE
 check_PROGRAMS += tests/check_fusefs tests/fuse_walk
 TESTS += tests/check_fusefs tests/fusefs_lifecycle.sh

@@ -111,9 +111,12 @@ struct fill {
 static int fill_one(const char *name, const struct xdm_tree_node *node, void *arg)
 {
 	struct fill *f = arg;
+	struct stat st;
 
-	(void)node;
-	return f->filler(f->buf, name, NULL, 0, 0) ? -ENOMEM : 0;
+	/* The type goes into d_type: a walker need not stat every entry. */
+	memset(&st, 0, sizeof(st));
+	st.st_mode = (node->dir ? S_IFDIR : S_IFREG) | node->mode;
+	return f->filler(f->buf, name, &st, 0, 0) ? -ENOMEM : 0;
 }
 
 static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t offset,

@@ -182,5 +182,20 @@ rc=$?
 [ "$rc" -eq 0 ] || fail "xdm-bench with an empty XDM_MOUNT exited $rc, not 0"
 grep -q "mount" "$tmp/err.empty" && fail "an empty XDM_MOUNT still tried a mount"
 
-echo "PASS: stale mount replaced, no mount left by exit or SIGTERM, bad XDM_MOUNT harmless"
+# ---- --read-tree: the bench reads its own tree between runs -------------
+# The subject xdm+tree is timed while a thread of the bench walks the whole
+# mount: it must read every file without an error and be compared with xdm.
+"$bench" --platform host --stack "budget key=lifecycle$$ limit=1G | host" -w pair \
+	--sizes 4K -n 200 -r 3 --mount "$D" --read-tree 200 \
+	>"$tmp/out.read" 2>"$tmp/err.read"
+rc=$?
+[ "$rc" -eq 0 ] || fail "xdm-bench --read-tree exited $rc, not 0"
+grep -q "^xdm+tree pair" "$tmp/out.read" || fail "no xdm+tree row with --read-tree"
+grep -q "^pair *4K *xdm+tree *xdm " "$tmp/out.read" || fail "no xdm+tree / xdm ratio"
+grep -Eq "tree reader: [1-9][0-9]* walks .*, [1-9][0-9.]* files a walk, 0 errors" \
+	"$tmp/err.read" || fail "the tree reader did not walk the tree cleanly"
+is_mounted "$D" && fail "a mount is left at $D after --read-tree"
+rm -f "/dev/shm/xdm-budget-lifecycle$$"
+
+echo "PASS: stale mount replaced, no mount left by exit or SIGTERM, bad XDM_MOUNT harmless, --read-tree reads"
 exit 0

@@ -15,7 +15,7 @@ tests_check_tracking_LDADD = libxdm.la $(CHECK_LIBS)
 tests_check_tree_SOURCES = tests/check_tree.c
 tests_check_tree_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_tree_LDADD = libxdm.la $(CHECK_LIBS) -lrt
-EXTRA_DIST += tests/data/host.conf
+EXTRA_DIST += tests/data/host.conf tests/lsan.supp
 
 # The introspection tree through a real FUSE mount (issue 5).  fuse_walk
 # reads a mounted tree from another process: check_fusefs spawns it, and it

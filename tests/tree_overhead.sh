@@ -11,6 +11,10 @@
 # trials of the bench's own medians, quiet and read, and their ratio; and how
 # many walks a second the reader really made.  Not a test: no timing is
 # asserted anywhere; BENCHMARKS.md quotes its output.
+#
+# BENCH_CPUS and READER_CPUS, when set, are taskset CPU lists for the bench
+# (and so its FUSE server thread) and for the reader, to keep the reader off
+# the cores, and the hyperthread siblings, the bench runs on.
 set -eu
 
 if [ $# -lt 1 ]; then
@@ -32,11 +36,13 @@ while [ "$i" -le "$trials" ]; do
 		if [ "$mode" = read ]; then
 			(
 				while [ ! -e "$mnt/version" ]; do sleep 0.01; done
-				exec "$walk" --duration-s 3600 --interval-ms 10 "$mnt"
+				exec ${READER_CPUS:+taskset -c "$READER_CPUS"} \
+					"$walk" --duration-s 3600 --interval-ms 10 "$mnt"
 			) > "$out/walk-$i.txt" 2>&1 &
 			wpid=$!
 		fi
-		"$top/xdm-uninstalled" "$top/tools/xdm-bench" "$@" --mount "$mnt" --json \
+		${BENCH_CPUS:+taskset -c "$BENCH_CPUS"} \
+			"$top/xdm-uninstalled" "$top/tools/xdm-bench" "$@" --mount "$mnt" --json \
 			> "$out/$mode-$i.json" 2> "$out/$mode-$i.err" || {
 			cat "$out/$mode-$i.err" >&2
 			exit 1
@@ -74,4 +80,6 @@ for i in range(1, trials + 1):
     with open(f"{out}/walk-{i}.txt") as f:
         text = f.read().strip().splitlines()
     print(f"reader, trial {i}: {text[-1] if text else '(no summary)'}")
+    for line in text[:-1][:3]:
+        print(f"  {line}")
 PY

@@ -87,6 +87,7 @@ struct bench_opts {
 	bool json;
 	const char *mount;		/* --mount, or NULL */
 	uint64_t hold_seconds;		/* --hold */
+	unsigned int read_tree_hz;	/* --read-tree; 0: no xdm+tree subject */
 };
 
 /* Counters a subject keeps about itself, read after its frees settled. */
@@ -108,6 +109,15 @@ int bench_mount_request(const struct bench_opts *o);
 int bench_mount_check(const struct bench_opts *o);
 /* --hold: keep the runtime and its mount for a while; SIGINT/SIGTERM end it. */
 void bench_hold(const struct bench_opts *o);
+
+/* --read-tree (bench_tree_reader.c): start the reader, paused. */
+struct bench_ctx;
+struct bench_tree_reader;
+int bench_tree_reader_start(struct bench_ctx *ctx);
+/* Read the tree from now on, or stop reading once the walk in progress ends. */
+void bench_tree_reader_set(struct bench_ctx *ctx, bool active);
+/* Stop the reader and say on stderr how often it really read. */
+void bench_tree_reader_stop(struct bench_ctx *ctx);
 
 /*
  * What a subject can do.  Blocks travel as struct xdm_block because it is
@@ -137,6 +147,8 @@ struct bench_subject {
 	char desc[512];			/* e.g. the stack spec */
 	void *priv;
 	bool anchor;			/* a driver allocator, the divisor of ratios */
+	bool reads_tree;		/* xdm+tree: its runs are timed while the tree is read */
+	bool borrowed;			/* shares another subject's priv: not destroyed */
 	struct bench_counters last;	/* the latest counters read */
 	bool has_last;
 };
@@ -200,6 +212,7 @@ struct bench_ctx {
 	char stack[512];
 	struct bench_subject *edge_subject;	/* the anchor event_edge runs on */
 	struct bench_report report;
+	struct bench_tree_reader *reader;	/* --read-tree */
 };
 
 /* bench_options.c */

@@ -35,6 +35,8 @@ static int settle_and_count(struct bench_ctx *ctx, enum bench_workload after)
 		struct bench_subject *s = &ctx->subjects[k];
 		int rc;
 
+		if (s->borrowed)
+			continue;	/* its runtime is counted once, as its owner */
 		if (s->ops->settle(s)) {
 			s->ops->strerror(s, why, sizeof(why));
 			fprintf(stderr, "xdm-bench: %s: reaping the frees of %s failed: %s\n",
@@ -93,6 +95,25 @@ static bool check_leaks(const struct bench_ctx *ctx)
 	return leak;
 }
 
+/* --read-tree: the runtime once more, as "xdm+tree", and its reader. */
+static int add_tree_subject(struct bench_ctx *ctx)
+{
+	struct bench_subject *t;
+
+	if (!ctx->opts.read_tree_hz)
+		return 0;
+	if (ctx->nsubjects == BENCH_MAX_SUBJECTS)
+		return BENCH_EXIT_FAIL;
+	t = &ctx->subjects[ctx->nsubjects];
+	*t = ctx->subjects[0];
+	snprintf(t->name, sizeof(t->name), "xdm+tree");
+	t->reads_tree = true;
+	t->borrowed = true;
+	t->has_last = false;
+	ctx->nsubjects++;
+	return bench_tree_reader_start(ctx);
+}
+
 int main(int argc, char **argv)
 {
 	struct bench_ctx ctx;
@@ -128,6 +149,9 @@ int main(int argc, char **argv)
 	if (rc)
 		goto out;
 
+	rc = add_tree_subject(&ctx);
+	if (rc)
+		goto out;
 	bench_report_header(&ctx);
 	rc = run_workloads(&ctx);
 	if (rc)
@@ -141,8 +165,10 @@ int main(int argc, char **argv)
 		rc = BENCH_EXIT_LEAK;
 	bench_hold(&ctx.opts);
 out:
+	bench_tree_reader_stop(&ctx);
 	for (size_t k = 0; k < ctx.nsubjects; k++)
-		ctx.subjects[k].ops->destroy(&ctx.subjects[k]);
+		if (!ctx.subjects[k].borrowed)
+			ctx.subjects[k].ops->destroy(&ctx.subjects[k]);
 	bench_report_free(&ctx.report);
 	return rc;
 }

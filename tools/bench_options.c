@@ -23,6 +23,7 @@ enum {
 	OPT_ANCHORS,
 	OPT_MOUNT,
 	OPT_HOLD,
+	OPT_READ_TREE,
 };
 
 static const struct option long_options[] = {
@@ -40,6 +41,7 @@ static const struct option long_options[] = {
 	{ "json", no_argument, NULL, 'j' },
 	{ "mount", required_argument, NULL, OPT_MOUNT },
 	{ "hold", required_argument, NULL, OPT_HOLD },
+	{ "read-tree", required_argument, NULL, OPT_READ_TREE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -73,6 +75,9 @@ static void usage(FILE *f)
 		"                         XDM_MOUNT; see xdm-fs(7))\n"
 		"      --hold SECONDS     keep the runtime (and the mount) alive this long\n"
 		"                         after the workloads; SIGINT or SIGTERM ends it\n"
+		"      --read-tree HZ     with --mount: add the subject xdm+tree, the same\n"
+		"                         runtime timed while a thread reads the whole tree\n"
+		"                         HZ times a second; ratios xdm+tree / xdm\n"
 		"  -h, --help             print this help and exit\n"
 		"  -V, --version          print the version and exit\n"
 		"\n"
@@ -218,6 +223,11 @@ static int handle_option(int c, const char *arg, struct bench_opts *o)
 		return 0;
 	case OPT_HOLD:
 		return parse_u64("--hold", arg, 0, UINT64_C(1) << 32, &o->hold_seconds);
+	case OPT_READ_TREE:
+		if (parse_u64("--read-tree", arg, 1, 1000, &v))
+			return -1;
+		o->read_tree_hz = (unsigned int)v;
+		return 0;
 	}
 	return -1;
 }
@@ -260,6 +270,10 @@ int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 	if (optind < argc) {
 		fprintf(stderr, "xdm-bench: unexpected argument '%s'; options only, see xdm-bench --help.\n",
 			argv[optind]);
+		return BENCH_EXIT_USAGE;
+	}
+	if (o->read_tree_hz && !o->mount) {
+		fprintf(stderr, "xdm-bench: --read-tree needs --mount: it reads the mounted tree.\n");
 		return BENCH_EXIT_USAGE;
 	}
 	if (o->stack && o->config) {

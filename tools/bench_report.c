@@ -155,7 +155,11 @@ int bench_report_counters(struct bench_ctx *ctx, struct bench_subject *s,
  */
 static bool ratio_of(const struct bench_result *x, const struct bench_result *a, double *ratio)
 {
-	if (x->subject->anchor || !a->subject->anchor || x->workload != a->workload ||
+	/* xdm+tree is also divided by xdm: what being read costs. */
+	bool base = x->subject->reads_tree && !a->subject->reads_tree &&
+		    x->subject->priv == a->subject->priv;
+
+	if (x->subject->anchor || !(a->subject->anchor || base) || x->workload != a->workload ||
 	    strcmp(x->param, a->param) != 0)
 		return false;
 	*ratio = x->median_ns / a->median_ns;

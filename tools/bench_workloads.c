@@ -69,8 +69,10 @@ int bench_measure_all(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns
 			size_t k = (j + r) % n;
 			struct bench_subject *s = &ctx->subjects[k];
 
+			bench_tree_reader_set(ctx, s->reads_tree);
 			if (once((char *)args + k * arg_size, &ns))
 				return BENCH_EXIT_FAIL;
+			bench_tree_reader_set(ctx, false);
 			if (s->ops->settle(s)) {
 				s->ops->strerror(s, why, sizeof(why));
 				fprintf(stderr, "xdm-bench: %s: waiting for queued frees failed: %s\n",

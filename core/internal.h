@@ -130,6 +130,9 @@ struct xdm_stream_slot {
 	void *handle;
 	bool owned;
 	struct xdm_pending_frees pending;
+	/* Use events recorded on this stream that live blocks still hold;
+	 * kept by tracking.c, off the allocation path. */
+	_Atomic int64_t events_held;
 };
 
 struct xdm_stream_pool {
@@ -143,6 +146,15 @@ XDM_HIDDEN enum xdm_status xdm_stream_pool_init(struct xdm_runtime *rt, uint32_t
 XDM_HIDDEN void xdm_stream_pool_fini(struct xdm_runtime *rt);
 /* The native handle of a stream id, or NULL. */
 XDM_HIDDEN void *xdm_stream_native(struct xdm_runtime *rt, xdm_stream_id stream);
+
+/* Count use events a block's track takes (+1) or lets go of (-1). */
+static inline void xdm_stream_events_held(struct xdm_stream_pool *pool, xdm_stream_id stream,
+					  int64_t delta)
+{
+	if (stream < XDM_MAX_STREAMS)
+		atomic_fetch_add_explicit(&pool->slots[stream].events_held, delta,
+					  memory_order_relaxed);
+}
 
 /* ---- pending frees (stream_frees.c) ----------------------------------- */
 
@@ -248,8 +260,14 @@ XDM_HIDDEN void xdm_registry_counts(struct xdm_registry *reg, uint64_t *allocs, 
 XDM_HIDDEN void xdm_registry_for_each(struct xdm_registry *reg,
 				      void (*fn)(const struct xdm_reg_entry *e, void *arg),
 				      void *arg);
+/* Call fn on the live entry of (ptr, generation) under its shard lock;
+ * false if there is none. */
+XDM_HIDDEN bool xdm_registry_with_block(struct xdm_registry *reg, uint64_t ptr,
+					xdm_generation generation,
+					void (*fn)(const struct xdm_reg_entry *e, void *arg),
+					void *arg);
 /* Call fn on the live entry of generation under its shard lock; false if
- * there is none. */
+ * there is none.  Scans the whole shard: prefer xdm_registry_with_block(). */
 XDM_HIDDEN bool xdm_registry_with_generation(struct xdm_registry *reg, xdm_generation generation,
 					     void (*fn)(const struct xdm_reg_entry *e, void *arg),
 					     void *arg);
@@ -280,6 +298,21 @@ struct xdm_counters {
 /* The longest name of a runtime in the tree: "15" or "15.4294967295". */
 #define XDM_RUNTIME_NAME_MAX 16
 
+/*
+ * Where the blocks of the last blocks/ listing live, by generation: a file
+ * of blocks/<generation>/ is then found in one bucket of one shard instead
+ * of a scan of the shard's every bucket (tree_blocks.c).
+ */
+struct xdm_gen_ptr {
+	uint64_t generation, ptr;
+};
+
+struct xdm_block_index {
+	pthread_mutex_t lock;
+	struct xdm_gen_ptr *v;		/* sorted by generation */
+	size_t n;
+};
+
 struct xdm_runtime {
 	uint32_t ordinal;
 	bool singleton;
@@ -293,6 +326,7 @@ struct xdm_runtime {
 	struct xdm_event_pool events;
 	struct xdm_registry registry;
 	struct xdm_counters counters;
+	struct xdm_block_index tree_index;
 };
 
 /* The front end that serves the tree as files (mount.c). */

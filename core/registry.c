@@ -297,3 +297,19 @@ bool xdm_registry_with_generation(struct xdm_registry *reg, xdm_generation gener
 	xdm_spin_unlock(&shard->lock);
 	return found;
 }
+
+bool xdm_registry_with_block(struct xdm_registry *reg, uint64_t ptr, xdm_generation generation,
+			     void (*fn)(const struct xdm_reg_entry *e, void *arg), void *arg)
+{
+	struct xdm_reg_shard *shard = xdm_registry_shard(reg, ptr);
+	struct xdm_reg_entry *e;
+	bool found;
+
+	xdm_spin_lock(&shard->lock);
+	e = xdm_registry_find_locked(shard, ptr);
+	found = e && e->block.generation == generation;
+	if (found)
+		fn(e, arg);
+	xdm_spin_unlock(&shard->lock);
+	return found;
+}

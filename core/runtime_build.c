@@ -232,6 +232,7 @@ enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg
 	rt->singleton = singleton;
 	pthread_mutex_init(&rt->events.lock, NULL);
 	pthread_mutex_init(&rt->streams.lock, NULL);
+	pthread_mutex_init(&rt->tree_index.lock, NULL);
 	xdm_registry_init(&rt->registry);
 
 	st = choose_platform(rt, cfg, platform);
@@ -310,6 +311,8 @@ void xdm_runtime_teardown(struct xdm_runtime *rt)
 		xdm_params_free(rt->platform.params);
 	}
 	pthread_mutex_destroy(&rt->events.lock);
+	pthread_mutex_destroy(&rt->tree_index.lock);
+	free(rt->tree_index.v);
 	free(rt);
 	if (saved.code != XDM_OK)
 		*(struct xdm_error *)xdm_last_error() = saved;

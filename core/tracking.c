@@ -76,18 +76,20 @@ static struct xdm_reg_entry *lock_entry(struct xdm_runtime *rt, struct xdm_block
  */
 struct spent_events {
 	uint32_t n;
-	void *event[XDM_MAX_STREAMS + 1];
+	struct xdm_use_event use[XDM_MAX_STREAMS + 1];
 };
 
-static void spend(struct spent_events *sp, void *event)
+static void spend(struct spent_events *sp, const struct xdm_use_event *use)
 {
-	sp->event[sp->n++] = event;
+	sp->use[sp->n++] = *use;
 }
 
 static void put_spent(struct xdm_runtime *rt, struct spent_events *sp)
 {
-	for (uint32_t i = 0; i < sp->n; i++)
-		xdm_event_put(rt, sp->event[i]);
+	for (uint32_t i = 0; i < sp->n; i++) {
+		xdm_stream_events_held(&rt->streams, sp->use[i].stream, -1);
+		xdm_event_put(rt, sp->use[i].event);
+	}
 	sp->n = 0;
 }
 
@@ -109,6 +111,7 @@ static enum xdm_status order_after_owner(struct xdm_runtime *rt, struct xdm_reg_
 	if (st)
 		return st;
 	atomic_fetch_add_explicit(&rt->counters.events, 1, memory_order_relaxed);
+	xdm_stream_events_held(&rt->streams, e->block.stream, 1);
 	e->track.last_write = (struct xdm_use_event){ event, e->block.stream };
 	e->track.has_write = true;
 	return XDM_OK;
@@ -165,7 +168,7 @@ static bool add_read(struct xdm_use_track *t, const struct xdm_use_event *use,
 {
 	for (uint32_t i = 0; i < t->nreads; i++) {
 		if (t->reads[i].stream == use->stream) {
-			spend(sp, t->reads[i].event);
+			spend(sp, &t->reads[i]);
 			t->reads[i] = *use;
 			return true;
 		}
@@ -192,9 +195,9 @@ static void set_write(struct xdm_use_track *t, const struct xdm_use_event *use,
 {
 	/* The new write followed every earlier use (prepare queued the waits). */
 	if (t->has_write)
-		spend(sp, t->last_write.event);
+		spend(sp, &t->last_write);
 	for (uint32_t i = 0; i < t->nreads; i++)
-		spend(sp, t->reads[i].event);
+		spend(sp, &t->reads[i]);
 	t->nreads = 0;
 	t->last_write = *use;
 	t->has_write = true;
@@ -236,6 +239,8 @@ static enum xdm_status record_use(struct xdm_runtime *rt, struct xdm_block_id id
 		set_write(&e->track, &use, &sp);
 	else if (!add_read(&e->track, &use, &sp))
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of memory recording a read");
+	if (st == XDM_OK)
+		xdm_stream_events_held(&rt->streams, use_stream, 1);
 	xdm_spin_unlock(&shard->lock);
 	put_spent(rt, &sp);
 	if (st)
@@ -275,6 +280,7 @@ enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struct xdm_block
 	/* Queue every wait even if one fails: each is one more safe edge. */
 	if (t->has_write) {
 		st = queue_wait(rt, b->stream, &t->last_write);
+		xdm_stream_events_held(&rt->streams, t->last_write.stream, -1);
 		xdm_event_put(rt, t->last_write.event);
 		t->has_write = false;
 	}
@@ -282,6 +288,7 @@ enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struct xdm_block
 		st2 = queue_wait(rt, b->stream, &t->reads[i]);
 		if (st == XDM_OK)
 			st = st2;
+		xdm_stream_events_held(&rt->streams, t->reads[i].stream, -1);
 		xdm_event_put(rt, t->reads[i].event);
 	}
 	t->nreads = 0;

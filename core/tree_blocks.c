@@ -20,14 +20,46 @@ static void note_found(const struct xdm_reg_entry *e, void *arg)
 	(void)arg;
 }
 
+static int by_generation(const void *a, const void *b)
+{
+	const struct xdm_gen_ptr *x = a, *y = b;
+
+	return x->generation < y->generation ? -1 : x->generation > y->generation;
+}
+
+/* The address the last listing saw for generation, or 0. */
+static uint64_t indexed_ptr(struct xdm_runtime *rt, uint64_t generation)
+{
+	struct xdm_block_index *ix = &rt->tree_index;
+	struct xdm_gen_ptr key = { .generation = generation }, *hit;
+	uint64_t ptr = 0;
+
+	pthread_mutex_lock(&ix->lock);
+	hit = ix->n ? bsearch(&key, ix->v, ix->n, sizeof(*ix->v), by_generation) : NULL;
+	if (hit)
+		ptr = hit->ptr;
+	pthread_mutex_unlock(&ix->lock);
+	return ptr;
+}
+
+/* Call fn on the live entry of generation, by the index if it can. */
+static bool with_generation(struct xdm_runtime *rt, uint64_t generation,
+			    void (*fn)(const struct xdm_reg_entry *e, void *arg), void *arg)
+{
+	uint64_t ptr = indexed_ptr(rt, generation);
+
+	if (ptr)
+		return xdm_registry_with_block(&rt->registry, ptr, generation, fn, arg);
+	return xdm_registry_with_generation(&rt->registry, generation, fn, arg);
+}
+
 bool xdm_tree_block_exists(struct xdm_runtime *rt, uint64_t generation)
 {
-	return generation &&
-	       xdm_registry_with_generation(&rt->registry, generation, note_found, NULL);
+	return generation && with_generation(rt, generation, note_found, NULL);
 }
 
 struct gen_list {
-	uint64_t *gens;
+	struct xdm_gen_ptr *v;
 	size_t n, cap;
 	bool overflow;
 };
@@ -36,10 +68,28 @@ static void collect_generation(const struct xdm_reg_entry *e, void *arg)
 {
 	struct gen_list *l = arg;
 
-	if (l->n < l->cap)
-		l->gens[l->n++] = e->block.generation;
-	else
+	if (l->n < l->cap) {
+		l->v[l->n].generation = e->block.generation;
+		l->v[l->n++].ptr = e->block.ptr;
+	} else {
 		l->overflow = true;
+	}
+}
+
+/* The listing becomes the index; the old index is freed. */
+static void keep_index(struct xdm_runtime *rt, struct gen_list *l)
+{
+	struct xdm_block_index *ix = &rt->tree_index;
+	struct xdm_gen_ptr *old;
+
+	qsort(l->v, l->n, sizeof(*l->v), by_generation);
+	pthread_mutex_lock(&ix->lock);
+	old = ix->v;
+	ix->v = l->v;
+	ix->n = l->n;
+	pthread_mutex_unlock(&ix->lock);
+	free(old);
+	l->v = NULL;
 }
 
 int xdm_tree_list_blocks(struct xdm_runtime *rt, tree_list_fn fn, void *arg)
@@ -53,22 +103,22 @@ int xdm_tree_list_blocks(struct xdm_runtime *rt, tree_list_fn fn, void *arg)
 	xdm_runtime_stats(rt, &s);
 	l.cap = s.blocks_outstanding + s.blocks_outstanding / 4 + 64;
 	for (;;) {
-		l.gens = malloc(l.cap * sizeof(*l.gens));
-		if (!l.gens)
+		l.v = malloc(l.cap * sizeof(*l.v));
+		if (!l.v)
 			return -ENOMEM;
 		l.n = 0;
 		l.overflow = false;
 		xdm_registry_for_each(&rt->registry, collect_generation, &l);
 		if (!l.overflow)
 			break;
-		free(l.gens);
+		free(l.v);
 		l.cap *= 2;
 	}
 	for (size_t i = 0; !err && i < l.n; i++) {
-		snprintf(name, sizeof(name), "%" PRIu64, l.gens[i]);
+		snprintf(name, sizeof(name), "%" PRIu64, l.v[i].generation);
 		err = fn(name, &sub, arg);
 	}
-	free(l.gens);
+	keep_index(rt, &l);
 	return err;
 }
 
@@ -104,7 +154,7 @@ static void copy_block(const struct xdm_reg_entry *e, void *arg)
 /* The view of pos's block, or -ENOENT once it has been freed. */
 static int view(const struct tree_pos *pos, struct block_view *v)
 {
-	if (!xdm_registry_with_generation(&pos->rt->registry, pos->id, copy_block, v))
+	if (!with_generation(pos->rt, pos->id, copy_block, v))
 		return -ENOENT;
 	return 0;
 }

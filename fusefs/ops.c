@@ -73,8 +73,14 @@ void fusefs_free_open(struct fusefs_ctx *c)
 static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	(void)conn;
-	/* Nothing may be cached: blocks come and go, counters move. */
-	cfg->entry_timeout = 0;
+	/*
+	 * Values are never cached (direct_io, rendered at open), and neither
+	 * are attributes, so a stat of a freed block's directory says ENOENT
+	 * at once.  Names are kept for a second: walking a path then costs no
+	 * LOOKUP per component, and a name kept too long only leads to a
+	 * getattr or open that answers ENOENT.
+	 */
+	cfg->entry_timeout = 1.0;
 	cfg->attr_timeout = 0;
 	cfg->negative_timeout = 0;
 	cfg->direct_io = 1;

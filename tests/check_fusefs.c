@@ -1013,7 +1013,7 @@ static void *self_read(void *arg)
 	static const char *const block_files[] = { "ptr", "bytes", "tag", "state" };
 	static const char *const rt_files[] = {
 		"bytes_outstanding", "blocks_outstanding", "allocs", "frees", "budget/used",
-		"budget/processes", "streams/0/pending_frees", "streams/0/bytes_outstanding",
+		"budget/processes", "streams/0/pending_frees", "streams/0/events_outstanding",
 		"layers/1-host/bytes_outstanding",
 	};
 	struct self_reader *r = arg;

@@ -18,10 +18,10 @@ tests_check_tree_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 EXTRA_DIST += tests/data/host.conf tests/lsan.supp
 
 # The introspection tree through a real FUSE mount (issue 5).  fuse_walk
-# reads a mounted tree from another process: check_fusefs spawns it, and it
-# measures what reading the tree costs next to a workload.  The lifecycle
+# reads a mounted tree from another process (check_fusefs spawns it; it
+# also serves a person who wants to time a walk by hand).  The lifecycle
 # script kills and restarts xdm-bench over one mount point.
-EXTRA_DIST += tests/fusefs_lifecycle.sh tests/tree_overhead.sh
+EXTRA_DIST += tests/fusefs_lifecycle.sh
 if HAVE_FUSE
 check_PROGRAMS += tests/check_fusefs tests/fuse_walk
 TESTS += tests/check_fusefs tests/fusefs_lifecycle.sh

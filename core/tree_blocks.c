@@ -174,17 +174,30 @@ static const char *state_name(enum xdm_block_state s)
 	return "unknown";
 }
 
-/* Each file: take the view, print one field of it. */
+/*
+ * Each file takes the view of its block, then prints one field of it.  The
+ * view is on the heap: with its read streams it is over a kilobyte.
+ */
+static int show_view(const struct tree_pos *pos, struct tree_buf *b,
+		     void (*print)(const struct block_view *v, struct tree_buf *b))
+{
+	struct block_view *v = malloc(sizeof(*v));
+	int err = v ? view(pos, v) : -ENOMEM;
+
+	if (!err)
+		print(v, b);
+	free(v);
+	return err;
+}
+
 #define BLOCK_FILE(fname, ...)                                                  \
+	static void print_##fname(const struct block_view *v, struct tree_buf *b) \
+	{                                                                       \
+		tree_printf(b, __VA_ARGS__);                                    \
+	}                                                                       \
 	static int show_##fname(const struct tree_pos *pos, struct tree_buf *b) \
 	{                                                                       \
-		struct block_view *v = malloc(sizeof(*v));                      \
-		int err = v ? view(pos, v) : -ENOMEM;                           \
-									        \
-		if (!err)                                                       \
-			tree_printf(b, __VA_ARGS__);                            \
-		free(v);                                                        \
-		return err;                                                     \
+		return show_view(pos, b, print_##fname);                        \
 	}
 
 BLOCK_FILE(ptr, "0x%" PRIx64 "\n", v->block.ptr)
@@ -193,46 +206,42 @@ BLOCK_FILE(align, "%zu\n", v->block.align)
 BLOCK_FILE(stream, "%u\n", v->block.stream)
 BLOCK_FILE(state, "%s\n", state_name(v->block.state))
 
-static int show_tag(const struct tree_pos *pos, struct tree_buf *b)
+static void print_tag(const struct block_view *v, struct tree_buf *b)
 {
-	struct block_view *v = malloc(sizeof(*v));
-	int err = v ? view(pos, v) : -ENOMEM;
-
-	if (!err) {
-		tree_put_clean(b, v->tag);
-		tree_printf(b, "\n");
-	}
-	free(v);
-	return err;
+	tree_put_clean(b, v->tag);
+	tree_printf(b, "\n");
 }
 
 /* The stream of the last recorded write, or "none". */
-static int show_last_write(const struct tree_pos *pos, struct tree_buf *b)
+static void print_last_write(const struct block_view *v, struct tree_buf *b)
 {
-	struct block_view *v = malloc(sizeof(*v));
-	int err = v ? view(pos, v) : -ENOMEM;
-
-	if (!err && v->has_write)
+	if (v->has_write)
 		tree_printf(b, "%u\n", v->write_stream);
-	else if (!err)
+	else
 		tree_printf(b, "none\n");
-	free(v);
-	return err;
 }
 
 /* The streams of the reads recorded since the last write, or "none". */
+static void print_reads(const struct block_view *v, struct tree_buf *b)
+{
+	for (uint32_t i = 0; i < v->nreads; i++)
+		tree_printf(b, i ? " %u" : "%u", v->reads[i]);
+	tree_printf(b, v->nreads ? "\n" : "none\n");
+}
+
+static int show_tag(const struct tree_pos *pos, struct tree_buf *b)
+{
+	return show_view(pos, b, print_tag);
+}
+
+static int show_last_write(const struct tree_pos *pos, struct tree_buf *b)
+{
+	return show_view(pos, b, print_last_write);
+}
+
 static int show_reads(const struct tree_pos *pos, struct tree_buf *b)
 {
-	struct block_view *v = malloc(sizeof(*v));
-	int err = v ? view(pos, v) : -ENOMEM;
-
-	if (!err) {
-		for (uint32_t i = 0; i < v->nreads; i++)
-			tree_printf(b, i ? " %u" : "%u", v->reads[i]);
-		tree_printf(b, v->nreads ? "\n" : "none\n");
-	}
-	free(v);
-	return err;
+	return show_view(pos, b, print_reads);
 }
 
 const struct tree_file xdm_tree_block_files[] = {

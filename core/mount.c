@@ -105,7 +105,8 @@ static void after_fork_child(void)
 	if (ms->server)
 		ms->fe->forget(ms->server);
 	ms->server = NULL;
-	ms->dir = NULL;		/* the parent's string: not ours to free */
+	free(ms->dir);		/* the child's copy; unmount clears it before freeing */
+	ms->dir = NULL;
 	ms->created_dir = false;
 }
 
@@ -217,6 +218,7 @@ enum xdm_status xdm_unmount(void)
 	struct xdm_mount_state *ms = state();
 	enum xdm_status st = XDM_OK;
 	void *server;
+	char *dir;
 
 	pthread_mutex_lock(&ms->lock);
 	if (!ms->server) {
@@ -227,11 +229,13 @@ enum xdm_status xdm_unmount(void)
 	/* Cleared first: a fork during the stop must not forget freed memory. */
 	ms->server = NULL;
 	ms->fe->stop(server);
-	if (ms->created_dir)
-		rmdir(ms->dir);
-	free(ms->dir);
+	dir = ms->dir;
+	/* Cleared before the free: a child forked now frees its copy once. */
 	ms->dir = NULL;
+	if (ms->created_dir)
+		rmdir(dir);
 	ms->created_dir = false;
+	free(dir);
 unlock:
 	pthread_mutex_unlock(&ms->lock);
 	return st;

@@ -123,6 +123,7 @@ struct xdm_pending_frees {
 	struct xdm_spinlock lock;	/* never held across a platform call */
 	struct xdm_pending_free *v;
 	uint32_t n, cap;
+	uint32_t prune_at;		/* a mark prunes once n reaches it */
 	uint64_t next_seq;
 };
 
@@ -158,7 +159,7 @@ static inline void xdm_stream_events_held(struct xdm_stream_pool *pool, xdm_stre
 
 /* ---- pending frees (stream_frees.c) ----------------------------------- */
 
-/* After a tracked free was queued on stream: remember where it stands. */
+/* After a free that waited on another stream was queued on stream. */
 XDM_HIDDEN void xdm_pending_free_mark(struct xdm_runtime *rt, xdm_stream_id stream);
 /* Frees marked on stream that the stream has not reached yet. */
 XDM_HIDDEN uint32_t xdm_pending_free_count(struct xdm_runtime *rt, xdm_stream_id stream);
@@ -282,6 +283,17 @@ XDM_HIDDEN enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struc
 static inline bool xdm_use_track_empty(const struct xdm_use_track *t)
 {
 	return !t->has_write && t->nreads == 0;
+}
+
+/* True if a use of the block was recorded on a stream other than its own. */
+static inline bool xdm_use_track_crosses(const struct xdm_use_track *t, xdm_stream_id own)
+{
+	if (t->has_write && t->last_write.stream != own)
+		return true;
+	for (uint32_t i = 0; i < t->nreads; i++)
+		if (t->reads[i].stream != own)
+			return true;
+	return false;
 }
 
 /* ---- runtime (runtime.c, runtime_table.c) ---------------------------- */

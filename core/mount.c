@@ -92,14 +92,33 @@ static void unmount_at_exit(void)
 }
 
 /*
- * In a forked child.  No prepare handler takes the lock before fork: libfuse
- * itself forks (to run fusermount3 for a user who is not root) while our
- * mount holds it.  So the child makes the lock anew, as the only thread.
+ * Fork waits for the server to finish the tree operation it is in: every
+ * lock a tree operation takes (shard spinlocks, the index, the event pool,
+ * module locks) is taken under the tree lock held shared, so holding it
+ * exclusive across fork leaves none of them held in the child.  (A tree
+ * callback must therefore not fork.)  The mount lock is not taken here:
+ * libfuse itself forks, to run fusermount3 for a user who is not root,
+ * while our mount holds it; the child makes it anew, as the only thread.
  */
+static void before_fork(void)
+{
+	pthread_rwlock_wrlock(&xdm_table()->tree_lock);
+}
+
+static void after_fork_parent(void)
+{
+	pthread_rwlock_unlock(&xdm_table()->tree_lock);
+}
+
 static void after_fork_child(void)
 {
 	struct xdm_mount_state *ms = state();
 
+	/*
+	 * Made anew rather than unlocked: the rwlock knows its writer by
+	 * thread id, and the child's one thread has another.
+	 */
+	pthread_rwlock_init(&xdm_table()->tree_lock, NULL);
 	pthread_mutex_init(&ms->lock, NULL);
 	/* The server thread stayed in the parent, and so does the mount. */
 	if (ms->server)
@@ -192,7 +211,7 @@ static enum xdm_status mount_at(const char *dir, const char *module_dir)
 	ms->created_dir = created;
 	if (!ms->hooks) {
 		atexit(unmount_at_exit);
-		pthread_atfork(NULL, NULL, after_fork_child);
+		pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 		ms->hooks = true;
 	}
 	goto unlock;

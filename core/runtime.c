@@ -116,7 +116,7 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 	struct xdm_use_track uses;
 	enum xdm_status st, st_wait = XDM_OK;
 	struct xdm_block b;
-	bool tracked;
+	bool tracked, crossed;
 
 	if (!rt || !block)
 		return xdm_error_set(XDM_E_INVALID, "xdm_deallocate: NULL runtime or block");
@@ -128,12 +128,13 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 		return not_live(rt, "xdm_deallocate", block->ptr, block->generation);
 	/* The registry's copy is authoritative: the caller's may be damaged. */
 	tracked = !xdm_use_track_empty(&uses);
+	crossed = tracked && xdm_use_track_crosses(&uses, b.stream);
 	if (tracked) {
 		st_wait = xdm_track_release(rt, &b, &uses);
 		xdm_use_track_free(&uses);
 	}
 	st = xdm_up_deallocate(&rt->layers[0], &b);
-	if (tracked)
+	if (crossed && st == XDM_OK)
 		xdm_pending_free_mark(rt, b.stream);
 	atomic_fetch_sub_explicit(&rt->counters.bytes, b.bytes, memory_order_relaxed);
 	block->state = b.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : b.state;

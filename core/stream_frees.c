@@ -22,7 +22,11 @@
 
 #include "core/internal.h"
 
-/* Past this many marked frees, a new mark first drops the completed ones. */
+/*
+ * A mark prunes once the list reaches prune_at, which then becomes twice
+ * what the prune left (and never less than PRUNE_AT): a stream that stays
+ * behind costs each free O(1) queries on average, not one per pending free.
+ */
 #define PRUNE_AT 32
 
 static struct xdm_pending_frees *pending_of(struct xdm_runtime *rt, xdm_stream_id stream)
@@ -32,9 +36,11 @@ static struct xdm_pending_frees *pending_of(struct xdm_runtime *rt, xdm_stream_i
 	return &rt->streams.slots[stream].pending;
 }
 
-/* Append ev; the array grows outside the lock.  The new length, or 0
- * without memory. */
-static uint32_t push(struct xdm_pending_frees *p, void *ev)
+enum push_result { NO_MEMORY, PUSHED, PUSHED_PRUNE };
+
+/* Append ev; the array grows outside the lock.  PUSHED_PRUNE: the list
+ * reached prune_at. */
+static enum push_result push(struct xdm_pending_frees *p, void *ev)
 {
 	struct xdm_pending_free *grown = NULL, *old = NULL;
 	uint32_t grown_cap = 0;
@@ -51,20 +57,21 @@ static uint32_t push(struct xdm_pending_frees *p, void *ev)
 		}
 		if (p->n < p->cap) {
 			uint32_t n = ++p->n;
+			bool due = n >= (p->prune_at ? p->prune_at : PRUNE_AT);
 
 			p->v[n - 1].event = ev;
 			p->v[n - 1].seq = p->next_seq++;
 			xdm_spin_unlock(&p->lock);
 			free(grown);
 			free(old);
-			return n;
+			return due ? PUSHED_PRUNE : PUSHED;
 		}
 		grown_cap = p->cap ? p->cap * 2 : 16;
 		xdm_spin_unlock(&p->lock);
 		free(grown);
 		grown = malloc(grown_cap * sizeof(*grown));
 		if (!grown)
-			return 0;
+			return NO_MEMORY;
 	}
 }
 
@@ -114,6 +121,7 @@ static void prune(struct xdm_runtime *rt, struct xdm_pending_frees *p)
 	for (uint32_t i = 0; i < ndone; i++)
 		if (!remove_locked(p, &copy[i]))
 			copy[i].event = NULL;	/* another prune took it */
+	p->prune_at = p->n * 2 > PRUNE_AT ? p->n * 2 : PRUNE_AT;
 	xdm_spin_unlock(&p->lock);
 	for (uint32_t i = 0; i < ndone; i++)
 		if (copy[i].event)
@@ -124,17 +132,17 @@ static void prune(struct xdm_runtime *rt, struct xdm_pending_frees *p)
 void xdm_pending_free_mark(struct xdm_runtime *rt, xdm_stream_id stream)
 {
 	struct xdm_pending_frees *p = pending_of(rt, stream);
-	uint32_t n = 0;
+	enum push_result pushed = NO_MEMORY;
 	void *ev;
 
 	if (!p || xdm_event_get(rt, &ev) != XDM_OK)
 		return;
 	if (rt->platform.ops->event_record(&rt->platform, ev, rt->streams.slots[stream].handle) ==
 	    XDM_OK)
-		n = push(p, ev);
-	if (!n)
+		pushed = push(p, ev);
+	if (pushed == NO_MEMORY)
 		xdm_event_put(rt, ev);
-	else if (n >= PRUNE_AT)
+	else if (pushed == PUSHED_PRUNE)
 		prune(rt, p);
 }
 

@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@
 #include "core/tree.h"
 
 #define DIR_MODE 0555
+/* The longest value a store accepts. */
+#define XDM_TREE_VALUE_MAX (64u << 10)
 
 /* ---- text buffers ------------------------------------------------------ */
 
@@ -118,6 +121,19 @@ static struct xdm_runtime *find_runtime(const char *name)
 
 /* ---- walking a path --------------------------------------------------- */
 
+/*
+ * A name a module chose (group, attribute) that can be a directory entry:
+ * not empty, no '/', not "." or "..", at most NAME_MAX bytes.  Others are
+ * left out of the tree rather than listed as entries nobody can open.
+ */
+static bool entry_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	return n > 0 && n <= NAME_MAX && !strchr(name, '/') && strcmp(name, ".") &&
+	       strcmp(name, "..");
+}
+
 /* A decimal without sign, leading zeros or junk: the tree's ids. */
 static bool parse_id(const char *s, uint64_t *out)
 {
@@ -155,7 +171,7 @@ static bool runtime_name_taken(const char *name)
  */
 static struct xdm_layer *group_layer(struct xdm_runtime *rt, const char *group)
 {
-	if (runtime_name_taken(group))
+	if (!entry_name_ok(group) || runtime_name_taken(group))
 		return NULL;
 	for (uint32_t i = 0; i < rt->nlayers; i++) {
 		const char *g = rt->layers[i].ops->attr_group;
@@ -275,7 +291,7 @@ static bool find_file(const struct tree_pos *dir, const char *name, struct tree_
 	if (dir->level != AT_LAYER)
 		return false;
 	for (const struct xdm_attr *a = dir->layer->ops->attrs; a && a->name; a++) {
-		if ((a->show || a->store) && strcmp(a->name, name) == 0) {
+		if ((a->show || a->store) && entry_name_ok(a->name) && strcmp(a->name, name) == 0) {
 			hit->attr = a;
 			return true;
 		}
@@ -365,7 +381,7 @@ static int list_files(const struct tree_pos *dir, tree_list_fn fn, void *arg)
 	if (dir->level != AT_LAYER)
 		return err;
 	for (const struct xdm_attr *a = dir->layer->ops->attrs; !err && a && a->name; a++) {
-		if (!a->show && !a->store)
+		if ((!a->show && !a->store) || !entry_name_ok(a->name))
 			continue;
 		file.mode = attr_mode(a);
 		err = fn(a->name, &file, arg);
@@ -378,7 +394,7 @@ static int list_dirs(const struct tree_pos *dir, tree_list_fn fn, void *arg)
 	static const char *const runtime_dirs[] = { "blocks", "streams", "layers" };
 	const struct xdm_tree_node sub = { .dir = true, .mode = DIR_MODE };
 	struct xdm_runtime *rt = dir->rt;
-	char name[96];
+	char name[NAME_MAX + 1];
 	int err = 0;
 
 	switch (dir->level) {
@@ -407,7 +423,10 @@ static int list_dirs(const struct tree_pos *dir, tree_list_fn fn, void *arg)
 		return err;
 	case AT_LAYERS:
 		for (uint32_t i = 0; !err && i < rt->nlayers; i++) {
-			snprintf(name, sizeof(name), "%u-%s", i, rt->layers[i].ops->name);
+			/* A name that does not fit could not be looked up again. */
+			if ((size_t)snprintf(name, sizeof(name), "%u-%s", i,
+					     rt->layers[i].ops->name) >= sizeof(name))
+				continue;
 			err = fn(name, &sub, arg);
 		}
 		return err;
@@ -500,7 +519,8 @@ int xdm_tree_store(const char *path, const char *value, size_t len)
 	char *copy;
 	int err;
 
-	if (!value)
+	/* A value is a line; anything this long is no value of ours. */
+	if (!value || len > XDM_TREE_VALUE_MAX)
 		return -EINVAL;
 	/* The module parses a NUL-terminated copy of exactly what was written. */
 	copy = malloc(len + 1);

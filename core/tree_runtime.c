@@ -43,7 +43,7 @@ static int show_memory_total(const struct tree_pos *pos, struct tree_buf *b)
 
 static int show_stack(const struct tree_pos *pos, struct tree_buf *b)
 {
-	char spec[1024];
+	char spec[8192];
 
 	if (xdm_runtime_stack_spec(pos->rt, spec, sizeof(spec)) != XDM_OK)
 		return -EOVERFLOW;

@@ -58,8 +58,13 @@ static void *serve(void *arg)
 		if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL))
 			break;	/* unmounted from outside (umount, fusermount -u) */
 		n = fuse_session_receive_buf(se, &buf);
-		if (n == -EINTR || n == -EAGAIN)
+		if (n == -EINTR || n == -EAGAIN || n == -ENOENT)
 			continue;
+		if (n == -ENOMEM) {
+			/* Nobody else answers this mount: wait and try again. */
+			usleep(1000);
+			continue;
+		}
 		if (n <= 0)
 			break;
 		fuse_session_process_buf(se, &buf);

@@ -3,15 +3,19 @@
  * stale.c - a mount left behind by a process that was killed.
  *
  * When a FUSE server dies without unmounting, its mount stays, and every
- * access to it fails with ENOTCONN.  Such a mount is detached before the new
- * one is made: by umount2(MNT_DETACH) as root, else by `fusermount3 -u -z`.
- * A mount point that answers and carries an xdm tree belongs to a live
- * process and is left alone (EBUSY).
+ * access to it fails with ENOTCONN.  Such a mount, if it is an xdm tree, is
+ * detached before the new one is made: by umount2(MNT_DETACH) as root, else
+ * by `fusermount3 -u -z`.  A tree that answers belongs to a live process
+ * and is left alone (EBUSY), and so is one that does not answer within a
+ * second (a stopped or hung process): its directory is entered only from a
+ * probe thread that may be left waiting, never from the caller.  A dead
+ * mount of another filesystem is the user's to remove.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +24,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "fusefs/fusefs.h"
 
@@ -41,33 +46,109 @@ static void unescape(char *s)
 	*out = '\0';
 }
 
-/* Is dir (a resolved path) the mount point of a fuse.xdm filesystem? */
-static bool xdm_mounted_at(const char *dir)
+/*
+ * The type of the topmost mount at dir (an absolute path), into type; false
+ * if dir is no mount point.  Reads /proc only: it never enters dir.
+ */
+static bool mount_type_at(const char *dir, char *type, size_t len)
 {
-	char line[4096], point[PATH_MAX], type[64];
+	char line[4096], point[PATH_MAX], t[64];
 	bool found = false;
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 
 	if (!f)
 		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
+	/* Later lines are mounted over earlier ones: keep the last match. */
+	while (fgets(line, sizeof(line), f)) {
 		/* id parent major:minor root POINT options... - TYPE source ... */
 		const char *dash = strstr(line, " - ");
 
 		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
-		    sscanf(dash + 3, "%63s", type) != 1)
+		    sscanf(dash + 3, "%63s", t) != 1)
 			continue;
 		unescape(point);
-		found = strcmp(point, dir) == 0 && strcmp(type, "fuse." FUSEFS_NAME) == 0;
+		if (strcmp(point, dir) == 0) {
+			snprintf(type, len, "%s", t);
+			found = true;
+		}
 	}
 	fclose(f);
 	return found;
 }
 
+/* A stat of a mount point, from a thread that may be left behind. */
+struct probe {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done, abandoned;
+	int err;			/* 0 or an errno */
+	char dir[PATH_MAX];
+};
+
+static void probe_free(struct probe *p)
+{
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+static void *probe_main(void *arg)
+{
+	struct probe *p = arg;
+	struct stat st;
+	bool abandoned;
+	int err = stat(p->dir, &st) == 0 ? 0 : errno;
+
+	pthread_mutex_lock(&p->lock);
+	p->err = err;
+	p->done = true;
+	abandoned = p->abandoned;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	if (abandoned)
+		probe_free(p);
+	return NULL;
+}
+
+/* 0 or the errno of stat(dir); -ETIMEDOUT if it did not come back in 1 s. */
+static int timed_stat(const char *dir)
+{
+	struct probe *p = calloc(1, sizeof(*p));
+	struct timespec deadline;
+	pthread_t thread;
+	int err;
+
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	snprintf(p->dir, sizeof(p->dir), "%s", dir);
+	if (pthread_create(&thread, NULL, probe_main, p)) {
+		probe_free(p);
+		return -EAGAIN;
+	}
+	pthread_detach(thread);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 1;
+	pthread_mutex_lock(&p->lock);
+	while (!p->done && pthread_cond_timedwait(&p->cond, &p->lock, &deadline) != ETIMEDOUT)
+		;
+	if (!p->done) {
+		/* The probe frees itself if the server ever answers. */
+		p->abandoned = true;
+		pthread_mutex_unlock(&p->lock);
+		return -ETIMEDOUT;
+	}
+	err = p->err;
+	pthread_mutex_unlock(&p->lock);
+	probe_free(p);
+	return err ? -err : 0;
+}
+
 static int lazy_unmount(const char *dir, char *msg, size_t len)
 {
 	char *argv[] = { "fusermount3", "-u", "-z", "-q", (char *)dir, NULL };
-	int status, err;
+	int status = 0, err;
 	pid_t pid;
 
 	if (umount2(dir, MNT_DETACH) == 0)
@@ -85,8 +166,15 @@ static int lazy_unmount(const char *dir, char *msg, size_t len)
 			 dir, strerror(err));
 		return -err;
 	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			/* Reaped by the host (SIGCHLD ignored): did it work? */
+			char type[64];
+
+			status = mount_type_at(dir, type, sizeof(type)) ? 1 << 8 : 0;
+			break;
+		}
+	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		snprintf(msg, len, "a stale mount is at %s and fusermount3 -u -z failed", dir);
 		return -EBUSY;
@@ -96,13 +184,16 @@ static int lazy_unmount(const char *dir, char *msg, size_t len)
 
 int fusefs_clear_stale(const char *dir, char *msg, size_t len)
 {
-	char real[PATH_MAX];
+	char type[64];
 	struct stat st;
+	int err;
 
-	if (stat(dir, &st) == 0) {
-		if (realpath(dir, real) && xdm_mounted_at(real)) {
-			snprintf(msg, len, "%s is the live xdm tree of another process", dir);
-			return -EBUSY;
+	if (!mount_type_at(dir, type, sizeof(type))) {
+		/* A plain directory: entering it cannot block on a server. */
+		if (stat(dir, &st) != 0) {
+			err = -errno;
+			snprintf(msg, len, "%s: %s", dir, strerror(errno));
+			return err;
 		}
 		if (!S_ISDIR(st.st_mode)) {
 			snprintf(msg, len, "%s is not a directory", dir);
@@ -110,11 +201,26 @@ int fusefs_clear_stale(const char *dir, char *msg, size_t len)
 		}
 		return 0;
 	}
-	if (errno != ENOTCONN) {
-		int err = -errno;
-
-		snprintf(msg, len, "%s: %s", dir, strerror(errno));
+	err = timed_stat(dir);
+	if (err == -ETIMEDOUT) {
+		snprintf(msg, len, "%s is a %s mount whose server does not answer (a stopped or "
+			 "hung process?)", dir, type);
+		return -EBUSY;
+	}
+	if (err == -ENOTCONN && strcmp(type, "fuse." FUSEFS_NAME) == 0)
+		return lazy_unmount(dir, msg, len);
+	if (err == -ENOTCONN) {
+		snprintf(msg, len, "%s is a dead %s mount; not an xdm tree, so not ours to "
+			 "remove (umount -l it)", dir, type);
+		return -EBUSY;
+	}
+	if (err) {
+		snprintf(msg, len, "%s: %s", dir, strerror(-err));
 		return err;
 	}
-	return lazy_unmount(dir, msg, len);
+	if (strcmp(type, "fuse." FUSEFS_NAME) == 0) {
+		snprintf(msg, len, "%s is the live xdm tree of another process", dir);
+		return -EBUSY;
+	}
+	return 0;	/* another live filesystem: mount over it, as mount(8) would */
 }

@@ -23,6 +23,7 @@
 #include "config.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -54,7 +55,7 @@ extern char **environ;
 static char key_prefix[32];
 
 static const char *const test_names[] = {
-	"churn", "knob", "bad", "ro", "self", "fork", "unmount", "open", NULL,
+	"churn", "knob", "bad", "ro", "self", "fork", "forks", "unmount", "open", NULL,
 };
 
 struct variant {
@@ -1111,7 +1112,10 @@ static int forked_child(const struct fx *fx, pid_t parent, const char *own_dir)
 	enum xdm_status s;
 	int result = 0;
 
-	alarm(20);	/* SIGALRM's default action: a hang ends the child */
+	/* A hang ends the child: SIGALRM's default action, not check's handler,
+	 * which would kill the whole test's process group. */
+	signal(SIGALRM, SIG_DFL);
+	alarm(20);
 	snprintf(path, sizeof(path), "%s/pid", fx->dir);
 	snprintf(want, sizeof(want), "%ld\n", (long)parent);
 	if (read_text(path, buf, sizeof(buf)) != 0 || strcmp(buf, want) != 0)
@@ -1209,6 +1213,107 @@ START_TEST(fork_child_leaves_parent_mount)
 
 	FOR_EACH_VARIANT(&fx, "fork", "1G", "") {
 		fork_and_exit(&fx);
+		fx_close(&fx);
+	}
+}
+END_TEST
+
+/* ---- many forks while the tree is being read ----------------------------- */
+
+struct lister {
+	const char *blocks;
+	atomic_bool stop;
+	unsigned long walks;
+};
+
+/* List blocks/ again and again: the server is inside a tree call most of
+ * the time, holding the tree lock and, in turns, every shard's lock. */
+static void *list_blocks(void *arg)
+{
+	struct lister *l = arg;
+
+	while (!atomic_load(&l->stop)) {
+		DIR *d = opendir(l->blocks);
+
+		if (!d)
+			continue;
+		while (readdir(d))
+			;
+		closedir(d);
+		l->walks++;
+	}
+	return NULL;
+}
+
+/*
+ * A child forked while the server runs must not inherit a lock it holds:
+ * it builds and destroys a runtime of its own (which takes the tree lock
+ * exclusive) and allocates on every shard.  Before fork waited for the
+ * server, such a child hung in about half of the tries.
+ */
+static void forks_while_read(struct fx *fx)
+{
+	enum { LIVE = 20000 };	/* a long listing: the server is mostly inside it */
+	char blocks[PATH_MAX];
+	struct xdm_block *live = calloc(LIVE, sizeof(*live));
+	struct lister l = { .blocks = blocks };
+	pthread_t thread;
+	int hung = 0;
+
+	ck_assert(live);
+	join_path(blocks, sizeof(blocks), fx->rtdir, "blocks");
+	for (int i = 0; i < LIVE; i++)
+		TU_OK(xdm_allocate(fx->rt, 256, 0, "forks", &live[i]));
+	ck_assert_int_eq(pthread_create(&thread, NULL, list_blocks, &l), 0);
+	for (int i = 0; i < 20; i++) {
+		struct xdm_runtime *child_rt;
+		struct xdm_block b;
+		int status;
+		pid_t pid;
+
+		fflush(NULL);
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			/*
+			 * A hang ends the child by SIGALRM, whose action must be the
+			 * default: the one inherited from check's runner kills the
+			 * whole test's process group.
+			 */
+			signal(SIGALRM, SIG_DFL);
+			alarm(30);
+			if (xdm_runtime_create(0, "host", "host", &child_rt) != XDM_OK)
+				_exit(2);
+			for (int k = 0; k < 256; k++) {
+				if (xdm_allocate(fx->rt, 256, 0, "child", &b) != XDM_OK ||
+				    xdm_deallocate(fx->rt, &b) != XDM_OK)
+					_exit(3);
+			}
+			xdm_runtime_destroy(child_rt);
+			_exit(0);
+		}
+		while (waitpid(pid, &status, 0) < 0)
+			ck_assert_int_eq(errno, EINTR);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			hung++;
+	}
+	atomic_store(&l.stop, true);
+	pthread_join(thread, NULL);
+	for (int i = 0; i < LIVE; i++)
+		TU_OK(xdm_deallocate(fx->rt, &live[i]));
+	free(live);
+	ck_assert_msg(l.walks > 0, "the lister never listed %s", blocks);
+	ck_assert_msg(hung == 0, "%d of 20 children forked while %s was listed hung or failed",
+		      hung, blocks);
+}
+
+START_TEST(forks_while_the_tree_is_read)
+{
+	struct fx fx;
+
+	FOR_EACH_VARIANT(&fx, "forks", "1G", "") {
+		if (strcmp(fx.v->name, "host") == 0)
+			forks_while_read(&fx);
 		fx_close(&fx);
 	}
 }
@@ -1429,6 +1534,7 @@ static Suite *fusefs_suite(void)
 	tcase_add_test(tc, read_only_files_and_modes);
 	tcase_add_test(tc, self_read_while_churning_test);
 	tcase_add_test(tc, fork_child_leaves_parent_mount);
+	tcase_add_test(tc, forks_while_the_tree_is_read);
 	tcase_add_test(tc, unmount_then_mount_again);
 	/* Under LeakSanitizer too: fusefs frees the snapshots left open. */
 	tcase_add_test(tc, unmount_with_files_open);

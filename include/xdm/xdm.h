@@ -255,8 +255,12 @@ XDM_API enum xdm_status xdm_layer_attr_store(struct xdm_runtime *rt, uint32_t in
  * serves this tree; a program may also read it directly.  A path is relative
  * to the root, components separated by '/' ("" is the root, "0/budget/limit"
  * a file).  Each function returns 0 or a negative errno: -ENOENT (no such
- * node), -ENOTDIR, -EISDIR, -EACCES (store to a read-only file), -EINVAL (a
- * value the file refuses; nothing changed), -ENOMEM.
+ * node), -ENOTDIR, -EISDIR, -EACCES (store to a read-only file, show of a
+ * write-only one), -EINVAL (a value the file refuses; nothing changed),
+ * -ENOMEM; or what a module's show or store said (-EOPNOTSUPP from a file
+ * that does not apply to this instance, -EIO from a platform call).  The
+ * tree's lock is held shared for the whole call, module calls included: a
+ * callback must not fork, create or destroy a runtime.
  */
 struct xdm_tree_node {
 	bool dir;

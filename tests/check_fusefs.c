@@ -1245,7 +1245,7 @@ static void *list_blocks(void *arg)
 	return NULL;
 }
 
-static int count_entry(const char *name, const struct xdm_tree_node *node, void *arg)
+static int count_one(const char *name, const struct xdm_tree_node *node, void *arg)
 {
 	(void)name;
 	(void)node;
@@ -1297,7 +1297,7 @@ static void forks_while_read(struct fx *fx)
 			if (xdm_runtime_create(0, "host", "host", &child_rt) != XDM_OK)
 				_exit(2);
 			/* Every shard lock of the parent's runtime, through the tree. */
-			if (xdm_tree_list(blocks_rel, count_entry, &listed) || listed != LIVE)
+			if (xdm_tree_list(blocks_rel, count_one, &listed) || listed != LIVE)
 				_exit(3);
 			/*
 			 * Only the child's own runtime serves memory: the parent's

@@ -65,8 +65,18 @@ void tree_printf(struct tree_buf *b, const char *fmt, ...)
 
 void tree_put_clean(struct tree_buf *b, const char *text)
 {
-	for (; text && *text; text++)
-		tree_printf(b, "%c", *text >= 0x20 && *text < 0x7f ? *text : '?');
+	size_t n = text ? strlen(text) : 0;
+	char *clean = malloc(n + 1);
+
+	if (!clean) {
+		b->err = -ENOMEM;
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		clean[i] = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
+	clean[n] = '\0';
+	tree_printf(b, "%s", clean);
+	free(clean);
 }
 
 /* ---- which runtimes the tree shows ------------------------------------ */

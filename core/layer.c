@@ -226,3 +226,31 @@ enum xdm_status xdm_layer_memcpy(struct xdm_layer *self, uint64_t dst, uint64_t 
 				     rt->platform.ops->name);
 	return rt->platform.ops->memcpy_async(&rt->platform, dst, src, bytes, s);
 }
+
+enum xdm_status xdm_layer_stream_order(struct xdm_layer *self, xdm_stream_id waiter,
+				       xdm_stream_id signaler)
+{
+	struct xdm_runtime *rt = self->rt;
+	void *w = xdm_stream_native(rt, waiter);
+	void *s = xdm_stream_native(rt, signaler);
+	enum xdm_status st;
+	void *event;
+
+	if (!w)
+		return bad_stream(waiter);
+	if (!s)
+		return bad_stream(signaler);
+	if (waiter == signaler)
+		return XDM_OK;
+	st = xdm_event_get(rt, &event);
+	if (st)
+		return st;
+	st = rt->platform.ops->event_record(&rt->platform, event, s);
+	if (st == XDM_OK)
+		st = rt->platform.ops->stream_wait_event(&rt->platform, w, event);
+	if (st == XDM_OK)
+		atomic_fetch_add_explicit(&rt->counters.waits, 1, memory_order_relaxed);
+	/* The wait is bound to this record: the event may be reused at once. */
+	xdm_event_put(rt, event);
+	return st;
+}

@@ -221,6 +221,15 @@ XDM_API enum xdm_status xdm_layer_memset(struct xdm_layer *self, uint64_t ptr, i
 					 size_t bytes, xdm_stream_id stream);
 XDM_API enum xdm_status xdm_layer_memcpy(struct xdm_layer *self, uint64_t dst, uint64_t src,
 					 size_t bytes, xdm_stream_id stream);
+/*
+ * Make stream `waiter` wait for everything queued on `signaler` so far: one
+ * event from the runtime's pool, recorded on signaler and waited on by
+ * waiter, never a host synchronization.  Nothing is queued when the two are
+ * the same stream.  A backend that hands memory from one stream to another
+ * calls this before the new stream may touch it.
+ */
+XDM_API enum xdm_status xdm_layer_stream_order(struct xdm_layer *self, xdm_stream_id waiter,
+					       xdm_stream_id signaler);
 
 /* The core's block-use tracking, for backends whose frees are stream-ordered. */
 XDM_API enum xdm_status xdm_track_record(struct xdm_layer *self, const struct xdm_block *block,

@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chunk.c - the pool's memory from and back to its upstream, and between
+ * streams.
+ *
+ * All of it runs under grow_lock, off the hot path: only an arena that
+ * cannot serve a request comes here.  What it tries, in order:
+ *  1. merge the arena's cached small blocks back (a fit may appear);
+ *  2. take a wholly free chunk from another stream's arena: the new stream
+ *     first waits on an event recorded on the old one, so every use queued
+ *     there before the chunk went idle is complete before the new stream
+ *     touches it; no host thread ever waits;
+ *  3. allocate a new chunk from the upstream on the arena's stream, within
+ *     max;
+ *  4. when the bound or the upstream refuses: give every idle chunk back,
+ *     and try once more with a chunk of exactly the request.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "pool.h"
+
+struct pool_arena *pool_arena_get(struct pool *p, xdm_stream_id stream)
+{
+	struct pool_arena *a;
+
+	if (stream >= XDM_MAX_STREAMS) {
+		xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
+		return NULL;
+	}
+	a = atomic_load_explicit(&p->arenas[stream], memory_order_acquire);
+	if (a)
+		return a;
+	pthread_mutex_lock(&p->grow_lock);
+	a = atomic_load_explicit(&p->arenas[stream], memory_order_acquire);
+	if (!a) {
+		a = pool_arena_new(stream);
+		if (a)
+			atomic_store_explicit(&p->arenas[stream], a, memory_order_release);
+	}
+	pthread_mutex_unlock(&p->grow_lock);
+	if (!a)
+		xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no memory for the arena of stream %u",
+			      stream);
+	return a;
+}
+
+static struct pool_arena *arena_at(struct pool *p, unsigned int i)
+{
+	return atomic_load_explicit(&p->arenas[i], memory_order_acquire);
+}
+
+static void raise_peak(struct pool *p, uint64_t reserved)
+{
+	uint64_t peak = atomic_load_explicit(&p->reserved_peak, memory_order_relaxed);
+
+	while (reserved > peak &&
+	       !atomic_compare_exchange_weak_explicit(&p->reserved_peak, &peak, reserved,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+/* Hand a chunk back upstream, after every use of it on its last owner. */
+static void chunk_release(struct pool *p, struct pool_chunk *c)
+{
+	struct xdm_layer *up = xdm_layer_upstream(p->self);
+
+	/*
+	 * The upstream frees on the chunk's allocation stream; if the chunk
+	 * has moved since, that stream first waits for its last owner.  If
+	 * the wait cannot be queued, keep the memory (a leak) rather than free
+	 * it under work that may still use it.
+	 */
+	if (xdm_layer_stream_order(p->self, c->up.stream, c->owner) == XDM_OK)
+		xdm_up_deallocate(up, &c->up);
+	atomic_fetch_sub_explicit(&p->reserved, c->size, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->trimmed, 1, memory_order_relaxed);
+	free(c);
+}
+
+/* Under grow_lock: every idle chunk of every arena, back upstream. */
+static uint64_t trim_locked(struct pool *p)
+{
+	uint64_t n = 0;
+
+	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+		struct pool_arena *a = arena_at(p, i);
+		struct pool_chunk *idle = NULL, *c;
+
+		if (!a)
+			continue;
+		pthread_spin_lock(&a->lock);
+		pool_arena_flush(a);
+		while ((c = pool_arena_release_idle(a, 0))) {
+			c->next = idle;
+			idle = c;
+		}
+		pthread_spin_unlock(&a->lock);
+		/* Upstream calls are made without the arena's lock. */
+		while ((c = idle)) {
+			idle = c->next;
+			chunk_release(p, c);
+			n++;
+		}
+	}
+	return n;
+}
+
+uint64_t pool_trim(struct pool *p)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&p->grow_lock);
+	n = trim_locked(p);
+	pthread_mutex_unlock(&p->grow_lock);
+	return n;
+}
+
+/* Under the lock of a: add c, or report that a descriptor could not be had. */
+static enum xdm_status adopt(struct pool_arena *a, struct pool_chunk *c)
+{
+	bool ok;
+
+	pthread_spin_lock(&a->lock);
+	ok = pool_arena_adopt(a, c);
+	pthread_spin_unlock(&a->lock);
+	return ok ? XDM_OK : xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no host memory to give "
+					   "a chunk to stream %u", a->stream);
+}
+
+/*
+ * Under grow_lock: move an idle chunk of at least size bytes from another
+ * stream's arena to a.  True if one was found; *st says whether it moved.
+ */
+static bool steal(struct pool *p, struct pool_arena *a, uint64_t size, enum xdm_status *st)
+{
+	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+		struct pool_arena *b = arena_at(p, i);
+		struct pool_chunk *c;
+
+		if (!b || b == a || !atomic_load_explicit(&b->idle_chunks, memory_order_relaxed))
+			continue;
+		pthread_spin_lock(&b->lock);
+		c = pool_arena_release_idle(b, size);
+		pthread_spin_unlock(&b->lock);
+		if (!c)
+			continue;
+		*st = xdm_layer_stream_order(p->self, a->stream, b->stream);
+		if (*st) {
+			/* a may not touch it: b keeps it (a descriptor was just freed there). */
+			adopt(b, c);
+			return true;
+		}
+		*st = adopt(a, c);
+		if (*st == XDM_OK)
+			atomic_fetch_add_explicit(&p->steals, 1, memory_order_relaxed);
+		return true;
+	}
+	return false;
+}
+
+/* The size of the next chunk for a request of size bytes. */
+static uint64_t chunk_size(struct pool *p, uint64_t size)
+{
+	uint64_t want = p->next_chunk;
+
+	if (!atomic_load_explicit(&p->growths, memory_order_relaxed) && p->params.initial > want)
+		want = p->params.initial;
+	if (want < size)
+		want = size;
+	return pool_round(want);
+}
+
+/* Under grow_lock: a new chunk of want bytes for a, or an error. */
+static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want)
+{
+	struct xdm_layer *up = xdm_layer_upstream(p->self);
+	struct pool_chunk *c = calloc(1, sizeof(*c));
+	enum xdm_status st;
+
+	if (!c)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no host memory for a chunk");
+	c->up = (struct xdm_block){
+		.ordinal = xdm_layer_ordinal(p->self),
+		.stream = a->stream,
+		.bytes = want,
+		.align = XDM_DEFAULT_ALIGN,
+		.tag = "pool chunk",
+		.state = XDM_BLOCK_LIVE,
+	};
+	st = xdm_up_allocate(up, want, a->stream, c->up.tag, &c->up);
+	if (st) {
+		free(c);
+		return st;
+	}
+	if (c->up.ptr & (POOL_GRAIN - 1)) {
+		st = xdm_error_set(XDM_E_NOT_SUPPORTED, "pool: the upstream returned 0x%" PRIx64
+				   ", which is not %" PRIu64 "-byte aligned", c->up.ptr, POOL_GRAIN);
+		xdm_up_deallocate(up, &c->up);
+		free(c);
+		return st;
+	}
+	c->size = want;
+	pthread_spin_lock(&a->lock);
+	if (!pool_arena_adopt(a, c)) {
+		pthread_spin_unlock(&a->lock);
+		xdm_up_deallocate(up, &c->up);
+		free(c);
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no host memory for a chunk");
+	}
+	pthread_spin_unlock(&a->lock);
+	raise_peak(p, atomic_fetch_add_explicit(&p->reserved, want, memory_order_relaxed) + want);
+	atomic_fetch_add_explicit(&p->growths, 1, memory_order_relaxed);
+	if (p->params.doubling && p->next_chunk < p->params.chunk_max)
+		p->next_chunk = p->next_chunk * 2 < p->params.chunk_max ?
+				p->next_chunk * 2 : p->params.chunk_max;
+	return XDM_OK;
+}
+
+/* Under grow_lock: whether want more bytes stay within max. */
+static bool within_max(struct pool *p, uint64_t want)
+{
+	return !p->params.max ||
+	       atomic_load_explicit(&p->reserved, memory_order_relaxed) + want <= p->params.max;
+}
+
+static enum xdm_status refill_locked(struct pool *p, struct pool_arena *a, uint64_t size)
+{
+	enum xdm_status st = XDM_OK;
+	uint64_t want;
+	bool fits;
+
+	pthread_spin_lock(&a->lock);
+	pool_arena_flush(a);
+	fits = pool_arena_fits(p, a, size);
+	pthread_spin_unlock(&a->lock);
+	if (fits || steal(p, a, size, &st))
+		return st;
+
+	want = chunk_size(p, size);
+	if (!within_max(p, want))
+		want = size;
+	if (within_max(p, want) && grow(p, a, want) == XDM_OK)
+		return XDM_OK;
+	/* The bound or the upstream refused: make room, then ask for exactly size. */
+	trim_locked(p);
+	if (!within_max(p, size))
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: %" PRIu64 " bytes on stream %u "
+				     "do not fit: %" PRIu64 " bytes reserved of max %" PRIu64, size,
+				     a->stream, atomic_load_explicit(&p->reserved,
+								     memory_order_relaxed),
+				     p->params.max);
+	return grow(p, a, size);
+}
+
+enum xdm_status pool_refill(struct pool *p, struct pool_arena *a, uint64_t size)
+{
+	enum xdm_status st;
+
+	pthread_mutex_lock(&p->grow_lock);
+	st = refill_locked(p, a, size);
+	pthread_mutex_unlock(&p->grow_lock);
+	return st;
+}
+
+void pool_release_all(struct pool *p)
+{
+	pthread_mutex_lock(&p->grow_lock);
+	trim_locked(p);
+	/* Chunks with blocks still used: only if the core's drain was skipped. */
+	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+		struct pool_arena *a = arena_at(p, i);
+		struct pool_chunk *c;
+
+		while (a && (c = a->chunks)) {
+			struct pool_seg *s = c->first, *next;
+
+			a->chunks = c->next;
+			for (; s; s = next) {
+				next = s->next;
+				free(s);
+			}
+			chunk_release(p, c);
+		}
+	}
+	pthread_mutex_unlock(&p->grow_lock);
+}

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * module.c - the pool backend: its parameters, its life, and the two calls
+ * of the hot path.
+ *
+ * An allocation takes the lock of its stream's arena only: a pop from a
+ * size-class cache, or a best-fit take from the bins; the upstream is
+ * called only when the arena has no room (chunk.c).  A free goes back to
+ * the arena of the block's stream, where the next allocation on that stream
+ * may reuse it at once: stream order puts that reuse after all work queued
+ * on the stream before the free, and the core has made the stream wait for
+ * every recorded use on other streams before it calls deallocate.  That is
+ * also why the tracking methods point at the core's.
+ *
+ * By the ABI's kinds the pool is an adaptor, because a stack puts it over
+ * an upstream; it lives among the backends because it is a memory resource
+ * of its own, not a decorator of another's blocks.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+
+/* A request above this is refused before any arithmetic can overflow. */
+#define POOL_MAX_REQUEST (1ull << 50)
+
+static const struct xdm_param_spec pool_params[] = {
+	{ "chunk", XDM_PARAM_SIZE, "32M",
+	  "bytes of each chunk the pool takes from its upstream (a larger request gets a "
+	  "chunk of its own size)" },
+	{ "initial", XDM_PARAM_SIZE, "0",
+	  "bytes of the first chunk, when more than chunk" },
+	{ "growth", XDM_PARAM_STRING, "fixed",
+	  "'fixed': every chunk is chunk bytes; 'double': each is twice the last, up to "
+	  "chunk_max" },
+	{ "chunk_max", XDM_PARAM_SIZE, "1G", "the largest chunk growth=double makes" },
+	{ "max", XDM_PARAM_SIZE, "0",
+	  "bytes the pool may reserve from its upstream in all; 0: no bound but the "
+	  "upstream's" },
+	{ "small_max", XDM_PARAM_SIZE, "64K",
+	  "blocks up to this size are rounded to a size class and cached per class when "
+	  "freed (256 to 1M)" },
+	{ NULL, 0, NULL, NULL },
+};
+
+static enum xdm_status pool_configure(struct pool_params *pp, const struct xdm_params *params)
+{
+	const char *growth = xdm_params_string(params, "growth");
+
+	pp->chunk = pool_round(xdm_params_size(params, "chunk"));
+	pp->initial = pool_round(xdm_params_size(params, "initial"));
+	pp->chunk_max = pool_round(xdm_params_size(params, "chunk_max"));
+	pp->max = xdm_params_size(params, "max");
+	pp->small_max = xdm_params_size(params, "small_max");
+	if (!growth || (strcmp(growth, "fixed") && strcmp(growth, "double")))
+		return xdm_error_set(XDM_E_CONFIG, "pool: growth must be 'fixed' or 'double', "
+				     "not '%s'", growth ? growth : "");
+	pp->doubling = !strcmp(growth, "double");
+	if (!pp->chunk)
+		return xdm_error_set(XDM_E_CONFIG, "pool: chunk must be at least 1 byte");
+	if (pp->chunk_max < pp->chunk)
+		pp->chunk_max = pp->chunk;
+	if (pp->small_max < POOL_GRAIN || pp->small_max > (1u << 20))
+		return xdm_error_set(XDM_E_CONFIG, "pool: small_max must be 256 to 1M, not %" PRIu64,
+				     pp->small_max);
+	return XDM_OK;
+}
+
+static enum xdm_status pool_init(struct xdm_layer *self, const struct xdm_params *params)
+{
+	struct pool *p;
+	enum xdm_status st;
+
+	if (!xdm_layer_upstream(self))
+		return xdm_error_set(XDM_E_CONFIG, "pool: needs an upstream below it, e.g. "
+				     "'pool | cuda_async'");
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no memory for its state");
+	p->self = self;
+	st = pool_configure(&p->params, params);
+	if (st)
+		goto err_free;
+	st = pool_classes_init(p);
+	if (st)
+		goto err_free;
+	if (pthread_mutex_init(&p->grow_lock, NULL)) {
+		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: cannot make its lock");
+		goto err_classes;
+	}
+	p->next_chunk = p->params.chunk;
+	xdm_layer_set_priv(self, p);
+	return XDM_OK;
+
+err_classes:
+	pool_classes_fini(p);
+err_free:
+	free(p);
+	return st;
+}
+
+static void pool_fini(struct xdm_layer *self)
+{
+	struct pool *p = pool_of(self);
+
+	if (!p)
+		return;
+	pool_release_all(p);
+	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++)
+		pool_arena_free(atomic_load_explicit(&p->arenas[i], memory_order_relaxed));
+	pthread_mutex_destroy(&p->grow_lock);
+	pool_classes_fini(p);
+	free(p);
+	xdm_layer_set_priv(self, NULL);
+}
+
+static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_stream_id stream,
+				     const char *tag, struct xdm_block *out)
+{
+	struct pool *p = pool_of(self);
+	struct pool_arena *a;
+	struct pool_seg *s;
+	enum xdm_status st;
+	uint64_t size;
+
+	(void)tag;
+	if (bytes == 0 || bytes > POOL_MAX_REQUEST)
+		return xdm_error_set(XDM_E_INVALID, "pool: cannot allocate %zu bytes", bytes);
+	size = pool_round(bytes);
+	if (size <= p->params.small_max)
+		size = p->class_size[pool_class(p, size)];
+	a = stream < XDM_MAX_STREAMS ?
+	    atomic_load_explicit(&p->arenas[stream], memory_order_acquire) : NULL;
+	if (!a && !(a = pool_arena_get(p, stream)))
+		return xdm_last_error()->code;
+	for (;;) {
+		pthread_spin_lock(&a->lock);
+		s = pool_arena_take(p, a, size);
+		if (s)
+			break;
+		pthread_spin_unlock(&a->lock);
+		st = pool_refill(p, a, size);
+		if (st)
+			return st;
+	}
+	pthread_spin_unlock(&a->lock);
+	out->ptr = s->ptr;
+	out->bytes = size;
+	out->align = XDM_DEFAULT_ALIGN;
+	out->state = XDM_BLOCK_LIVE;
+	return XDM_OK;
+}
+
+static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block *block)
+{
+	struct pool *p = pool_of(self);
+	struct pool_arena *a;
+	struct pool_seg *s;
+
+	if (!block || !block->ptr)
+		return xdm_error_set(XDM_E_INVALID, "pool: deallocate of a NULL block");
+	a = block->stream < XDM_MAX_STREAMS ?
+	    atomic_load_explicit(&p->arenas[block->stream], memory_order_acquire) : NULL;
+	if (!a)
+		goto foreign;
+	pthread_spin_lock(&a->lock);
+	s = pool_arena_unhash(a, block->ptr);
+	if (s)
+		pool_arena_give(p, a, s);
+	pthread_spin_unlock(&a->lock);
+	if (!s)
+		goto foreign;
+	block->state = XDM_BLOCK_RETIRED;
+	return XDM_OK;
+
+foreign:
+	return xdm_error_set(XDM_E_INVALID, "pool: 0x%" PRIx64 " is not a block this pool handed "
+			     "out on stream %u", block->ptr, block->stream);
+}
+
+static size_t pool_bytes_outstanding(struct xdm_layer *self)
+{
+	struct pool *p = pool_of(self);
+	uint64_t sum = 0;
+
+	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+		struct pool_arena *a = atomic_load_explicit(&p->arenas[i], memory_order_acquire);
+
+		if (a)
+			sum += atomic_load_explicit(&a->in_use, memory_order_relaxed);
+	}
+	return sum;
+}
+
+/* Reaping gives the upstream every wholly free chunk, then reaps it. */
+static enum xdm_status pool_reap_pending(struct xdm_layer *self)
+{
+	pool_trim(pool_of(self));
+	return xdm_up_reap_pending(xdm_layer_upstream(self));
+}
+
+const struct xdm_ops pool_ops = {
+	XDM_OPS_HEADER("pool", XDM_KIND_ADAPTOR),
+	.description = "stream-ordered suballocator over any upstream: per-stream arenas, "
+		       "size classes and best fit, chunks moved between streams behind events",
+	.params = pool_params,
+	.attrs = pool_attrs,
+	.attr_group = "pool",
+	.init = pool_init,
+	.fini = pool_fini,
+	.allocate = pool_allocate,
+	.deallocate = pool_deallocate,
+	.bytes_outstanding = pool_bytes_outstanding,
+	.reap_pending = pool_reap_pending,
+	.record_block_use = xdm_track_record,
+	.supports_block_use_tracking = xdm_track_supported,
+	.prepare_block_use = xdm_track_prepare,
+	.finish_block_use = xdm_track_finish,
+};
+
+XDM_MODULE(&pool_ops)

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool.h - what the files of the pool backend share.
+ *
+ * The pool carves blocks out of chunks it allocates from its upstream.
+ * Every stream has an arena of its own: the chunks it owns, their free
+ * pieces and its size-class caches, under one lock that only threads of
+ * that stream (and the rare steal, trim or attribute read) ever take.
+ * Memory moves between streams only a whole free chunk at a time, behind an
+ * event wait queued on the stream that takes it (chunk.c).
+ *
+ * Device memory cannot hold the allocator's bookkeeping, so every piece of
+ * a chunk has a host descriptor, a segment, linked in address order within
+ * its chunk; a segment never links to one of another chunk, which is why
+ * blocks of different upstream allocations are never merged.
+ */
+#ifndef XDM_POOL_H
+#define XDM_POOL_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <xdm/module.h>
+
+/* Every block is a multiple of this, and so is every address. */
+#define POOL_GRAIN ((uint64_t)XDM_DEFAULT_ALIGN)
+#define POOL_GRAIN_SHIFT 8
+
+/*
+ * Free segments of an arena sit in bins, two levels as in TLSF: the first
+ * by power of two of the size in grains, the second splitting each power in
+ * POOL_SL equal steps.  A bitmap per level finds the next non-empty bin in
+ * constant time.
+ */
+#define POOL_SL_SHIFT 3
+#define POOL_SL (1u << POOL_SL_SHIFT)
+#define POOL_FL 48
+
+/* Small sizes are rounded to a class and cached per class (size.c). */
+#define POOL_MAX_CLASSES 64
+
+enum pool_seg_state {
+	SEG_USED = 1,		/* handed out */
+	SEG_FREE,		/* in a bin, merged with its free neighbours */
+	SEG_CACHED,		/* in a size-class cache, not merged */
+};
+
+struct pool_chunk;
+
+struct pool_seg {
+	uint64_t ptr;
+	uint64_t size;
+	struct pool_seg *prev, *next;		/* address order, one chunk only */
+	struct pool_seg *link_prev, *link_next;	/* bin, cache or spare list */
+	struct pool_seg *hash_next;		/* the arena's used-block table */
+	struct pool_chunk *chunk;
+	enum pool_seg_state state;
+	uint8_t fl, sl;				/* its bin, while SEG_FREE */
+	uint8_t cls;				/* its class, while SEG_CACHED */
+};
+
+struct pool_chunk {
+	struct xdm_block up;		/* as the upstream handed it out */
+	uint64_t size;			/* what the pool carves: the request */
+	struct pool_seg *first;		/* lowest address */
+	struct pool_chunk *prev, *next;	/* the owning arena's chunks */
+	xdm_stream_id owner;
+};
+
+/* One stream's share of the pool. */
+struct pool_arena {
+	alignas(64) pthread_spinlock_t lock;
+	xdm_stream_id stream;
+	uint64_t fl_map;
+	uint32_t sl_map[POOL_FL];
+	struct pool_seg *bins[POOL_FL][POOL_SL];
+	struct pool_seg *cache[POOL_MAX_CLASSES];
+	uint32_t cache_count[POOL_MAX_CLASSES];
+	struct pool_seg **hash;		/* used segments by address */
+	uint64_t hash_mask;
+	uint64_t hash_count;
+	struct pool_seg *spare;		/* descriptors for reuse */
+	struct pool_chunk *chunks;
+	/* Written under the lock, read by attributes without it. */
+	_Atomic uint64_t in_use;	/* bytes of SEG_USED */
+	_Atomic uint64_t free_bytes;	/* SEG_FREE and SEG_CACHED */
+	_Atomic uint64_t free_blocks;
+	_Atomic uint64_t cached_bytes;
+	_Atomic uint64_t owned;		/* bytes of chunks it owns */
+	_Atomic uint64_t nchunks;
+	_Atomic uint64_t idle_chunks;	/* wholly free chunks among them */
+};
+
+struct pool_params {
+	uint64_t initial;		/* reserved at init, on stream 0 */
+	uint64_t chunk;			/* the first growth */
+	uint64_t chunk_max;		/* growth=double stops doubling here */
+	uint64_t max;			/* reserved never passes it; 0: no bound */
+	uint64_t small_max;		/* classes and caches up to here */
+	bool doubling;			/* growth=double */
+};
+
+struct pool {
+	struct xdm_layer *self;
+	struct pool_params params;
+	/* Size classes: their sizes, and the class of each small size. */
+	uint32_t nclasses;
+	uint64_t class_size[POOL_MAX_CLASSES];
+	uint8_t *class_of;		/* indexed by size in grains */
+	/* Arenas are made on a stream's first allocation. */
+	struct pool_arena *_Atomic arenas[XDM_MAX_STREAMS];
+	/* Serialises growth, steals and trims: never on the hot path. */
+	pthread_mutex_t grow_lock;
+	uint64_t next_chunk;		/* growth=double: the next chunk's size */
+	_Atomic uint64_t reserved;
+	_Atomic uint64_t reserved_peak;
+	_Atomic uint64_t growths;
+	_Atomic uint64_t steals;
+	_Atomic uint64_t trimmed;	/* chunks given back */
+};
+
+static inline struct pool *pool_of(const struct xdm_layer *self)
+{
+	return xdm_layer_priv(self);
+}
+
+static inline uint64_t pool_round(uint64_t bytes)
+{
+	return (bytes + POOL_GRAIN - 1) & ~(POOL_GRAIN - 1);
+}
+
+/* ---- size.c: classes ------------------------------------------------ */
+
+enum xdm_status pool_classes_init(struct pool *p);
+void pool_classes_fini(struct pool *p);
+/* The class of a small size (a multiple of the grain, <= small_max). */
+static inline unsigned int pool_class(const struct pool *p, uint64_t size)
+{
+	return p->class_of[size >> POOL_GRAIN_SHIFT];
+}
+
+/* ---- arena.c: one stream's free pieces -------------------------------- */
+
+struct pool_arena *pool_arena_new(xdm_stream_id stream);
+void pool_arena_free(struct pool_arena *a);
+/*
+ * Under the arena's lock.  Take a block of size bytes (a multiple of the
+ * grain; a class size when small), or NULL when nothing fits.
+ */
+struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size);
+/* Under the lock: give a used segment back; small ones go to the cache. */
+void pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s);
+/* Under the lock: the used segment at ptr, unlinked from the table; NULL if none. */
+struct pool_seg *pool_arena_unhash(struct pool_arena *a, uint64_t ptr);
+/* Under the lock: the used segment at ptr, or NULL. */
+struct pool_seg *pool_arena_lookup(struct pool_arena *a, uint64_t ptr);
+/* Under the lock: merge every cached segment back into the bins. */
+void pool_arena_flush(struct pool_arena *a);
+/* Under the lock: add a chunk (wholly free) to the arena; false: no memory. */
+bool pool_arena_adopt(struct pool_arena *a, struct pool_chunk *c);
+/* Under the lock: a wholly free chunk of at least size bytes, removed. */
+struct pool_chunk *pool_arena_release_idle(struct pool_arena *a, uint64_t size);
+/* Under the lock: whether a take of size would succeed. */
+bool pool_arena_fits(struct pool *p, struct pool_arena *a, uint64_t size);
+/* Under the lock: the largest free segment. */
+uint64_t pool_arena_largest(const struct pool_arena *a);
+
+/* ---- chunk.c: memory from and back to the upstream, and between streams */
+
+/* Make room on a's stream for size bytes: steal, grow.  No lock held. */
+enum xdm_status pool_refill(struct pool *p, struct pool_arena *a, uint64_t size);
+/* Give every wholly free chunk back upstream; returns how many. */
+uint64_t pool_trim(struct pool *p);
+/* Give every chunk back, at fini (the core has synchronized the streams). */
+void pool_release_all(struct pool *p);
+/* The arena of a stream, made if need be; NULL with the error set. */
+struct pool_arena *pool_arena_get(struct pool *p, xdm_stream_id stream);
+
+/* ---- attrs.c ---------------------------------------------------------- */
+
+extern const struct xdm_attr pool_attrs[];
+
+#endif /* XDM_POOL_H */

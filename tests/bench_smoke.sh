@@ -5,6 +5,8 @@
 # valid JSON and a table, leaves nothing outstanding, and says no clearly.
 # On the host platform no driver anchors join the run (--anchors auto and
 # off), and --anchors on says no, naming the driver, where there is none.
+# The replay workload replays a log that a logging stack writes here, and
+# the fragmentation figure is checked on a pool stack where pool.so exists.
 #
 # Exit 0 pass, 1 fail, 77 skip (the binary was not built).  Run by make
 # check from the build directory, with XDM_TOP_BUILDDIR, XDM_MODULE_PATH
@@ -56,7 +58,8 @@ def check(cond, what):
         sys.exit(1)
 
 res = doc["results"]
-for w, n in (("pair", 5), ("random", 1), ("threads", 3)):
+for w, n in (("pair", 5), ("random", 1), ("threads", 3), ("streams", 1), ("cross", 1),
+             ("replay", 0)):
     rows = [r for r in res if r["workload"] == w]
     check(len(rows) == n, "%d %s results, expected %d" % (len(rows), w, n))
 for r in res:
@@ -75,6 +78,21 @@ check(256 <= rnd["peak_live_bytes"] and 1 <= rnd["peak_live_blocks"] <= 1000,
 thr = [r for r in res if r["workload"] == "threads"]
 check([r["threads"] for r in thr] == [1, 4, 16], "thread counts %r" % thr)
 check(all(r["ops"] == 2000 * r["threads"] for r in thr), "threads ops")
+# no pool layer in a host stack: no fragmentation figure, and no complaint
+check(rnd["peak_asked_bytes"] >= 256, "random peak_asked_bytes %r" % rnd)
+check(rnd["peak_reserved_bytes"] is None and rnd["peak_reserved_over_live"] is None,
+      "random reserved figure without a pool %r" % rnd)
+stm = [r for r in res if r["workload"] == "streams"][0]
+check(stm["streams"] == 16 and stm["param"] == "16 streams", "streams row %r" % stm)
+check(stm["bytes"] == 65536 and stm["ops"] == 2000 * 16, "streams ops %r" % stm)
+crs = [r for r in res if r["workload"] == "cross"][0]
+check(crs["ops"] == 2000 and crs["from_stream"] == 0 and crs["to_stream"] == 1,
+      "cross row %r" % crs)
+check(crs["event_edge_ratio"] is None, "cross ratio without event_edge %r" % crs)
+check(doc["skipped"] == [], "skipped on host %r" % doc["skipped"])
+check(doc["replay"] is None, "replay without --replay %r" % doc["replay"])
+check(doc["options"]["streams"] is None and doc["options"]["replay"] is None,
+      "options %r" % doc["options"])
 
 check(doc["device"]["platform"] == "host", "platform %r" % doc["device"])
 # host platform, --anchors left at auto: the runtime alone, nothing to divide by
@@ -86,7 +104,7 @@ check(doc["ratios"] == [], "ratios on host %r" % doc["ratios"])
 check(doc["event_edge"] is None, "event_edge on host %r" % doc["event_edge"])
 check("host" in doc["stack"], "stack %r" % doc["stack"])
 after = [c["after"] for c in doc["counters"]]
-check(after == ["pair", "random", "threads"], "counters rows %r" % after)
+check(after == ["pair", "random", "threads", "streams", "cross"], "counters rows %r" % after)
 
 fin = doc["final"]
 check(len(fin) == 1 and fin[0]["subject"] == "xdm", "final %r" % fin)
@@ -95,8 +113,8 @@ check(c["blocks_outstanding"] == 0, "blocks_outstanding %d" % c["blocks_outstand
 check(c["bytes_outstanding"] == 0, "bytes_outstanding %d" % c["bytes_outstanding"])
 check(c["xdm_bytes_outstanding"] == 0, "xdm_bytes_outstanding %d" % c["xdm_bytes_outstanding"])
 check(c["allocs"] == c["frees"], "allocs %d != frees %d" % (c["allocs"], c["frees"]))
-# warm-up + 2 runs of every pair size and every thread count, at least
-least = 3 * 2000 * 5 + 3 * 2000 * (1 + 4 + 16)
+# warm-up + 2 runs of every pair size, every thread count, 16 streams, cross
+least = 3 * 2000 * 5 + 3 * 2000 * (1 + 4 + 16) + 3 * 2000 * 16 + 3
 check(c["allocs"] >= least, "allocs %d < %d" % (c["allocs"], least))
 check(c["failures"] == 0, "failures %d" % c["failures"])
 check(c["bytes_peak"] >= 16 << 20, "bytes_peak %d" % c["bytes_peak"])
@@ -104,7 +122,7 @@ check(doc["leak"] is False, "leak flag")
 PY
 else
 	# Without python3: the same facts, by pattern.
-	for w in pair random threads; do
+	for w in pair random threads streams cross; do
 		grep -q "\"workload\": \"$w\"" "$tmp/all.json" || fail "no $w result in the JSON"
 	done
 	final=$(sed -n '/"final"/{n;p;}' "$tmp/all.json")
@@ -140,6 +158,118 @@ grep -q '^xdm  *pair  *4K  *1000 ' "$tmp/table" || fail "no 4K row in: $(cat "$t
 grep -q '^xdm  *pair  *1M  *1000 ' "$tmp/table" || fail "no 1M row in: $(cat "$tmp/table")"
 grep -q '^stack  *host' "$tmp/table" || fail "no stack line in: $(cat "$tmp/table")"
 grep -q '^xdm  *pair  *0  *0 ' "$tmp/table" || fail "no zero counters row in: $(cat "$tmp/table")"
+
+# ---- streams and cross in the table; their skips -------------------------
+run streams3 --stack host --platform host --workload streams,cross --streams 3 --iterations 300 \
+	--repeat 1
+[ "$rc" -eq 0 ] || fail "--workload streams,cross --streams 3 exited $rc"
+grep -q '^xdm  *streams  *3 streams  *900 ' "$tmp/streams3" ||
+	fail "no 3-stream row in: $(cat "$tmp/streams3")"
+grep -q '^xdm  *cross  *0->1  *300 ' "$tmp/streams3" || fail "no cross row in: $(cat "$tmp/streams3")"
+grep -q '^note: streams: ' "$tmp/streams3" || fail "no streams note in: $(cat "$tmp/streams3")"
+grep -q '^note: xdm cross: ' "$tmp/streams3" || fail "no cross note in: $(cat "$tmp/streams3")"
+[ -s "$tmp/err.streams3" ] && fail "streams,cross wrote to stderr"
+
+# free=sync answers no block-use tracking: cross is skipped with a note, not failed
+run crosssync --stack "host free=sync" --platform host --workload cross --iterations 100 --repeat 1
+[ "$rc" -eq 0 ] || fail "cross on free=sync exited $rc"
+grep -q '^note: xdm cross: not run: .*tracking' "$tmp/crosssync" ||
+	fail "no skip note for cross on free=sync: $(cat "$tmp/crosssync")"
+grep -q '^xdm  *cross  *0->1 ' "$tmp/crosssync" && fail "cross ran on free=sync"
+
+# ---- replay: a log written here by the logging adaptor -------------------
+log=$tmp/alloc.csv
+run logged --stack "logging path=$log | host" --platform host --workload random,threads \
+	--threads 1,2 --iterations 200 --repeat 1
+[ "$rc" -eq 0 ] || fail "the logging run exited $rc"
+[ -s "$log" ] || fail "the logging run wrote no log at $log"
+rows=$(($(wc -l <"$log") - 1))
+run replay.json --stack host --platform host --replay "$log" --repeat 2 --json
+[ "$rc" -eq 0 ] || fail "--replay exited $rc"
+[ -s "$tmp/err.replay.json" ] && fail "--replay wrote to stderr"
+if command -v python3 >/dev/null 2>&1; then
+	python3 - "$tmp/replay.json" "$rows" <<'PY' || fail "the JSON of --replay is wrong (above)"
+import json, sys
+
+with open(sys.argv[1]) as f:
+    doc = json.load(f)
+rows = int(sys.argv[2])
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what, file=sys.stderr)
+        sys.exit(1)
+
+check(doc["options"]["workload"] == "replay", "workload %r" % doc["options"])
+res = doc["results"]
+check(len(res) == 1 and res[0]["workload"] == "replay", "results %r" % res)
+r = res[0]
+rp = doc["replay"]
+check(rp["rows"] == rows, "replay rows %r, the log has %d" % (rp, rows))
+# the logging run freed every block it took, and nothing failed
+check(rp["allocations"] == rp["frees"] == rows // 2, "replay counts %r" % rp)
+check(rp["left_live"] == 0 and rp["allocate_failures_skipped"] == 0, "replay %r" % rp)
+check(rp["threads"] >= 2, "replay threads %r" % rp)
+check(r["ops"] == rows and r["runs"] == 2 and r["param"] == "alloc.csv", "replay row %r" % r)
+check(r["median_ns"] > 0 and r["peak_live_blocks"] == rp["peak_blocks"] >= 1, "replay %r" % r)
+check(r["peak_asked_bytes"] == rp["peak_asked_bytes"] <= r["peak_live_bytes"], "peaks %r" % r)
+check(r["peak_reserved_over_live"] is None, "reserved figure without a pool %r" % r)
+c = doc["final"][0]
+check(c["allocs"] == c["frees"] == 3 * rows // 2, "final %r" % c)
+check(doc["leak"] is False, "leak flag")
+PY
+else
+	grep -q '"workload": "replay"' "$tmp/replay.json" || fail "no replay result in the JSON"
+	grep -q "\"rows\": $rows," "$tmp/replay.json" || fail "replay rows, not $rows"
+fi
+run replay.table --stack host --platform host --replay "$log" --repeat 1
+[ "$rc" -eq 0 ] || fail "--replay (table) exited $rc"
+grep -q "^xdm  *replay  *alloc.csv  *$rows " "$tmp/replay.table" ||
+	fail "no replay row in: $(cat "$tmp/replay.table")"
+grep -q "^note: replay $log: $rows rows" "$tmp/replay.table" ||
+	fail "no replay note in: $(cat "$tmp/replay.table")"
+
+# bad logs: one sentence naming FILE:LINE, exit 2, nothing on stdout
+head -n 1 "$log" >"$tmp/bad_free.csv"
+echo '7,1,free,0x1000,256,0,0,x,0' >>"$tmp/bad_free.csv"
+printf 'thread,time
+' >"$tmp/bad_header.csv"
+head -n 2 "$log" >"$tmp/bad_row.csv"
+echo '7,1,allocate,0x1000,256,0,0' >>"$tmp/bad_row.csv"
+for bad in bad_free.csv:2 bad_header.csv:1 bad_row.csv:3; do
+	file=${bad%:*}
+	run bad.replay --stack host --platform host --replay "$tmp/$file" --repeat 1
+	[ "$rc" -eq 2 ] || fail "--replay $file exited $rc, not 2"
+	grep -q "$tmp/$bad: " "$tmp/err.bad.replay" ||
+		fail "--replay $file does not name $bad: $(cat "$tmp/err.bad.replay")"
+	[ "$(wc -l <"$tmp/err.bad.replay")" -eq 1 ] ||
+		fail "--replay $file said more than one line: $(cat "$tmp/err.bad.replay")"
+	[ -s "$tmp/bad.replay" ] && fail "--replay $file printed on stdout"
+done
+
+# ---- the fragmentation figure, where the pool module is built ------------
+run pool.json --stack "pool | host" --platform host --workload random,replay --replay "$log" \
+	--iterations 2000 --repeat 1 --json
+if [ "$rc" -eq 1 ] && grep -q "pool" "$tmp/err.pool.json"; then
+	echo "note: no pool module here: the peak reserved figure is not checked"
+else
+	[ "$rc" -eq 0 ] || fail "the pool stack exited $rc"
+	if command -v python3 >/dev/null 2>&1; then
+		python3 - "$tmp/pool.json" <<'PY' || fail "the pool's reserved figure is wrong (above)"
+import json, sys
+
+with open(sys.argv[1]) as f:
+    doc = json.load(f)
+for r in doc["results"]:
+    f = r["peak_reserved_over_live"]
+    # a pool holds at least what is handed out, which is at least what was asked
+    if f is None or f < 1 or r["peak_reserved_bytes"] < r["peak_asked_bytes"]:
+        print("FAIL: %s peak reserved %r over live %r" %
+              (r["workload"], r["peak_reserved_bytes"], r["peak_asked_bytes"]), file=sys.stderr)
+        sys.exit(1)
+PY
+	fi
+fi
 
 # ---- no anchors on the host platform -----------------------------------
 # auto adds the driver anchors only beside a cuda runtime; off never does.
@@ -210,7 +340,9 @@ run bad --no-such-option
 [ "$rc" -eq 2 ] || fail "an unknown option exited $rc, not 2"
 grep -q 'no-such-option' "$tmp/err.bad" || fail "the unknown option is not named"
 for args in "--sizes 4X" "--iterations ten" "--repeat 0" "--workload nope" "--threads 1,,4" \
-	    "--device -1" "--stack host --config /dev/null" "--anchors maybe"; do
+	    "--device -1" "--stack host --config /dev/null" "--anchors maybe" "--streams 0" \
+	    "--streams 257" "--workload pair,nope" "--workload replay" "--workload pair --replay x.csv" \
+	    "--replay $tmp/no-such-file.csv"; do
 	# shellcheck disable=SC2086 # split on purpose
 	run bad $args
 	[ "$rc" -eq 2 ] || fail "'$args' exited $rc, not 2"

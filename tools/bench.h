@@ -32,11 +32,16 @@ enum bench_exit {
 /* bench_parse_args() result meaning "carry on", unlike every exit code. */
 #define BENCH_CONTINUE (-1)
 
+/* In the order they run.  replay is not in all: it needs a file (--replay). */
 enum bench_workload {
 	BENCH_W_PAIR = 1u << 0,
 	BENCH_W_RANDOM = 1u << 1,
 	BENCH_W_THREADS = 1u << 2,
-	BENCH_W_ALL = BENCH_W_PAIR | BENCH_W_RANDOM | BENCH_W_THREADS,
+	BENCH_W_STREAMS = 1u << 3,
+	BENCH_W_CROSS = 1u << 4,
+	BENCH_W_REPLAY = 1u << 5,
+	BENCH_W_ALL = BENCH_W_PAIR | BENCH_W_RANDOM | BENCH_W_THREADS | BENCH_W_STREAMS |
+		      BENCH_W_CROSS,
 };
 
 #define BENCH_MAX_SUBJECTS 8
@@ -58,6 +63,11 @@ enum bench_workload {
 #define BENCH_RANDOM_MIN_BYTES 256u
 #define BENCH_RANDOM_MAX_BYTES (4u << 20)
 #define BENCH_THREAD_BYTES 4096u
+#define BENCH_DEFAULT_STREAMS_ITERS 10000u	/* pairs per stream */
+#define BENCH_DEFAULT_STREAMS 16u		/* the runtime's default stream count */
+#define BENCH_STREAMS_BYTES (64u << 10)
+#define BENCH_DEFAULT_CROSS_ITERS 100000u
+#define BENCH_CROSS_BYTES 4096u
 
 /* --anchors: whether the driver's allocators are measured beside xdm. */
 enum bench_anchors_mode {
@@ -73,6 +83,7 @@ struct bench_opts {
 	uint32_t ordinal;
 	unsigned int workloads;		/* enum bench_workload bits */
 	const char *workload_name;	/* as given, for the JSON echo */
+	bool workload_set;		/* --workload was given */
 	const char *sizes_text;		/* parsed late: see bench_parse_lists() */
 	const char *threads_text;
 	uint64_t sizes[BENCH_MAX_LIST];
@@ -88,6 +99,9 @@ struct bench_opts {
 	const char *mount;		/* --mount, or NULL */
 	uint64_t hold_seconds;		/* --hold */
 	unsigned int read_tree_hz;	/* --read-tree; 0: no xdm+tree subject */
+	unsigned int streams;		/* --streams: most streams of the streams workload */
+	bool streams_set;
+	const char *replay;		/* --replay FILE, or NULL */
 };
 
 /* Counters a subject keeps about itself, read after its frees settled. */
@@ -139,6 +153,43 @@ struct bench_subject_ops {
 	/* The calling thread's reason for its last failure, as a sentence. */
 	void (*strerror)(struct bench_subject *s, char *buf, size_t len);
 	void (*destroy)(struct bench_subject *s);
+
+	/*
+	 * The rest is optional: a subject leaves NULL what it cannot do, and
+	 * the workload that needs it skips the subject with a note.
+	 */
+
+	/*
+	 * Before workload w, outside any timing: get what it needs (a driver
+	 * handle, the streams' native handles) and check that the subject can
+	 * run it.  0, or -1 with why not (a skip, not a failure).  NULL: ready
+	 * for every workload whose ops it has.
+	 */
+	int (*ready)(struct bench_subject *s, enum bench_workload w, char *why, size_t len);
+	/*
+	 * streams: queue work on stream that writes into blk (a memset on a
+	 * GPU, a host function on the host platform), so that the free which
+	 * follows finds the block held by queued work, as a real kernel would
+	 * hold it.  0, or -1 with the reason in why.
+	 */
+	int (*touch)(struct bench_subject *s, const struct xdm_block *blk, uint32_t stream,
+		     char *why, size_t len);
+	/*
+	 * cross: one read-write use of blk on stream, declared the xdm way
+	 * (xdm_prepare_block_use, then xdm_finish_block_use).  0, or -1 with
+	 * *call naming the call that failed and the reason left for strerror().
+	 */
+	int (*cross_use)(struct bench_subject *s, const struct xdm_block *blk, uint32_t stream,
+			 const char **call);
+	/*
+	 * The fragmentation figure of random and replay: restart the peak of
+	 * the bytes the subject holds from below (its pool's reservation)
+	 * from what it holds now, after giving back what it can.  false: the
+	 * subject has no such figure, or a warning was said.
+	 */
+	bool (*reserved_reset)(struct bench_subject *s);
+	/* The peak since reserved_reset(); false as above. */
+	bool (*reserved_peak)(struct bench_subject *s, uint64_t *bytes);
 };
 
 struct bench_subject {
@@ -166,8 +217,41 @@ struct bench_result {
 	double median_ns;		/* per op (threads: per pair per thread) */
 	double min_ns;
 	double ops_per_s;		/* threads: all threads together */
-	uint64_t peak_live_bytes;	/* random only */
-	uint64_t peak_live_blocks;	/* random only */
+	uint64_t peak_live_bytes;	/* random, replay: usable bytes the runs saw */
+	uint64_t peak_live_blocks;	/* random, replay */
+	uint64_t peak_asked_bytes;	/* random, replay: requested, from the script */
+	bool has_reserved;		/* random, replay: peak_reserved_bytes is known */
+	uint64_t peak_reserved_bytes;
+	uint32_t streams;		/* streams: how many were used */
+};
+
+/* A subject that did not run a workload, and why (bench_report_skip). */
+struct bench_skip {
+	const struct bench_subject *subject;
+	enum bench_workload workload;
+	char why[256];
+};
+
+/* What the replay workload read from --replay FILE (bench_replay_csv.c). */
+struct bench_replay_step {
+	uint64_t bytes;			/* allocate: logged bytes; 0: free */
+	uint32_t stream;		/* allocate: the logged stream */
+	uint32_t slot;			/* the block's index in the live array */
+};
+
+struct bench_replay {
+	const char *path;
+	char name[48];			/* the file's last component, the param column */
+	struct bench_replay_step *steps;
+	size_t nsteps;
+	size_t nslots;			/* most blocks live at once */
+	uint64_t left_live;		/* blocks the log never freed */
+	uint64_t rows;			/* rows of the file, header not counted */
+	uint64_t allocs, frees;		/* replayed */
+	uint64_t failures_skipped;	/* allocate_failure rows: nothing to replay */
+	uint64_t threads;		/* distinct logged threads */
+	uint64_t peak_bytes;		/* as logged, so as the replay asks */
+	uint64_t peak_blocks;
 };
 
 /* Counters of one subject after one workload. */
@@ -202,6 +286,9 @@ struct bench_report {
 	struct bench_counter_row *rows;
 	size_t nrows, rows_cap;
 	struct bench_edge edge;
+	struct bench_skip *skips;
+	size_t nskips, skips_cap;
+	const struct bench_replay *replay;	/* set when replay ran */
 };
 
 struct bench_ctx {
@@ -213,6 +300,7 @@ struct bench_ctx {
 	struct bench_subject *edge_subject;	/* the anchor event_edge runs on */
 	struct bench_report report;
 	struct bench_tree_reader *reader;	/* --read-tree */
+	struct bench_replay replay;		/* --replay, loaded before the runtime */
 };
 
 /* bench_options.c */
@@ -223,6 +311,10 @@ const char *bench_anchors_name(enum bench_anchors_mode m);
 
 /* bench_subject_xdm.c */
 int bench_subject_xdm_open(struct bench_ctx *ctx, struct bench_subject *s);
+
+/* bench_replay_csv.c: reads --replay FILE; 0, or BENCH_EXIT_USAGE said. */
+int bench_replay_load(const char *path, struct bench_replay *out);
+void bench_replay_free(struct bench_replay *r);
 
 /*
  * bench_anchors.c: adds the driver anchors after subjects[0] as --anchors
@@ -242,12 +334,28 @@ int bench_cuda_open(struct bench_ctx *ctx, enum bench_cuda_kind kind, uint32_t n
 		    struct bench_subject *s, char *why, size_t len);
 /* On a BENCH_CUDA_ASYNC subject: fills ctx->report.edge.  0, or an exit code, said. */
 int bench_cuda_event_edge(struct bench_ctx *ctx, struct bench_subject *s);
+
+/*
+ * bench_cuda_touch.c: the streams workload's touch for an xdm runtime on
+ * the cuda platform, a cuMemsetD8Async on the runtime's own native stream.
+ */
+struct bench_cuda_touch;
+/* 0, or -1 with the reason in why. */
+int bench_cuda_touch_open(uint32_t ordinal, struct bench_cuda_touch **out, char *why,
+			  size_t len);
+int bench_cuda_touch(struct bench_cuda_touch *t, uint64_t ptr, size_t bytes, void *stream,
+		     char *why, size_t len);
+void bench_cuda_touch_close(struct bench_cuda_touch *t);
 #endif
 
-/* bench_workloads.c and bench_threads.c: 0, or an exit code, said. */
+/* bench_workloads.c, bench_threads.c, bench_streams.c, bench_cross.c and
+ * bench_replay.c: 0, or an exit code, said. */
 int bench_run_pair(struct bench_ctx *ctx);
 int bench_run_random(struct bench_ctx *ctx);
 int bench_run_threads(struct bench_ctx *ctx);
+int bench_run_streams(struct bench_ctx *ctx);
+int bench_run_cross(struct bench_ctx *ctx);
+int bench_run_replay(struct bench_ctx *ctx);
 /* Runs once(arg) once to warm up, then opts.repeat times, settling after
  * each; samples[] gets each timed run's ns (repeat entries). */
 int bench_measure(struct bench_ctx *ctx, struct bench_subject *s,
@@ -260,6 +368,28 @@ void bench_say_failure(struct bench_subject *s, const char *workload, const char
  * round; samples[k] gets subject k's timed runs. */
 int bench_measure_all(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns),
 		      void *args, size_t arg_size, double (*samples)[BENCH_MAX_REPEAT]);
+/* The same for the subjects k with run[k] true only (run NULL: all). */
+int bench_measure_some(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns),
+		       void *args, size_t arg_size, double (*samples)[BENCH_MAX_REPEAT],
+		       const bool *run);
+/* Fills the timing fields of r from per-run totals of r->ops operations. */
+void bench_summarize_totals(struct bench_result *r, double *samples, unsigned int runs);
+/*
+ * Which subjects can run workload w: run[k] is true for those that have
+ * the op it needs (lacks(s) returns why not, or NULL) and whose ready op
+ * agrees; a skip is noted for each of the others.  Returns how many can;
+ * *rc is 0, or BENCH_EXIT_FAIL when the note could not be kept.
+ */
+size_t bench_select(struct bench_ctx *ctx, enum bench_workload w,
+		    const char *(*lacks)(const struct bench_subject *s), bool *run, int *rc);
+
+/*
+ * bench_reserved.c: the fragmentation figure around one workload.  begin
+ * restarts each subject's reserved peak (has[k]: it has one); end reads
+ * them into peak[], and clears has[k] where the read failed.
+ */
+void bench_reserved_begin(struct bench_ctx *ctx, bool *has);
+void bench_reserved_end(struct bench_ctx *ctx, bool *has, uint64_t *peak);
 
 /* bench_stats.c */
 uint64_t bench_now_ns(void);
@@ -278,6 +408,9 @@ void bench_report_header(struct bench_ctx *ctx);
 int bench_report_result(struct bench_ctx *ctx, const struct bench_result *r);
 int bench_report_counters(struct bench_ctx *ctx, struct bench_subject *s,
 			  enum bench_workload after);
+/* s does not run w, for the reason why: a note and a JSON entry.  0 or 1. */
+int bench_report_skip(struct bench_ctx *ctx, const struct bench_subject *s,
+		      enum bench_workload w, const char *why);
 void bench_report_finish(struct bench_ctx *ctx, bool leak);
 void bench_report_free(struct bench_report *rep);
 

@@ -32,8 +32,9 @@
 	X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)	\
 	X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) \
 	X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync)	\
+	X(cuMemsetD8Async)						\
 	X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool)		\
-	X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)
+	X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)
 
 #define CU_STR_(x) #x
 #define CU_STR(x) CU_STR_(x)
@@ -51,7 +52,7 @@ struct cu_anchor {
 	uint32_t ordinal;
 	CUdevice dev;
 	CUcontext ctx;		/* the primary context, retained while non-NULL */
-	CUstream *streams;
+	CUstream *streams;	/* both kinds: the streams workload touches blocks on them */
 	uint32_t nstreams;	/* stream_count(): the xdm runtime's count */
 	uint32_t nmade;		/* at least 2: event_edge needs a pair */
 	CUmemoryPool pool;	/* the device's default pool (async only) */

@@ -24,6 +24,9 @@ static const struct {
 	{ BENCH_W_PAIR, bench_run_pair },
 	{ BENCH_W_RANDOM, bench_run_random },
 	{ BENCH_W_THREADS, bench_run_threads },
+	{ BENCH_W_STREAMS, bench_run_streams },
+	{ BENCH_W_CROSS, bench_run_cross },
+	{ BENCH_W_REPLAY, bench_run_replay },
 };
 
 /* Waits for every subject's queued frees, then records its counters. */
@@ -134,12 +137,20 @@ int main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	if (bench_parse_lists(&ctx.opts))
 		return BENCH_EXIT_USAGE;
+	/* A file that cannot be replayed is a usage error: say it before any runtime. */
+	if (ctx.opts.replay) {
+		rc = bench_replay_load(ctx.opts.replay, &ctx.replay);
+		if (rc)
+			return rc;
+	}
 	ctx.report.out = stdout;
 	ctx.report.json = ctx.opts.json;
 
 	rc = bench_subject_xdm_open(&ctx, &ctx.subjects[0]);
-	if (rc)
+	if (rc) {
+		bench_replay_free(&ctx.replay);
 		return rc;
+	}
 	ctx.nsubjects = 1;
 	rc = bench_mount_check(&ctx.opts);
 	if (rc)
@@ -170,5 +181,6 @@ out:
 		if (!ctx.subjects[k].borrowed)
 			ctx.subjects[k].ops->destroy(&ctx.subjects[k]);
 	bench_report_free(&ctx.report);
+	bench_replay_free(&ctx.replay);
 	return rc;
 }

@@ -24,6 +24,8 @@ enum {
 	OPT_MOUNT,
 	OPT_HOLD,
 	OPT_READ_TREE,
+	OPT_STREAMS,
+	OPT_REPLAY,
 };
 
 static const struct option long_options[] = {
@@ -42,6 +44,8 @@ static const struct option long_options[] = {
 	{ "mount", required_argument, NULL, OPT_MOUNT },
 	{ "hold", required_argument, NULL, OPT_HOLD },
 	{ "read-tree", required_argument, NULL, OPT_READ_TREE },
+	{ "streams", required_argument, NULL, OPT_STREAMS },
+	{ "replay", required_argument, NULL, OPT_REPLAY },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -59,12 +63,20 @@ static void usage(FILE *f)
 		"  -c, --config FILE      use FILE as the configuration (sets XDM_CONFIG)\n"
 		"  -p, --platform NAME    platform module of the private runtime\n"
 		"  -d, --device N         device ordinal (default 0)\n"
-		"  -w, --workload W       pair, random, threads or all (default all)\n"
+		"  -w, --workload LIST    pair, random, threads, streams, cross, replay or\n"
+		"                         all, or several separated by commas (default all:\n"
+		"                         every one but replay; replay alone with --replay)\n"
 		"      --sizes LIST       block sizes of pair (default " BENCH_DEFAULT_SIZES ")\n"
 		"  -n, --iterations N     pairs per size, random operations, pairs per\n"
-		"                         thread, event_edge edges (defaults %u, %u,\n"
-		"                         %u, %u)\n"
+		"                         thread, pairs per stream, cross uses, event_edge\n"
+		"                         edges (defaults %u, %u, %u, %u, %u, %u);\n"
+		"                         replay runs its whole file\n"
 		"  -t, --threads LIST     thread counts of threads (default " BENCH_DEFAULT_THREADS ")\n"
+		"      --streams N        streams workload: use at most N streams (1 to %u;\n"
+		"                         default %u, or fewer where the subject has fewer)\n"
+		"      --replay FILE      replay workload: the CSV of a logging adaptor\n"
+		"                         (\"logging path=FILE | ...\"), replayed on every\n"
+		"                         subject\n"
 		"  -r, --repeat R         timed runs per measurement (default %u)\n"
 		"      --seed S           seed of the random workload (default 1)\n"
 		"      --anchors WHEN     measure cuMemAlloc and cuMemAllocAsync beside xdm\n"
@@ -86,7 +98,9 @@ static void usage(FILE *f)
 		"embedded default.  Exit status: 0 ok, 1 runtime or allocation failure,\n"
 		"2 bad usage, 3 memory still outstanding at the end.  See xdm-bench(1).\n",
 		BENCH_DEFAULT_PAIR_ITERS, BENCH_DEFAULT_RANDOM_OPS,
-		BENCH_DEFAULT_THREAD_ITERS, BENCH_DEFAULT_EDGE_ITERS, BENCH_DEFAULT_REPEAT);
+		BENCH_DEFAULT_THREAD_ITERS, BENCH_DEFAULT_STREAMS_ITERS, BENCH_DEFAULT_CROSS_ITERS,
+		BENCH_DEFAULT_EDGE_ITERS, XDM_MAX_STREAMS, BENCH_DEFAULT_STREAMS,
+		BENCH_DEFAULT_REPEAT);
 }
 
 /* A whole decimal number in [min, max]; strtoull alone takes "-1" and " 7". */
@@ -110,7 +124,8 @@ bad:
 	return -1;
 }
 
-static int parse_workload(const char *text, struct bench_opts *o)
+/* One name of --workload: its bits, or 0. */
+static unsigned int workload_bits(const char *name, size_t len)
 {
 	static const struct {
 		const char *name;
@@ -119,19 +134,46 @@ static int parse_workload(const char *text, struct bench_opts *o)
 		{ "pair", BENCH_W_PAIR },
 		{ "random", BENCH_W_RANDOM },
 		{ "threads", BENCH_W_THREADS },
+		{ "streams", BENCH_W_STREAMS },
+		{ "cross", BENCH_W_CROSS },
+		{ "replay", BENCH_W_REPLAY },
 		{ "all", BENCH_W_ALL },
 	};
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcmp(text, names[i].name) == 0) {
-			o->workloads = names[i].bits;
-			o->workload_name = names[i].name;
-			return 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i].name) == len && memcmp(name, names[i].name, len) == 0)
+			return names[i].bits;
+	return 0;
+}
+
+/*
+ * "random" or "random,replay": the workloads always run in the one order
+ * (pair, random, threads, streams, cross, replay), whatever order the list
+ * names them in.
+ */
+static int parse_workload(const char *text, struct bench_opts *o)
+{
+	unsigned int bits = 0;
+	const char *p = text;
+
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		unsigned int b = workload_bits(p, len);
+
+		if (!b) {
+			fprintf(stderr, "xdm-bench: --workload: '%.*s' is not one of pair, random, threads, streams, cross, replay, all.\n",
+				(int)len, p);
+			return -1;
 		}
+		bits |= b;
+		if (p[len] == '\0')
+			break;
+		p += len + 1;
 	}
-	fprintf(stderr, "xdm-bench: --workload: '%s' is not one of pair, random, threads, all.\n",
-		text);
-	return -1;
+	o->workloads = bits;
+	o->workload_name = text;
+	o->workload_set = true;
+	return 0;
 }
 
 static const char *const anchors_names[] = {
@@ -228,6 +270,19 @@ static int handle_option(int c, const char *arg, struct bench_opts *o)
 			return -1;
 		o->read_tree_hz = (unsigned int)v;
 		return 0;
+	case OPT_STREAMS:
+		if (parse_u64("--streams", arg, 1, XDM_MAX_STREAMS, &v))
+			return -1;
+		o->streams = (unsigned int)v;
+		o->streams_set = true;
+		return 0;
+	case OPT_REPLAY:
+		if (!arg[0]) {
+			fprintf(stderr, "xdm-bench: --replay: the file name is empty.\n");
+			return -1;
+		}
+		o->replay = arg;
+		return 0;
 	}
 	return -1;
 }
@@ -278,6 +333,20 @@ int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 	}
 	if (o->stack && o->config) {
 		fprintf(stderr, "xdm-bench: --stack and --config exclude each other: a stack spec replaces the configured stack.\n");
+		return BENCH_EXIT_USAGE;
+	}
+	/* A file to replay and no workload named: the file is what was asked for. */
+	if (o->replay && !o->workload_set) {
+		o->workloads = BENCH_W_REPLAY;
+		o->workload_name = "replay";
+	}
+	if ((o->workloads & BENCH_W_REPLAY) && !o->replay) {
+		fprintf(stderr, "xdm-bench: --workload replay needs --replay FILE, the log to replay.\n");
+		return BENCH_EXIT_USAGE;
+	}
+	if (o->replay && !(o->workloads & BENCH_W_REPLAY)) {
+		fprintf(stderr, "xdm-bench: --replay %s: only the replay workload reads it; add replay to --workload.\n",
+			o->replay);
 		return BENCH_EXIT_USAGE;
 	}
 	return BENCH_CONTINUE;

@@ -27,6 +27,12 @@ const char *bench_workload_name(enum bench_workload w)
 		return "random";
 	case BENCH_W_THREADS:
 		return "threads";
+	case BENCH_W_STREAMS:
+		return "streams";
+	case BENCH_W_CROSS:
+		return "cross";
+	case BENCH_W_REPLAY:
+		return "replay";
 	default:
 		return "all";
 	}
@@ -145,6 +151,21 @@ int bench_report_counters(struct bench_ctx *ctx, struct bench_subject *s,
 	return 0;
 }
 
+int bench_report_skip(struct bench_ctx *ctx, const struct bench_subject *s,
+		      enum bench_workload w, const char *why)
+{
+	struct bench_report *rep = &ctx->report;
+	struct bench_skip *k;
+
+	if (grow((void **)&rep->skips, &rep->skips_cap, rep->nskips, sizeof(*k)))
+		return BENCH_EXIT_FAIL;
+	k = &rep->skips[rep->nskips++];
+	k->subject = s;
+	k->workload = w;
+	snprintf(k->why, sizeof(k->why), "%s", why);
+	return 0;
+}
+
 /* ---- ratios ------------------------------------------------------------ */
 
 /*
@@ -166,7 +187,39 @@ static bool ratio_of(const struct bench_result *x, const struct bench_result *a,
 	return true;
 }
 
+/*
+ * A cross row over event_edge: xdm's bookkeeping of one declared use
+ * against the driver's one record and one wait, measured in the same run.
+ */
+static bool edge_ratio_of(const struct bench_report *rep, const struct bench_result *x,
+			  double *ratio)
+{
+	if (x->workload != BENCH_W_CROSS || x->subject->anchor || !rep->edge.subject)
+		return false;
+	*ratio = x->median_ns / rep->edge.median_ns;
+	return true;
+}
+
+/* Peak reserved over the peak of live bytes as the workload asked for them. */
+static bool frag_of(const struct bench_result *r, double *ratio)
+{
+	if (!r->has_reserved || !r->peak_asked_bytes)
+		return false;
+	*ratio = (double)r->peak_reserved_bytes / (double)r->peak_asked_bytes;
+	return true;
+}
+
 /* ---- human ------------------------------------------------------------- */
+
+static void ratios_start(struct bench_report *rep, int w, bool *started)
+{
+	if (*started)
+		return;
+	fprintf(rep->out, "\nratios: xdm ns / anchor ns; below 1 means xdm is faster (for threads it is also anchor ops/s / xdm ops/s)\n");
+	fprintf(rep->out, "%-8s %-10s %-*s %-*s %10s\n", "workload", "param", w, "subject", w,
+		"anchor", "ratio");
+	*started = true;
+}
 
 static void print_ratios(struct bench_ctx *ctx)
 {
@@ -176,62 +229,118 @@ static void print_ratios(struct bench_ctx *ctx)
 	bool started = false;
 	double ratio;
 
+	if (rep->edge.subject && w < (int)strlen("event_edge"))
+		w = (int)strlen("event_edge");
 	for (size_t i = 0; i < rep->nresults; i++) {
+		const struct bench_result *x = &rep->results[i];
+
 		for (size_t j = 0; j < rep->nresults; j++) {
-			const struct bench_result *x = &rep->results[i], *a = &rep->results[j];
+			const struct bench_result *a = &rep->results[j];
 
 			if (!ratio_of(x, a, &ratio))
 				continue;
-			if (!started) {
-				fprintf(f, "\nratios: xdm ns / anchor ns; below 1 means xdm is faster (for threads it is also anchor ops/s / xdm ops/s)\n");
-				fprintf(f, "%-8s %-10s %-*s %-*s %10s\n", "workload", "param", w,
-					"subject", w, "anchor", "ratio");
-				started = true;
-			}
+			ratios_start(rep, w, &started);
 			fprintf(f, "%-8s %-10s %-*s %-*s %#10.3g\n", bench_workload_name(x->workload),
 				x->param, w, x->subject->name, w, a->subject->name, ratio);
 		}
+		if (edge_ratio_of(rep, x, &ratio)) {
+			ratios_start(rep, w, &started);
+			fprintf(f, "%-8s %-10s %-*s %-*s %#10.3g\n", bench_workload_name(x->workload),
+				x->param, w, x->subject->name, w, "event_edge", ratio);
+		}
 	}
+}
+
+/* Notes are one line each, the first after a blank line. */
+static FILE *note(struct bench_report *rep, bool *started)
+{
+	if (!*started)
+		fputc('\n', rep->out);
+	*started = true;
+	return rep->out;
+}
+
+/* The fragmentation figure of a random or replay row, where it has one. */
+static void print_frag(struct bench_report *rep, const struct bench_result *r, bool *started)
+{
+	char asked[32], res[32];
+	double frag;
+
+	if (!frag_of(r, &frag))
+		return;
+	human_bytes(r->peak_asked_bytes, asked, sizeof(asked));
+	human_bytes(r->peak_reserved_bytes, res, sizeof(res));
+	fprintf(note(rep, started), "note: %s %s: peak reserved / peak live = %.3f (reserved %s, %llu; live as asked %s, %llu)\n",
+		r->subject->name, bench_workload_name(r->workload), frag, res,
+		(unsigned long long)r->peak_reserved_bytes, asked,
+		(unsigned long long)r->peak_asked_bytes);
+}
+
+static void print_replay_note(struct bench_report *rep, bool *started)
+{
+	const struct bench_replay *rp = rep->replay;
+
+	fprintf(note(rep, started), "note: replay %s: %llu rows of %llu thread%s, each thread's in file order, merged by time; %llu allocations and %llu frees replayed by one thread (stream: the logged one modulo the subject's count), %llu allocate_failure rows skipped, %llu blocks the log never freed freed after the clock\n",
+		rp->path, (unsigned long long)rp->rows, (unsigned long long)rp->threads,
+		rp->threads == 1 ? "" : "s", (unsigned long long)rp->allocs,
+		(unsigned long long)rp->frees, (unsigned long long)rp->failures_skipped,
+		(unsigned long long)rp->left_live);
 }
 
 static void print_notes(struct bench_ctx *ctx)
 {
 	struct bench_report *rep = &ctx->report;
 	const struct bench_edge *e = &rep->edge;
-	FILE *f = rep->out;
-	bool threads = false, first = true;
+	bool threads = false, streams = false, started = false;
+	double ratio;
 	char b[32];
 
 	for (size_t i = 0; i < rep->nresults; i++) {
 		const struct bench_result *r = &rep->results[i];
 
-		/* Every row but a pair run at its requested count has a note. */
-		if (first && (r->workload != BENCH_W_PAIR || r->ops != r->ops_requested)) {
-			fputc('\n', f);
-			first = false;
-		}
 		if (r->workload == BENCH_W_PAIR && r->ops != r->ops_requested)
-			fprintf(f, "note: %s pair %s ran %llu pairs per run, not %llu: by default sizes above 1M run fewer (--iterations sets the count)\n",
+			fprintf(note(rep, &started), "note: %s pair %s ran %llu pairs per run, not %llu: by default sizes above 1M run fewer (--iterations sets the count)\n",
 				r->subject->name, r->param, (unsigned long long)r->ops,
 				(unsigned long long)r->ops_requested);
-		if (r->workload == BENCH_W_RANDOM) {
+		if (r->workload == BENCH_W_RANDOM || r->workload == BENCH_W_REPLAY) {
 			human_bytes(r->peak_live_bytes, b, sizeof(b));
-			fprintf(f, "note: %s random: peak live bytes %s (%llu), peak live blocks %llu; sizes log-uniform 256 B to 4 MiB, seed %llu\n",
-				r->subject->name, b, (unsigned long long)r->peak_live_bytes,
-				(unsigned long long)r->peak_live_blocks,
-				(unsigned long long)ctx->opts.seed);
+			fprintf(note(rep, &started), "note: %s %s: peak live bytes %s (%llu), peak live blocks %llu",
+				r->subject->name, bench_workload_name(r->workload), b,
+				(unsigned long long)r->peak_live_bytes,
+				(unsigned long long)r->peak_live_blocks);
+			if (r->workload == BENCH_W_RANDOM)
+				fprintf(rep->out, "; sizes log-uniform 256 B to 4 MiB, seed %llu",
+					(unsigned long long)ctx->opts.seed);
+			fputc('\n', rep->out);
+			print_frag(rep, r, &started);
+		}
+		if (r->workload == BENCH_W_CROSS) {
+			fprintf(note(rep, &started), "note: %s cross: xdm_prepare_block_use + xdm_finish_block_use, READ_WRITE, on stream 1 of a block of stream 0: median %.1f ns, min %.1f ns per use",
+				r->subject->name, r->median_ns, r->min_ns);
+			if (edge_ratio_of(rep, r, &ratio))
+				fprintf(rep->out, "; %.3g times event_edge's median\n", ratio);
+			else
+				fprintf(rep->out, "; no event_edge measured to compare with\n");
 		}
 		threads |= r->workload == BENCH_W_THREADS;
+		streams |= r->workload == BENCH_W_STREAMS;
 	}
+	if (rep->replay)
+		print_replay_note(rep, &started);
 	if (threads)
-		fprintf(f, "note: threads: ns/op is per 4K pair per thread; ops/s counts the pairs of all threads\n");
-	if (e->subject) {
-		if (first)
-			fputc('\n', f);
-		fprintf(f, "note: event_edge: one cuEventRecord on stream %u + cuStreamWaitEvent on stream %u of %s: median %.1f ns, min %.1f ns (%llu edges per run, %u runs)\n",
+		fprintf(note(rep, &started), "note: threads: ns/op is per 4K pair per thread; ops/s counts the pairs of all threads\n");
+	if (streams)
+		fprintf(note(rep, &started), "note: streams: one thread goes round the streams; on each it allocates 64K, queues a write into the block there (a memset on a GPU, a host function on the host platform) and frees it there; ns/op is per pair, ops/s counts the pairs of every stream\n");
+	for (size_t i = 0; i < rep->nskips; i++) {
+		const struct bench_skip *k = &rep->skips[i];
+
+		fprintf(note(rep, &started), "note: %s %s: not run: %s\n", k->subject->name,
+			bench_workload_name(k->workload), k->why);
+	}
+	if (e->subject)
+		fprintf(note(rep, &started), "note: event_edge: one cuEventRecord on stream %u + cuStreamWaitEvent on stream %u of %s: median %.1f ns, min %.1f ns (%llu edges per run, %u runs)\n",
 			e->from_stream, e->to_stream, e->subject->name, e->median_ns, e->min_ns,
 			(unsigned long long)e->iters, e->runs);
-	}
 }
 
 static void print_counters(struct bench_ctx *ctx)
@@ -337,7 +446,17 @@ static void json_header(FILE *f, struct bench_ctx *ctx)
 	fprintf(f, "], \"threads\": [");
 	for (size_t i = 0; i < o->nthreads; i++)
 		fprintf(f, "%s%u", i ? ", " : "", o->threads[i]);
-	fprintf(f, "]},\n  \"subjects\": [");
+	fprintf(f, "], \"streams\": ");
+	if (o->streams_set)
+		fprintf(f, "%u", o->streams);
+	else
+		fputs("null", f);
+	fprintf(f, ", \"replay\": ");
+	if (o->replay)
+		json_str(f, o->replay);
+	else
+		fputs("null", f);
+	fprintf(f, "},\n  \"subjects\": [");
 	for (size_t i = 0; i < ctx->nsubjects; i++) {
 		fprintf(f, "%s{\"name\": ", i ? ", " : "");
 		json_str(f, ctx->subjects[i].name);
@@ -348,8 +467,19 @@ static void json_header(FILE *f, struct bench_ctx *ctx)
 	fprintf(f, "],\n");
 }
 
-static void json_result(FILE *f, const struct bench_result *r)
+/* A ratio keeps its significant digits; not finite is null. */
+static void json_ratio(FILE *f, double v)
 {
+	if (isfinite(v))
+		fprintf(f, "%.6g", v);
+	else
+		fputs("null", f);
+}
+
+static void json_result(FILE *f, const struct bench_report *rep, const struct bench_result *r)
+{
+	double ratio;
+
 	fprintf(f, "{\"subject\": ");
 	json_str(f, r->subject->name);
 	fprintf(f, ", \"workload\": \"%s\", \"param\": ", bench_workload_name(r->workload));
@@ -366,10 +496,30 @@ static void json_result(FILE *f, const struct bench_result *r)
 	json_num(f, r->min_ns);
 	fprintf(f, ", \"ops_per_s\": ");
 	json_num(f, r->ops_per_s);
-	if (r->workload == BENCH_W_RANDOM) {
+	if (r->workload == BENCH_W_RANDOM || r->workload == BENCH_W_REPLAY) {
 		fprintf(f, ", ");
 		json_u64(f, "peak_live_bytes", r->peak_live_bytes, true);
-		json_u64(f, "peak_live_blocks", r->peak_live_blocks, false);
+		json_u64(f, "peak_live_blocks", r->peak_live_blocks, true);
+		json_u64(f, "peak_asked_bytes", r->peak_asked_bytes, true);
+		fprintf(f, "\"peak_reserved_bytes\": ");
+		if (r->has_reserved)
+			fprintf(f, "%llu", (unsigned long long)r->peak_reserved_bytes);
+		else
+			fputs("null", f);
+		fprintf(f, ", \"peak_reserved_over_live\": ");
+		if (frag_of(r, &ratio))
+			json_ratio(f, ratio);
+		else
+			fputs("null", f);
+	}
+	if (r->workload == BENCH_W_STREAMS)
+		fprintf(f, ", \"streams\": %u", r->streams);
+	if (r->workload == BENCH_W_CROSS) {
+		fprintf(f, ", \"from_stream\": 0, \"to_stream\": 1, \"event_edge_ratio\": ");
+		if (edge_ratio_of(rep, r, &ratio))
+			json_ratio(f, ratio);
+		else
+			fputs("null", f);
 	}
 	fputc('}', f);
 }
@@ -390,6 +540,22 @@ static void json_counter_row(FILE *f, const struct bench_subject *s, const char 
 	fputc('}', f);
 }
 
+static void json_ratio_line(FILE *f, const struct bench_result *x, const char *anchor,
+			    double ratio, bool *any)
+{
+	fprintf(f, "%s\n    {\"workload\": \"%s\", \"param\": ", *any ? "," : "",
+		bench_workload_name(x->workload));
+	json_str(f, x->param);
+	fprintf(f, ", \"subject\": ");
+	json_str(f, x->subject->name);
+	fprintf(f, ", \"anchor\": ");
+	json_str(f, anchor);
+	fprintf(f, ", \"ratio\": ");
+	json_ratio(f, ratio);
+	fputc('}', f);
+	*any = true;
+}
+
 /* A ratio may be far below 1: keep its significant digits, not 3 decimals. */
 static void json_ratios(FILE *f, const struct bench_report *rep)
 {
@@ -398,27 +564,54 @@ static void json_ratios(FILE *f, const struct bench_report *rep)
 
 	fprintf(f, "  \"ratios\": [");
 	for (size_t i = 0; i < rep->nresults; i++) {
-		for (size_t j = 0; j < rep->nresults; j++) {
-			const struct bench_result *x = &rep->results[i], *a = &rep->results[j];
+		const struct bench_result *x = &rep->results[i];
 
-			if (!ratio_of(x, a, &ratio))
-				continue;
-			fprintf(f, "%s\n    {\"workload\": \"%s\", \"param\": ", any ? "," : "",
-				bench_workload_name(x->workload));
-			json_str(f, x->param);
-			fprintf(f, ", \"subject\": ");
-			json_str(f, x->subject->name);
-			fprintf(f, ", \"anchor\": ");
-			json_str(f, a->subject->name);
-			fprintf(f, ", \"ratio\": ");
-			if (isfinite(ratio))
-				fprintf(f, "%.6g}", ratio);
-			else
-				fputs("null}", f);
-			any = true;
+		for (size_t j = 0; j < rep->nresults; j++) {
+			const struct bench_result *a = &rep->results[j];
+
+			if (ratio_of(x, a, &ratio))
+				json_ratio_line(f, x, a->subject->name, ratio, &any);
 		}
+		if (edge_ratio_of(rep, x, &ratio))
+			json_ratio_line(f, x, "event_edge", ratio, &any);
 	}
 	fprintf(f, "%s],\n", any ? "\n  " : "");
+}
+
+static void json_skips(FILE *f, const struct bench_report *rep)
+{
+	fprintf(f, "  \"skipped\": [");
+	for (size_t i = 0; i < rep->nskips; i++) {
+		const struct bench_skip *k = &rep->skips[i];
+
+		fprintf(f, "%s\n    {\"subject\": ", i ? "," : "");
+		json_str(f, k->subject->name);
+		fprintf(f, ", \"workload\": \"%s\", \"reason\": ", bench_workload_name(k->workload));
+		json_str(f, k->why);
+		fputc('}', f);
+	}
+	fprintf(f, "%s],\n", rep->nskips ? "\n  " : "");
+}
+
+static void json_replay(FILE *f, const struct bench_replay *rp)
+{
+	fprintf(f, "  \"replay\": ");
+	if (!rp) {
+		fputs("null,\n", f);
+		return;
+	}
+	fprintf(f, "{\"file\": ");
+	json_str(f, rp->path);
+	fprintf(f, ", ");
+	json_u64(f, "rows", rp->rows, true);
+	json_u64(f, "threads", rp->threads, true);
+	json_u64(f, "allocations", rp->allocs, true);
+	json_u64(f, "frees", rp->frees, true);
+	json_u64(f, "allocate_failures_skipped", rp->failures_skipped, true);
+	json_u64(f, "left_live", rp->left_live, true);
+	json_u64(f, "peak_asked_bytes", rp->peak_bytes, true);
+	json_u64(f, "peak_blocks", rp->peak_blocks, false);
+	fprintf(f, "},\n");
 }
 
 static void json_edge(FILE *f, const struct bench_edge *e)
@@ -449,11 +642,13 @@ static void print_json(struct bench_ctx *ctx, bool leak)
 	fprintf(f, "  \"results\": [");
 	for (size_t i = 0; i < rep->nresults; i++) {
 		fprintf(f, "%s\n    ", i ? "," : "");
-		json_result(f, &rep->results[i]);
+		json_result(f, rep, &rep->results[i]);
 	}
 	fprintf(f, "\n  ],\n");
 	json_ratios(f, rep);
 	json_edge(f, &rep->edge);
+	json_skips(f, rep);
+	json_replay(f, rep->replay);
 	fprintf(f, "  \"counters\": [");
 	for (size_t i = 0; i < rep->nrows; i++) {
 		const struct bench_counter_row *row = &rep->rows[i];
@@ -489,7 +684,9 @@ void bench_report_free(struct bench_report *rep)
 {
 	free(rep->results);
 	free(rep->rows);
+	free(rep->skips);
 	rep->results = NULL;
 	rep->rows = NULL;
-	rep->nresults = rep->nrows = 0;
+	rep->skips = NULL;
+	rep->nresults = rep->nrows = rep->nskips = 0;
 }

@@ -8,7 +8,9 @@
  * cuMemFreeAsync on non-blocking streams of its own, from the device's
  * default pool with the release threshold at its maximum, so that freed
  * memory stays in the pool: the driver's fastest path, what a cuda_async
- * stack stands on.
+ * stack stands on.  Both touch blocks for the streams workload with a
+ * cuMemsetD8Async on streams of their own, and "cuMemAllocAsync" reports
+ * its pool's reserved high-water mark for the fragmentation figure.
  *
  * Nothing links libcuda: the driver is dlopened when an anchor opens, so
  * xdm-bench still runs where there is none.  Each subject holds its own
@@ -135,6 +137,96 @@ static int async_deallocate(struct bench_subject *s, struct xdm_block *blk)
 	return rc == CUDA_SUCCESS ? 0 : cu_fail(a, "cuMemFreeAsync", rc);
 }
 
+/* ---- streams and the fragmentation figure ------------------------------ */
+
+/*
+ * The streams workload's work on a block: a memset on the anchor's stream,
+ * as xdm's touch on the cuda platform queues one on the runtime's.  The
+ * context check is the one xdm's touch makes too, so both pay it.  For
+ * cuMemAlloc the stream only carries the memset; cuMemFree waits for it.
+ */
+static int cu_touch(struct bench_subject *s, const struct xdm_block *blk, uint32_t stream,
+		    char *why, size_t len)
+{
+	struct cu_anchor *a = s->priv;
+	char text[256];
+	CUresult rc;
+
+	if (stream >= a->nmade) {
+		snprintf(why, len, "stream %u is not one of the anchor's %u", stream, a->nmade);
+		return -1;
+	}
+	if (cu_make_current(a)) {
+		cu_strerror(s, why, len);
+		return -1;
+	}
+	rc = a->drv.cuMemsetD8Async((CUdeviceptr)blk->ptr, 0, blk->bytes, a->streams[stream]);
+	if (rc == CUDA_SUCCESS)
+		return 0;
+	cu_text(&a->drv, rc, text, sizeof(text));
+	snprintf(why, len, "cuMemsetD8Async: %s", text);
+	return -1;
+}
+
+static void reserved_warn(struct bench_subject *s, const char *call, CUresult rc)
+{
+	struct cu_anchor *a = s->priv;
+	char text[256];
+
+	cu_text(&a->drv, rc, text, sizeof(text));
+	fprintf(stderr, "xdm-bench: warning: %s: %s failed: %s; no peak reserved figure\n",
+		s->name, call, text);
+}
+
+/*
+ * With the release threshold at its maximum the pool keeps all it ever
+ * reserved, earlier workloads' memory too.  After a settle every block is
+ * free, so trimming to 0 gives all of it back, and the high-water mark,
+ * reset to 0, then counts what this workload makes the pool reserve.  If
+ * the xdm runtime draws from the same default pool (cuda_async with
+ * pool=default) the mark counts its reservations too: the man page says so.
+ */
+static bool async_reserved_reset(struct bench_subject *s)
+{
+	struct cu_anchor *a = s->priv;
+	cuuint64_t zero = 0;
+	char why[BENCH_ERR_LEN];
+	CUresult rc;
+
+	if (cu_settle(s)) {
+		cu_strerror(s, why, sizeof(why));
+		fprintf(stderr, "xdm-bench: warning: %s: %s; no peak reserved figure\n", s->name,
+			why);
+		return false;
+	}
+	rc = a->drv.cuMemPoolTrimTo(a->pool, 0);
+	if (rc != CUDA_SUCCESS) {
+		reserved_warn(s, "cuMemPoolTrimTo", rc);
+		return false;
+	}
+	rc = a->drv.cuMemPoolSetAttribute(a->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero);
+	if (rc != CUDA_SUCCESS) {
+		reserved_warn(s, "cuMemPoolSetAttribute(RESERVED_MEM_HIGH)", rc);
+		return false;
+	}
+	return true;
+}
+
+static bool async_reserved_peak(struct bench_subject *s, uint64_t *bytes)
+{
+	struct cu_anchor *a = s->priv;
+	cuuint64_t v = 0;
+	CUresult rc;
+
+	rc = a->drv.cuMemPoolGetAttribute(a->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v);
+	if (rc != CUDA_SUCCESS) {
+		reserved_warn(s, "cuMemPoolGetAttribute(RESERVED_MEM_HIGH)", rc);
+		return false;
+	}
+	*bytes = v;
+	return true;
+}
+
 /* ---- common ops -------------------------------------------------------- */
 
 static uint32_t cu_stream_count(struct bench_subject *s)
@@ -216,6 +308,7 @@ static void cu_destroy(struct bench_subject *s)
 	s->priv = NULL;
 }
 
+/* No cross_use: the driver's allocators have no block-use tracking. */
 static const struct bench_subject_ops sync_ops = {
 	.allocate = sync_allocate,
 	.deallocate = sync_deallocate,
@@ -224,6 +317,7 @@ static const struct bench_subject_ops sync_ops = {
 	.counters = cu_counters,
 	.strerror = cu_strerror,
 	.destroy = cu_destroy,
+	.touch = cu_touch,
 };
 
 static const struct bench_subject_ops async_ops = {
@@ -234,6 +328,9 @@ static const struct bench_subject_ops async_ops = {
 	.counters = cu_counters,
 	.strerror = cu_strerror,
 	.destroy = cu_destroy,
+	.touch = cu_touch,
+	.reserved_reset = async_reserved_reset,
+	.reserved_peak = async_reserved_peak,
 };
 
 /* ---- opening ----------------------------------------------------------- */
@@ -340,8 +437,8 @@ static void describe(struct bench_subject *s, const struct cu_anchor *a)
 	if (a->kind == BENCH_CUDA_SYNC) {
 		snprintf(s->name, sizeof(s->name), "cuMemAlloc");
 		snprintf(s->desc, sizeof(s->desc),
-			 "cuMemAlloc_v2 / cuMemFree_v2, synchronous, primary context of device %u; CUDA driver %d.%d",
-			 a->ordinal, major, minor);
+			 "cuMemAlloc_v2 / cuMemFree_v2, synchronous, primary context of device %u (%u non-blocking streams for the streams workload's memsets); CUDA driver %d.%d",
+			 a->ordinal, a->nmade, major, minor);
 	} else {
 		snprintf(s->name, sizeof(s->name), "cuMemAllocAsync");
 		snprintf(s->desc, sizeof(s->desc),
@@ -376,7 +473,10 @@ int bench_cuda_open(struct bench_ctx *ctx, enum bench_cuda_kind kind, uint32_t n
 	a->keys = true;
 	if (cu_driver_open(&a->drv, why, len) || open_device(a, why, len))
 		goto fail;
-	if (kind == BENCH_CUDA_ASYNC && (open_pool(a, why, len) || open_streams(a, why, len)))
+	if (kind == BENCH_CUDA_ASYNC && open_pool(a, why, len))
+		goto fail;
+	/* cuMemAlloc has streams too: the streams workload queues its memsets there. */
+	if (open_streams(a, why, len))
 		goto fail;
 
 	memset(s, 0, sizeof(*s));

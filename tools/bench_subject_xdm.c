@@ -5,19 +5,42 @@
  * The runtime is either the process-wide one of the device (configured by
  * XDM_CONFIG, the system file or the embedded default) or a private one
  * around --stack / --platform, which is destroyed at the end.
+ *
+ * Beside allocate and free it can touch a block from a stream (streams),
+ * declare a cross-stream use (cross) and report what a layer named "pool"
+ * reserved at its peak (the fragmentation figure).
  */
 #include "config.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 
+/* How the streams workload's touch reaches the memory of the runtime. */
+enum xs_touch {
+	XS_TOUCH_NONE,		/* not set up yet */
+	XS_TOUCH_HOST,		/* host platform: a host function on the stream */
+	XS_TOUCH_CUDA,		/* cuda platform: cuMemsetD8Async on the native stream */
+};
+
 struct xdm_subject {
 	struct xdm_runtime *rt;
 	bool owned;		/* from xdm_runtime_create(): ours to destroy */
+	enum xs_touch touch;
+	void **handles;		/* XS_TOUCH_CUDA: each stream's CUstream */
+	uint32_t nhandles;
+#ifdef XDM_BENCH_CUDA
+	struct bench_cuda_touch *cuda;
+#endif
+	uint32_t pool_layer;	/* the layer named "pool", found by reserved_reset */
 };
+
+/* The size of the host page the touch writes to, one byte each. */
+#define XS_PAGE 4096u
 
 /* Every block the bench takes carries this tag, for logs and the mount. */
 static const char bench_tag[] = "xdm-bench";
@@ -87,12 +110,227 @@ static void xs_strerror(struct bench_subject *s, char *buf, size_t len)
 		snprintf(buf, len, "%s", xdm_strerror(e->code));
 }
 
+/* ---- streams: touching a block from its stream ------------------------- */
+
+/*
+ * Runs on the host platform's stream worker: one byte into each page of the
+ * first BENCH_STREAMS_BYTES of the block, enough to fault every page in and
+ * to have the block in use, cheap enough that the stream keeps pace with
+ * the thread that queues the work.
+ */
+static void xs_touch_pages(void *arg)
+{
+	unsigned char *p = arg;
+
+	for (size_t off = 0; off < BENCH_STREAMS_BYTES; off += XS_PAGE)
+		p[off] = 1;
+}
+
+static int xs_touch(struct bench_subject *s, const struct xdm_block *blk, uint32_t stream,
+		    char *why, size_t len)
+{
+	struct xdm_subject *x = s->priv;
+
+	switch (x->touch) {
+	case XS_TOUCH_HOST:
+		if (blk->bytes < BENCH_STREAMS_BYTES) {
+			snprintf(why, len, "the host touch writes the first %u bytes, and the block has %zu",
+				 BENCH_STREAMS_BYTES, blk->bytes);
+			return -1;
+		}
+		if (xdm_stream_launch_host(x->rt, stream, xs_touch_pages,
+					   (void *)(uintptr_t)blk->ptr) == XDM_OK)
+			return 0;
+		snprintf(why, len, "xdm_stream_launch_host: %s", xdm_last_error_message());
+		return -1;
+#ifdef XDM_BENCH_CUDA
+	case XS_TOUCH_CUDA:
+		if (stream >= x->nhandles) {
+			snprintf(why, len, "stream %u has no native handle", stream);
+			return -1;
+		}
+		return bench_cuda_touch(x->cuda, blk->ptr, blk->bytes, x->handles[stream], why, len);
+#endif
+	default:
+		snprintf(why, len, "the touch was not set up");
+		return -1;
+	}
+}
+
+#ifdef XDM_BENCH_CUDA
+/* The driver and every stream's CUstream, so that touch asks xdm nothing. */
+static int xs_touch_cuda_ready(struct xdm_subject *x, char *why, size_t len)
+{
+	uint32_t n = xdm_stream_count(x->rt);
+
+	x->handles = calloc(n ? n : 1, sizeof(*x->handles));
+	if (!x->handles) {
+		snprintf(why, len, "out of memory for %u stream handles", n);
+		return -1;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (xdm_stream_handle(x->rt, i, &x->handles[i]) != XDM_OK) {
+			snprintf(why, len, "xdm_stream_handle(%u): %s", i, xdm_last_error_message());
+			goto fail;
+		}
+	}
+	x->nhandles = n;
+	if (bench_cuda_touch_open(xdm_runtime_ordinal(x->rt), &x->cuda, why, len))
+		goto fail;
+	x->touch = XS_TOUCH_CUDA;
+	return 0;
+fail:
+	free(x->handles);
+	x->handles = NULL;
+	x->nhandles = 0;
+	return -1;
+}
+#endif
+
+/* Chooses the touch by the runtime's platform: host memory or device memory. */
+static int xs_touch_ready(struct xdm_subject *x, char *why, size_t len)
+{
+	struct xdm_device_info info;
+
+	if (x->touch != XS_TOUCH_NONE)
+		return 0;
+	if (xdm_runtime_device(x->rt, &info) != XDM_OK) {
+		snprintf(why, len, "xdm_runtime_device: %s", xdm_last_error_message());
+		return -1;
+	}
+	if (strcmp(info.platform, "host") == 0) {
+		x->touch = XS_TOUCH_HOST;
+		return 0;
+	}
+	if (strcmp(info.platform, "cuda") == 0) {
+#ifdef XDM_BENCH_CUDA
+		return xs_touch_cuda_ready(x, why, len);
+#else
+		snprintf(why, len, "this xdm-bench was built without the CUDA toolkit headers, so it cannot queue a memset on a cuda stream");
+		return -1;
+#endif
+	}
+	snprintf(why, len, "the bench knows no way to write into memory of the '%s' platform from a stream",
+		 info.platform);
+	return -1;
+}
+
+/* ---- cross: a use on another stream ------------------------------------ */
+
+static int xs_cross_use(struct bench_subject *s, const struct xdm_block *blk, uint32_t stream,
+			const char **call)
+{
+	struct xdm_subject *x = s->priv;
+	struct xdm_block_id id = xdm_block_id_of(blk);
+
+	if (xdm_prepare_block_use(x->rt, id, stream, XDM_ACCESS_READ_WRITE) != XDM_OK) {
+		*call = "xdm_prepare_block_use";
+		return -1;
+	}
+	/* A real program queues its kernel here; the bench measures the bookkeeping. */
+	if (xdm_finish_block_use(x->rt, id, stream, XDM_ACCESS_READ_WRITE) != XDM_OK) {
+		*call = "xdm_finish_block_use";
+		return -1;
+	}
+	return 0;
+}
+
+static int xs_ready(struct bench_subject *s, enum bench_workload w, char *why, size_t len)
+{
+	struct xdm_subject *x = s->priv;
+	uint32_t n;
+
+	switch (w) {
+	case BENCH_W_STREAMS:
+		return xs_touch_ready(x, why, len);
+	case BENCH_W_CROSS:
+		n = xdm_stream_count(x->rt);
+		if (n < 2) {
+			snprintf(why, len, "a use on stream 1 needs two streams, and the runtime has %u", n);
+			return -1;
+		}
+		if (!xdm_supports_block_use_tracking(x->rt)) {
+			snprintf(why, len, "the stack does not support block-use tracking (xdm_supports_block_use_tracking is false)");
+			return -1;
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* ---- the pool layer's reserved peak ------------------------------------ */
+
+/* The topmost layer named "pool"; false when the stack has none. */
+static bool xs_find_pool(struct xdm_subject *x)
+{
+	uint32_t n = xdm_runtime_layer_count(x->rt);
+
+	for (uint32_t i = 0; i < n; i++) {
+		const char *name = xdm_runtime_layer_name(x->rt, i);
+
+		if (name && strcmp(name, "pool") == 0) {
+			x->pool_layer = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * A pool keeps what it reserved for earlier workloads.  Where it can give
+ * wholly free memory back (a "trim" attribute), it does so first, as the
+ * cuMemAllocAsync anchor trims its pool: both then reserve afresh for the
+ * workload.  Writing 0 to reserved_peak restarts the peak from what is
+ * reserved now.  A stack without a pool, or a pool without these
+ * attributes, simply has no figure.
+ */
+static bool xs_reserved_reset(struct bench_subject *s)
+{
+	struct xdm_subject *x = s->priv;
+
+	if (!xs_find_pool(x))
+		return false;
+	if (xs_settle(s))
+		return false;
+	(void)xdm_layer_attr_store(x->rt, x->pool_layer, "trim", "1");
+	return xdm_layer_attr_store(x->rt, x->pool_layer, "reserved_peak", "0") == XDM_OK;
+}
+
+/* The attribute is bytes in decimal and a newline. */
+static bool xs_reserved_peak(struct bench_subject *s, uint64_t *bytes)
+{
+	struct xdm_subject *x = s->priv;
+	unsigned long long v;
+	char buf[64], *end;
+
+	if (xdm_layer_attr_show(x->rt, x->pool_layer, "reserved_peak", buf, sizeof(buf)) != XDM_OK)
+		return false;
+	if (buf[0] < '0' || buf[0] > '9')
+		goto bad;
+	errno = 0;
+	v = strtoull(buf, &end, 10);
+	if (errno || (*end != '\n' && *end != '\0'))
+		goto bad;
+	*bytes = v;
+	return true;
+bad:
+	fprintf(stderr, "xdm-bench: warning: %s: the pool's reserved_peak reads '%.20s', not a number of bytes\n",
+		s->name, buf);
+	return false;
+}
+
 static void xs_destroy(struct bench_subject *s)
 {
 	struct xdm_subject *x = s->priv;
 
 	if (!x)
 		return;
+#ifdef XDM_BENCH_CUDA
+	if (x->cuda)
+		bench_cuda_touch_close(x->cuda);
+#endif
+	free(x->handles);
 	/* A singleton belongs to the process: the library tears it down. */
 	if (x->owned && xdm_runtime_destroy(x->rt) != XDM_OK)
 		fprintf(stderr, "xdm-bench: warning: destroying the runtime failed: %s\n",
@@ -109,6 +347,11 @@ static const struct bench_subject_ops xdm_subject_ops = {
 	.counters = xs_counters,
 	.strerror = xs_strerror,
 	.destroy = xs_destroy,
+	.ready = xs_ready,
+	.touch = xs_touch,
+	.cross_use = xs_cross_use,
+	.reserved_reset = xs_reserved_reset,
+	.reserved_peak = xs_reserved_peak,
 };
 
 static void describe(struct bench_ctx *ctx, struct xdm_runtime *rt)

@@ -57,8 +57,9 @@ int bench_measure(struct bench_ctx *ctx, struct bench_subject *s,
  * usual cost); interleaving spreads them over all subjects alike instead of
  * handing them to whichever subject ran during one.
  */
-int bench_measure_all(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns),
-		      void *args, size_t arg_size, double (*samples)[BENCH_MAX_REPEAT])
+int bench_measure_some(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns),
+		       void *args, size_t arg_size, double (*samples)[BENCH_MAX_REPEAT],
+		       const bool *run)
 {
 	size_t n = ctx->nsubjects;
 	char why[BENCH_ERR_LEN];
@@ -69,6 +70,8 @@ int bench_measure_all(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns
 			size_t k = (j + r) % n;
 			struct bench_subject *s = &ctx->subjects[k];
 
+			if (run && !run[k])
+				continue;
 			bench_tree_reader_set(ctx, s->reads_tree);
 			if (once((char *)args + k * arg_size, &ns))
 				return BENCH_EXIT_FAIL;
@@ -86,14 +89,54 @@ int bench_measure_all(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns
 	return 0;
 }
 
-/* Fills the timing fields of r from per-run totals of r->ops operations. */
-static void summarize_run_totals(struct bench_result *r, double *samples, unsigned int runs)
+int bench_measure_all(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns),
+		      void *args, size_t arg_size, double (*samples)[BENCH_MAX_REPEAT])
+{
+	return bench_measure_some(ctx, once, args, arg_size, samples, NULL);
+}
+
+void bench_summarize_totals(struct bench_result *r, double *samples, unsigned int runs)
 {
 	for (unsigned int i = 0; i < runs; i++)
 		samples[i] /= (double)r->ops;
 	bench_summarize(samples, runs, &r->median_ns, &r->min_ns);
 	r->runs = runs;
 	r->ops_per_s = r->median_ns > 0 ? 1e9 / r->median_ns : 0;
+}
+
+/*
+ * A subject joins a workload when it has the op the workload needs and its
+ * ready op (if any) says yes.  Every other subject is named in a note, so
+ * that a missing row is never a silent one.
+ */
+size_t bench_select(struct bench_ctx *ctx, enum bench_workload w,
+		    const char *(*lacks)(const struct bench_subject *s), bool *run, int *rc)
+{
+	char why[BENCH_ERR_LEN];
+	const char *no;
+	size_t n = 0;
+
+	*rc = 0;
+	for (size_t k = 0; k < ctx->nsubjects; k++) {
+		struct bench_subject *s = &ctx->subjects[k];
+
+		run[k] = false;
+		no = lacks ? lacks(s) : NULL;
+		if (no) {
+			snprintf(why, sizeof(why), "%s", no);
+		} else if (s->ops->ready && s->ops->ready(s, w, why, sizeof(why))) {
+			/* why was filled by ready() */
+		} else {
+			run[k] = true;
+			n++;
+			continue;
+		}
+		if (bench_report_skip(ctx, s, w, why)) {
+			*rc = BENCH_EXIT_FAIL;
+			return 0;
+		}
+	}
+	return n;
 }
 
 /* ---- pair: allocate and free one block, again and again ---------------- */
@@ -170,7 +213,7 @@ int bench_run_pair(struct bench_ctx *ctx)
 			r.threads = 1;
 			r.ops = args[k].iters;
 			r.ops_requested = o->iterations_set ? o->iterations : BENCH_DEFAULT_PAIR_ITERS;
-			summarize_run_totals(&r, samples[k], o->repeat);
+			bench_summarize_totals(&r, samples[k], o->repeat);
 			rc = bench_report_result(ctx, &r);
 			if (rc)
 				return rc;
@@ -196,6 +239,12 @@ struct random_arg {
 	uint64_t peak_blocks;
 };
 
+/* What the script asks for at most at once, the divisor of fragmentation. */
+struct random_script {
+	struct random_step *steps;
+	uint64_t peak_asked;
+};
+
 /* Log-uniform in [256 B, 4 MiB]: every octave is drawn equally often. */
 static uint32_t random_size(struct bench_rng *rng)
 {
@@ -212,30 +261,41 @@ static uint32_t random_size(struct bench_rng *rng)
 /*
  * The whole sequence is decided before any run, from the seed alone: every
  * run (and every subject) replays exactly the same operations, and neither
- * exp2() nor the PRNG is inside the timing.  The live count is simulated
- * here the way the runs will see it, so victim indices stay valid.
+ * exp2() nor the PRNG is inside the timing.  The live blocks are simulated
+ * here the way the runs will see them (the same swap-remove), so victim
+ * indices stay valid and the peak of requested bytes is known exactly.
  */
-static struct random_step *random_script(uint64_t seed, size_t n)
+static int random_script(uint64_t seed, size_t n, struct random_script *out)
 {
 	struct random_step *steps = calloc(n, sizeof(*steps));
+	uint32_t sizes[BENCH_RANDOM_MAX_LIVE];
+	uint64_t asked = 0, peak = 0;
 	struct bench_rng rng;
 	size_t live = 0;
 
 	if (!steps)
-		return NULL;
+		return -1;
 	bench_rng_seed(&rng, seed);
 	for (size_t i = 0; i < n; i++) {
 		bool coin = bench_rng_next(&rng) & 1;
 
 		if (live == 0 || (coin && live < BENCH_RANDOM_MAX_LIVE)) {
 			steps[i].bytes = random_size(&rng);
-			live++;
+			sizes[live++] = steps[i].bytes;
+			asked += steps[i].bytes;
+			if (asked > peak)
+				peak = asked;
 		} else {
-			steps[i].victim = (uint32_t)(bench_rng_next(&rng) % live);
-			live--;
+			uint32_t v = (uint32_t)(bench_rng_next(&rng) % live);
+
+			steps[i].victim = v;
+			asked -= sizes[v];
+			sizes[v] = sizes[--live];
 		}
 	}
-	return steps;
+	out->steps = steps;
+	out->peak_asked = peak;
+	return 0;
 }
 
 /* Frees what a run still holds; after a failure it is best effort. */
@@ -304,13 +364,17 @@ int bench_run_random(struct bench_ctx *ctx)
 	uint64_t n = o->iterations_set ? o->iterations : BENCH_DEFAULT_RANDOM_OPS;
 	double samples[BENCH_MAX_SUBJECTS][BENCH_MAX_REPEAT];
 	struct random_arg args[BENCH_MAX_SUBJECTS];
+	uint64_t reserved[BENCH_MAX_SUBJECTS];
+	bool has_reserved[BENCH_MAX_SUBJECTS];
+	struct random_script script = { NULL, 0 };
 	struct random_step *steps;
 	struct xdm_block *live;
 	int rc = 0;
 
-	steps = random_script(o->seed, (size_t)n);
+	rc = random_script(o->seed, (size_t)n, &script);
+	steps = script.steps;
 	live = calloc(BENCH_RANDOM_MAX_LIVE, sizeof(*live));
-	if (!steps || !live) {
+	if (rc || !live) {
 		fprintf(stderr, "xdm-bench: random: out of memory for %llu operations\n",
 			(unsigned long long)n);
 		rc = BENCH_EXIT_FAIL;
@@ -320,9 +384,11 @@ int bench_run_random(struct bench_ctx *ctx)
 		args[k] = (struct random_arg){ .s = &ctx->subjects[k], .steps = steps,
 					       .nsteps = (size_t)n, .live = live };
 	/* One live array serves all: every run frees its blocks before it ends. */
+	bench_reserved_begin(ctx, has_reserved);
 	rc = bench_measure_all(ctx, random_once, args, sizeof(args[0]), samples);
 	if (rc)
 		goto out;
+	bench_reserved_end(ctx, has_reserved, reserved);
 	for (size_t k = 0; k < ctx->nsubjects; k++) {
 		struct bench_result r = { .subject = &ctx->subjects[k],
 					  .workload = BENCH_W_RANDOM };
@@ -333,7 +399,10 @@ int bench_run_random(struct bench_ctx *ctx)
 		r.ops_requested = n;
 		r.peak_live_bytes = args[k].peak_bytes;
 		r.peak_live_blocks = args[k].peak_blocks;
-		summarize_run_totals(&r, samples[k], o->repeat);
+		r.peak_asked_bytes = script.peak_asked;
+		r.has_reserved = has_reserved[k];
+		r.peak_reserved_bytes = reserved[k];
+		bench_summarize_totals(&r, samples[k], o->repeat);
 		rc = bench_report_result(ctx, &r);
 		if (rc)
 			goto out;

@@ -10,6 +10,11 @@ tools_xdm_bench_SOURCES = \
 	tools/bench_anchors.c \
 	tools/bench_workloads.c \
 	tools/bench_threads.c \
+	tools/bench_streams.c \
+	tools/bench_cross.c \
+	tools/bench_replay.c \
+	tools/bench_replay_csv.c \
+	tools/bench_reserved.c \
 	tools/bench_stats.c \
 	tools/bench_report.c
 # The driver anchors need cuda.h to compile, never libcuda to link: they
@@ -24,7 +29,8 @@ tools_xdm_bench_SOURCES += \
 	tools/bench_cuda.h \
 	tools/bench_cuda_driver.c \
 	tools/bench_subject_cuda.c \
-	tools/bench_cuda_edge.c
+	tools/bench_cuda_edge.c \
+	tools/bench_cuda_touch.c
 tools_xdm_bench_CPPFLAGS += $(CUDA_CFLAGS) -DXDM_BENCH_CUDA=1
 endif
 # -lm: exp2() draws the log-uniform sizes of the random workload.

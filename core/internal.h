@@ -7,6 +7,7 @@
 #define XDM_CORE_INTERNAL_H
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -298,9 +299,19 @@ static inline bool xdm_use_track_crosses(const struct xdm_use_track *t, xdm_stre
 
 /* ---- runtime (runtime.c, runtime_table.c) ---------------------------- */
 
+/*
+ * Bytes outstanding, counted per allocation stream on a line of its own, so
+ * that threads on different streams never write one cache line (a single
+ * shared counter made sixteen threads slower than one).  high is the
+ * stream's own highest count; each new one samples the total for peak.
+ */
+struct xdm_stream_bytes {
+	alignas(64) _Atomic uint64_t bytes;
+	_Atomic uint64_t high;
+};
+
 /* Runtime-wide counters; allocs and frees are counted per registry shard. */
 struct xdm_counters {
-	_Atomic uint64_t bytes;
 	_Atomic uint64_t peak;
 	_Atomic uint64_t failures;
 	_Atomic uint64_t waits;
@@ -338,6 +349,7 @@ struct xdm_runtime {
 	struct xdm_event_pool events;
 	struct xdm_registry registry;
 	struct xdm_counters counters;
+	struct xdm_stream_bytes stream_bytes[XDM_MAX_STREAMS];
 	struct xdm_block_index tree_index;
 };
 
@@ -379,6 +391,8 @@ XDM_HIDDEN enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_
 					     const char *platform, const char *stack,
 					     bool singleton, struct xdm_runtime **out);
 XDM_HIDDEN void xdm_runtime_teardown(struct xdm_runtime *rt);
+/* The sum of the streams' bytes outstanding (runtime.c). */
+XDM_HIDDEN uint64_t xdm_runtime_bytes(struct xdm_runtime *rt);
 
 /* Name a new runtime and show it in the tree (tree.c). */
 XDM_HIDDEN void xdm_tree_publish(struct xdm_runtime *rt);

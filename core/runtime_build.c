@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,9 +226,13 @@ enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg
 	if (ordinal >= XDM_MAX_DEVICES)
 		return xdm_error_set(XDM_E_NO_DEVICE, "device ordinal %u is past the maximum of %d",
 				     ordinal, XDM_MAX_DEVICES - 1);
-	rt = calloc(1, sizeof(*rt));
+	/* Its shards and stream counters sit on cache lines of their own. */
+	rt = aligned_alloc(alignof(struct xdm_runtime),
+			   (sizeof(*rt) + alignof(struct xdm_runtime) - 1) &
+			   ~(alignof(struct xdm_runtime) - 1));
 	if (!rt)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of memory for a runtime");
+	memset(rt, 0, sizeof(*rt));
 	rt->ordinal = ordinal;
 	rt->singleton = singleton;
 	pthread_mutex_init(&rt->events.lock, NULL);
@@ -272,7 +277,8 @@ static void free_leftover(struct xdm_reg_entry *e, void *arg)
 	xdm_track_release(rt, &e->block, &e->track);
 	xdm_use_track_free(&e->track);
 	xdm_up_deallocate(&rt->layers[0], &e->block);
-	atomic_fetch_sub_explicit(&rt->counters.bytes, e->block.bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&rt->stream_bytes[e->block.stream].bytes, e->block.bytes,
+				  memory_order_relaxed);
 }
 
 /* Works on a runtime in any state of construction; keeps the thread error. */

@@ -876,8 +876,8 @@ END_TEST
 /* ---- layers ---------------------------------------------------------- */
 
 static const char *const budget_files[] = {
-	"limit", "configured_limit", "used", "remaining", "peak", "refusals", "processes",
-	"reset_stale", "segment", NULL,
+	"limit", "configured_limit", "used", "credit", "credit_held", "remaining", "peak",
+	"refusals", "processes", "reset_stale", "segment", NULL,
 };
 static const char *const host_files[] = {
 	"bytes_outstanding", "pending_frees", "allocs", "frees", NULL,

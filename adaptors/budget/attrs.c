@@ -66,6 +66,16 @@ static int used_show(struct xdm_layer *self, char *buf, size_t len)
 	return show_u64(buf, len, load(&budget_of(self)->shm->used));
 }
 
+static int credit_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, budget_of(self)->credit_max);
+}
+
+static int credit_held_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, budget_credit_held(budget_of(self)));
+}
+
 static int remaining_show(struct xdm_layer *self, char *buf, size_t len)
 {
 	struct budget_shm *s = budget_of(self)->shm;
@@ -139,8 +149,21 @@ const struct xdm_attr budget_attrs[] = {
 	{
 		.name = "used",
 		.mode = 0444,
-		.help = "bytes held by every process on the device",
+		.help = "bytes held by every process on the device, their streams' "
+			"credit included",
 		.show = used_show,
+	},
+	{
+		.name = "credit",
+		.mode = 0444,
+		.help = "bytes, the credit parameter: what a stream may draw ahead",
+		.show = credit_show,
+	},
+	{
+		.name = "credit_held",
+		.mode = 0444,
+		.help = "bytes this process's streams have drawn and not handed out",
+		.show = credit_held_show,
 	},
 	{
 		.name = "remaining",

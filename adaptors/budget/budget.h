@@ -6,6 +6,8 @@
 #ifndef XDM_BUDGET_H
 #define XDM_BUDGET_H
 
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -14,8 +16,15 @@
 
 #include "shared.h"
 
+/* A stream's credit, on a cache line of its own (credit.c). */
+struct budget_credit {
+	alignas(64) _Atomic uint64_t bytes;
+};
+
 /* The state of one budget layer; nothing of it lives in globals. */
 struct budget {
+	struct budget_credit credit[XDM_MAX_STREAMS];
+	uint64_t credit_max;		/* credit=; 0: every call goes to the segment */
 	struct budget_shm *shm;		/* the mapped segment */
 	struct budget_slot *slot;	/* this process's row of it */
 	uint64_t configured_limit;	/* limit= of this layer */
@@ -107,5 +116,16 @@ static inline void budget_release(struct budget *b, uint64_t n)
 	atomic_fetch_sub_explicit(&b->slot->used, n, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&b->shm->used, n, memory_order_relaxed);
 }
+
+/* ---- credit.c: per-stream credit ---------------------------------------- */
+
+/* Reserve n for an allocation on stream: from its credit, or the segment. */
+bool budget_charge(struct budget *b, xdm_stream_id stream, uint64_t n, uint64_t *remaining);
+/* Give n back from a block of stream. */
+void budget_uncharge(struct budget *b, xdm_stream_id stream, uint64_t n);
+/* Return every stream's credit to the segment; the bytes returned. */
+uint64_t budget_credit_drain(struct budget *b);
+/* Bytes of credit held now. */
+uint64_t budget_credit_held(struct budget *b);
 
 #endif /* XDM_BUDGET_H */

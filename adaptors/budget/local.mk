@@ -7,6 +7,7 @@ adaptors_budget_la_SOURCES = \
 	adaptors/budget/module.c \
 	adaptors/budget/segment.c \
 	adaptors/budget/reclaim.c \
+	adaptors/budget/credit.c \
 	adaptors/budget/attrs.c
 adaptors_budget_la_LDFLAGS = $(module_link_flags)
 adaptors_budget_la_LIBADD = $(module_link_libs) -lrt

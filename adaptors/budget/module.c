@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,12 +51,15 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 	enum xdm_status st;
 	int err;
 
-	b = calloc(1, sizeof(*b));
+	b = aligned_alloc(alignof(struct budget), sizeof(*b));
+	if (b)
+		memset(b, 0, sizeof(*b));
 	if (!b)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "budget: no memory for its state");
 	snprintf(b->uuid, sizeof(b->uuid), "%s", dev->uuid);
 	b->device_total = dev->total_bytes;
 	b->configured_limit = xdm_params_size(params, "limit");
+	b->credit_max = xdm_params_size(params, "credit");
 	b->pid = getpid();
 
 	st = make_name(b, key && *key ? key : dev->uuid);
@@ -88,6 +92,7 @@ static void budget_fini(struct xdm_layer *self)
 	if (!b)
 		return;
 	xdm_layer_set_priv(self, NULL);
+	budget_credit_drain(b);
 	budget_detach(b);
 	free(b);
 }
@@ -107,7 +112,8 @@ static void budget_fini(struct xdm_layer *self)
  * refusal that comes a millisecond after the latest scan, or by the next
  * attach.
  */
-static bool reserve_after_reclaim(struct budget *b, uint64_t n, uint64_t *remaining)
+static bool reserve_after_reclaim(struct budget *b, xdm_stream_id stream, uint64_t n,
+				  uint64_t *remaining)
 {
 	struct budget_shm *s = b->shm;
 	uint64_t scans = atomic_load_explicit(&s->scans, memory_order_relaxed);
@@ -118,7 +124,7 @@ static bool reserve_after_reclaim(struct budget *b, uint64_t n, uint64_t *remain
 			budget_reclaim_locked(s, NULL, NULL);
 		budget_unlock(s);
 	}
-	return budget_reserve(b, n, remaining);
+	return budget_charge(b, stream, n, remaining);
 }
 
 static enum xdm_status refuse(struct budget *b, size_t requested, uint64_t remaining,
@@ -141,13 +147,13 @@ static enum xdm_status budget_allocate(struct xdm_layer *self, size_t bytes, xdm
 	uint64_t remaining;
 	enum xdm_status st;
 
-	if (!budget_reserve(b, bytes, &remaining) &&
-	    !reserve_after_reclaim(b, bytes, &remaining))
+	if (!budget_charge(b, stream, bytes, &remaining) &&
+	    !reserve_after_reclaim(b, stream, bytes, &remaining))
 		return refuse(b, bytes, remaining, "");
 
 	st = xdm_up_allocate(up, bytes, stream, tag, out);
 	if (st) {
-		budget_release(b, bytes);
+		budget_uncharge(b, stream, bytes);
 		return st;
 	}
 	if (out->bytes == bytes)
@@ -156,13 +162,13 @@ static enum xdm_status budget_allocate(struct xdm_layer *self, size_t bytes, xdm
 	/* Count exactly what the block holds, so deallocate gives back
 	 * exactly what was reserved. */
 	if (out->bytes < bytes) {
-		budget_release(b, bytes - out->bytes);
+		budget_uncharge(b, stream, bytes - out->bytes);
 		return XDM_OK;
 	}
-	if (budget_reserve(b, out->bytes - bytes, &remaining))
+	if (budget_charge(b, stream, out->bytes - bytes, &remaining))
 		return XDM_OK;
 	xdm_up_deallocate(up, out);
-	budget_release(b, bytes);
+	budget_uncharge(b, stream, bytes);
 	return refuse(b, out->bytes, remaining + bytes, "the layer below rounds up: ");
 }
 
@@ -174,10 +180,11 @@ static enum xdm_status budget_deallocate(struct xdm_layer *self, struct xdm_bloc
 {
 	struct budget *b = budget_of(self);
 	size_t bytes = block->bytes;
+	xdm_stream_id stream = block->stream;
 	enum xdm_status st;
 
 	st = xdm_up_deallocate(xdm_layer_upstream(self), block);
-	budget_release(b, bytes);
+	budget_uncharge(b, stream, bytes);
 	return st;
 }
 
@@ -197,6 +204,14 @@ static const struct xdm_param_spec budget_params[] = {
 		.default_value = NULL,
 		.help = "the name of the shared segment, /xdm-budget-<key>; default: the "
 			"device's UUID",
+	},
+	{
+		.name = "credit",
+		.type = XDM_PARAM_SIZE,
+		.default_value = "0",
+		.help = "bytes each stream may draw from the limit ahead of its allocations, "
+			"so that streams do not meet on the shared counter (credit is counted "
+			"as used); 0: every allocation and free updates the shared counter",
 	},
 	{ .name = NULL },
 };

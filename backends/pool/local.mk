@@ -10,3 +10,22 @@ backends_pool_la_SOURCES = \
 	backends/pool/attrs.c
 backends_pool_la_LDFLAGS = $(module_link_flags)
 backends_pool_la_LIBADD = $(module_link_libs)
+
+# The pool on the host platform: carving, streams, growth, trim, max, errors.
+check_PROGRAMS += tests/check_pool
+TESTS += tests/check_pool
+tests_check_pool_SOURCES = tests/check_pool.c
+tests_check_pool_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_pool_LDADD = libxdm.la $(CHECK_LIBS)
+
+# The pool on a GPU, over cuda_async and cuda_direct; skips (77) without
+# one.  One process, no fork (CUDA state does not survive it); -no-install
+# so a sanitizer can run the real program, as for tests/check_cuda.
+if HAVE_CUDA
+check_PROGRAMS += tests/check_pool_cuda
+TESTS += tests/check_pool_cuda
+tests_check_pool_cuda_SOURCES = tests/check_pool_cuda.c tests/cudatest.c tests/cudatest.h
+tests_check_pool_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
+tests_check_pool_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_check_pool_cuda_LDADD = libxdm.la $(CHECK_LIBS)
+endif

@@ -127,7 +127,23 @@ static void bin_remove(struct pool_arena *a, struct pool_seg *s)
 		sub(&a->idle_chunks, 1);
 }
 
-/* The best free segment for size, still in its bin; NULL if none fits. */
+/* The smallest segment of a whole bin that holds size, or NULL. */
+static struct pool_seg *bin_scan(struct pool_seg *s, uint64_t size)
+{
+	struct pool_seg *best = NULL;
+
+	for (; s; s = s->link_next)
+		if (s->size >= size && (!best || s->size < best->size))
+			best = s;
+	return best;
+}
+
+/*
+ * The best free segment for size, still in its bin; NULL if none fits.
+ * The request's own bin is looked at briefly first, then the least
+ * non-empty bin above (all of whose segments fit), and only when there is
+ * none the whole of the own bin: a fit is never missed.
+ */
 static struct pool_seg *bin_find(struct pool_arena *a, uint64_t size)
 {
 	struct pool_seg *s, *best = NULL;
@@ -150,7 +166,7 @@ static struct pool_seg *bin_find(struct pool_arena *a, uint64_t size)
 		uint64_t fmap = fl + 1 < POOL_FL ? a->fl_map & (~0ull << (fl + 1)) : 0;
 
 		if (!fmap)
-			return NULL;
+			return bin_scan(a->bins[fl][sl], size);
 		fl = (unsigned int)__builtin_ctzll(fmap);
 		map = a->sl_map[fl];
 	}
@@ -257,16 +273,19 @@ struct pool_seg *pool_arena_unhash(struct pool_arena *a, uint64_t ptr)
 
 /* ---- taking and giving ------------------------------------------------------ */
 
-/* Cut s down to size; the rest stays free right after it. */
-static bool split(struct pool_arena *a, struct pool_seg *s, uint64_t size)
+/*
+ * Cut size bytes from the low end of the free segment s (out of its bin) and
+ * return it; the rest stays free in its bin.  NULL: no descriptor for the rest.
+ */
+static struct pool_seg *split(struct pool_arena *a, struct pool_seg *s, uint64_t size)
 {
 	struct pool_seg *r;
 
 	if (s->size - size < POOL_GRAIN)
-		return true;
+		return s;
 	r = seg_new(a);
 	if (!r)
-		return false;
+		return NULL;
 	r->ptr = s->ptr + size;
 	r->size = s->size - size;
 	r->chunk = s->chunk;
@@ -278,7 +297,7 @@ static bool split(struct pool_arena *a, struct pool_seg *s, uint64_t size)
 	s->size = size;
 	bin_insert(a, r);
 	add(&a->free_blocks, 1);
-	return true;
+	return s;
 }
 
 /* Merge s with free neighbours of its chunk and put the result in its bin. */
@@ -310,7 +329,7 @@ static void merge_and_bin(struct pool_arena *a, struct pool_seg *s)
 
 struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size)
 {
-	struct pool_seg *s = NULL;
+	struct pool_seg *s = NULL, *t;
 	unsigned int c = 0;
 	bool small = size <= p->params.small_max;
 
@@ -328,8 +347,8 @@ struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t 
 	if (!s)
 		return NULL;
 	bin_remove(a, s);
-	if (!split(a, s, size)) {
-		bin_insert(a, s);
+	if (!(s = split(a, t = s, size))) {
+		bin_insert(a, t);
 		return NULL;
 	}
 found:

@@ -140,9 +140,11 @@ static bool steal(struct pool *p, struct pool_arena *a, uint64_t size, enum xdm_
 		struct pool_arena *b = arena_at(p, i);
 		struct pool_chunk *c;
 
-		if (!b || b == a || !atomic_load_explicit(&b->idle_chunks, memory_order_relaxed))
+		if (!b || b == a)
 			continue;
 		pthread_spin_lock(&b->lock);
+		/* Its cached blocks may be all that keeps a chunk from being idle. */
+		pool_arena_flush(b);
 		c = pool_arena_release_idle(b, size);
 		pthread_spin_unlock(&b->lock);
 		if (!c)
@@ -232,6 +234,10 @@ static enum xdm_status refill_locked(struct pool *p, struct pool_arena *a, uint6
 	uint64_t want;
 	bool fits;
 
+	if (p->params.max && size > p->params.max)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: %" PRIu64 " bytes on stream %u "
+				     "are more than its max of %" PRIu64, size, a->stream,
+				     p->params.max);
 	pthread_spin_lock(&a->lock);
 	pool_arena_flush(a);
 	fits = pool_arena_fits(p, a, size);

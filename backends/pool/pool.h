@@ -40,7 +40,7 @@
 #define POOL_FL 48
 
 /* Small sizes are rounded to a class and cached per class (size.c). */
-#define POOL_MAX_CLASSES 64
+#define POOL_MAX_CLASSES 80
 
 enum pool_seg_state {
 	SEG_USED = 1,		/* handed out */
@@ -91,11 +91,11 @@ struct pool_arena {
 	_Atomic uint64_t cached_bytes;
 	_Atomic uint64_t owned;		/* bytes of chunks it owns */
 	_Atomic uint64_t nchunks;
-	_Atomic uint64_t idle_chunks;	/* wholly free chunks among them */
+	_Atomic uint64_t idle_chunks;	/* wholly free (cached blocks not merged) */
 };
 
 struct pool_params {
-	uint64_t initial;		/* reserved at init, on stream 0 */
+	uint64_t initial;		/* the first chunk, when larger than chunk */
 	uint64_t chunk;			/* the first growth */
 	uint64_t chunk_max;		/* growth=double stops doubling here */
 	uint64_t max;			/* reserved never passes it; 0: no bound */

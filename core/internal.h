@@ -7,7 +7,6 @@
 #define XDM_CORE_INTERNAL_H
 
 #include <pthread.h>
-#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -218,6 +217,15 @@ struct xdm_reg_shard {
 	struct xdm_reg_entry *spare;	/* recycled entries */
 	_Atomic uint64_t allocs;	/* also numbers the shard's generations */
 	_Atomic uint64_t frees;
+	/*
+	 * Bytes of its live blocks, and the most it ever held.  Counted here,
+	 * under the lock the insert and the take hold anyway, the runtime's
+	 * bytes outstanding cost no atomic of their own, and threads whose
+	 * blocks live in different shards never write one cache line (a single
+	 * runtime-wide counter made sixteen threads slower than one).
+	 */
+	_Atomic uint64_t bytes;
+	_Atomic uint64_t high;
 } __attribute__((aligned(64)));
 
 /*
@@ -236,9 +244,12 @@ XDM_HIDDEN void xdm_registry_init(struct xdm_registry *reg);
 XDM_HIDDEN void xdm_registry_fini(struct xdm_runtime *rt);
 XDM_HIDDEN struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr);
 /* Insert a copy of block and give it its generation (block->generation is
- * set).  INVALID if its ptr is already live. */
+ * set).  INVALID if its ptr is already live.  *new_high is set when the
+ * block's shard passed the most bytes it ever held. */
 XDM_HIDDEN enum xdm_status xdm_registry_insert(struct xdm_registry *reg,
-					       struct xdm_block *block);
+					       struct xdm_block *block, bool *new_high);
+/* The bytes of every live block: the sum of the shards'. */
+XDM_HIDDEN uint64_t xdm_registry_bytes(struct xdm_registry *reg);
 /* Find a live entry; caller holds the shard lock. NULL if none. */
 XDM_HIDDEN struct xdm_reg_entry *xdm_registry_find_locked(struct xdm_reg_shard *shard,
 							  uint64_t ptr);
@@ -299,17 +310,6 @@ static inline bool xdm_use_track_crosses(const struct xdm_use_track *t, xdm_stre
 
 /* ---- runtime (runtime.c, runtime_table.c) ---------------------------- */
 
-/*
- * Bytes outstanding, counted per allocation stream on a line of its own, so
- * that threads on different streams never write one cache line (a single
- * shared counter made sixteen threads slower than one).  high is the
- * stream's own highest count; each new one samples the total for peak.
- */
-struct xdm_stream_bytes {
-	alignas(64) _Atomic uint64_t bytes;
-	_Atomic uint64_t high;
-};
-
 /* Runtime-wide counters; allocs and frees are counted per registry shard. */
 struct xdm_counters {
 	_Atomic uint64_t peak;
@@ -349,7 +349,6 @@ struct xdm_runtime {
 	struct xdm_event_pool events;
 	struct xdm_registry registry;
 	struct xdm_counters counters;
-	struct xdm_stream_bytes stream_bytes[XDM_MAX_STREAMS];
 	struct xdm_block_index tree_index;
 };
 
@@ -391,8 +390,6 @@ XDM_HIDDEN enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_
 					     const char *platform, const char *stack,
 					     bool singleton, struct xdm_runtime **out);
 XDM_HIDDEN void xdm_runtime_teardown(struct xdm_runtime *rt);
-/* The sum of the streams' bytes outstanding (runtime.c). */
-XDM_HIDDEN uint64_t xdm_runtime_bytes(struct xdm_runtime *rt);
 
 /* Name a new runtime and show it in the tree (tree.c). */
 XDM_HIDDEN void xdm_tree_publish(struct xdm_runtime *rt);

@@ -104,8 +104,26 @@ static void use_track_init(struct xdm_use_track *t)
 	t->reads = t->inline_reads;
 }
 
-enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *block)
+/* A plain add to a counter that only lock holders write. */
+static void bump_by(_Atomic uint64_t *counter, uint64_t v)
 {
+	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+uint64_t xdm_registry_bytes(struct xdm_registry *reg)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < XDM_REG_SHARDS; i++)
+		sum += atomic_load_explicit(&reg->shards[i].bytes, memory_order_relaxed);
+	return sum;
+}
+
+enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *block,
+				    bool *new_high)
+{
+	uint64_t bytes;
 	struct xdm_reg_shard *shard = xdm_registry_shard(reg, block->ptr);
 	struct xdm_reg_entry *e;
 	size_t b;
@@ -131,6 +149,11 @@ enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *
 	e->next = shard->buckets[b];
 	shard->buckets[b] = e;
 	shard->count++;
+	bump_by(&shard->bytes, block->bytes);
+	bytes = atomic_load_explicit(&shard->bytes, memory_order_relaxed);
+	*new_high = bytes > atomic_load_explicit(&shard->high, memory_order_relaxed);
+	if (*new_high)
+		atomic_store_explicit(&shard->high, bytes, memory_order_relaxed);
 	xdm_spin_unlock(&shard->lock);
 	return XDM_OK;
 
@@ -158,6 +181,7 @@ bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr, xdm_generation ge
 		*pp = e->next;
 		shard->count--;
 		bump(&shard->frees);
+		bump_by(&shard->bytes, -e->block.bytes);
 		*out = e->block;
 		if (!xdm_use_track_empty(&e->track)) {
 			*uses = e->track;
@@ -220,6 +244,7 @@ void xdm_registry_drain(struct xdm_registry *reg,
 				e->next = list;
 				list = e;
 				bump(&shard->frees);
+				bump_by(&shard->bytes, -e->block.bytes);
 			}
 			shard->buckets[b] = NULL;
 		}

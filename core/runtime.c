@@ -26,32 +26,16 @@ static void raise_max(_Atomic uint64_t *max, uint64_t v)
 		;
 }
 
-uint64_t xdm_runtime_bytes(struct xdm_runtime *rt)
-{
-	uint32_t n = atomic_load_explicit(&rt->streams.count, memory_order_acquire);
-	uint64_t sum = 0;
-
-	for (uint32_t i = 0; i < n && i < XDM_MAX_STREAMS; i++)
-		sum += atomic_load_explicit(&rt->stream_bytes[i].bytes, memory_order_relaxed);
-	return sum;
-}
-
 /*
- * The total is read only when a stream passes its own highest count: in a
- * steady state that is never, so no allocation reads the other streams'
- * lines.  The peak is therefore exact while one stream allocates, and with
- * several it is the highest total seen at such a moment, never above the
- * true peak.
+ * The total is read only when a shard passes the most it ever held: in a
+ * steady state that is never, so no allocation reads the other shards'
+ * lines.  The peak is therefore exact while the blocks fit one shard's
+ * history, and otherwise the highest total seen at such a moment, never
+ * above the true peak.
  */
-static void count_allocation(struct xdm_runtime *rt, xdm_stream_id stream, uint64_t bytes)
+static void count_peak(struct xdm_runtime *rt)
 {
-	struct xdm_stream_bytes *sb = &rt->stream_bytes[stream];
-	uint64_t now = atomic_fetch_add_explicit(&sb->bytes, bytes, memory_order_relaxed) + bytes;
-
-	if (now <= atomic_load_explicit(&sb->high, memory_order_relaxed))
-		return;
-	raise_max(&sb->high, now);
-	raise_max(&rt->counters.peak, xdm_runtime_bytes(rt));
+	raise_max(&rt->counters.peak, xdm_registry_bytes(&rt->registry));
 }
 
 enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
@@ -59,6 +43,7 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 {
 	struct xdm_counters *c;
 	enum xdm_status st;
+	bool new_high;
 
 	if (!rt || !out)
 		return xdm_error_set(XDM_E_INVALID, "xdm_allocate: NULL runtime or result");
@@ -84,7 +69,7 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 	st = xdm_up_allocate(&rt->layers[0], bytes, stream, out->tag, out);
 	if (st)
 		goto failed;
-	st = xdm_registry_insert(&rt->registry, out);
+	st = xdm_registry_insert(&rt->registry, out, &new_high);
 	if (st) {
 		struct xdm_error saved = *xdm_last_error();
 
@@ -98,7 +83,8 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 		*(struct xdm_error *)xdm_last_error() = saved;
 		goto failed;
 	}
-	count_allocation(rt, stream, out->bytes);
+	if (new_high)
+		count_peak(rt);
 	return XDM_OK;
 
 failed:
@@ -162,7 +148,6 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 	st = xdm_up_deallocate(&rt->layers[0], &b);
 	if (crossed && st == XDM_OK)
 		xdm_pending_free_mark(rt, b.stream);
-	atomic_fetch_sub_explicit(&rt->stream_bytes[b.stream].bytes, b.bytes, memory_order_relaxed);
 	block->state = b.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : b.state;
 	return st ? st : st_wait;
 }
@@ -265,7 +250,7 @@ void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 	xdm_registry_counts(&rt->registry, &out->allocs, &out->frees);
 	/* Frees are summed after allocs, so a racing pair never reads negative. */
 	out->blocks_outstanding = out->allocs >= out->frees ? out->allocs - out->frees : 0;
-	out->bytes_outstanding = xdm_runtime_bytes(rt);
+	out->bytes_outstanding = xdm_registry_bytes(&rt->registry);
 	out->bytes_peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
 	out->failures = atomic_load_explicit(&c->failures, memory_order_relaxed);
 	out->waits_queued = atomic_load_explicit(&c->waits, memory_order_relaxed);

@@ -277,8 +277,6 @@ static void free_leftover(struct xdm_reg_entry *e, void *arg)
 	xdm_track_release(rt, &e->block, &e->track);
 	xdm_use_track_free(&e->track);
 	xdm_up_deallocate(&rt->layers[0], &e->block);
-	atomic_fetch_sub_explicit(&rt->stream_bytes[e->block.stream].bytes, e->block.bytes,
-				  memory_order_relaxed);
 }
 
 /* Works on a runtime in any state of construction; keeps the thread error. */

@@ -170,6 +170,19 @@ grep -q '^note: streams: ' "$tmp/streams3" || fail "no streams note in: $(cat "$
 grep -q '^note: xdm cross: ' "$tmp/streams3" || fail "no cross note in: $(cat "$tmp/streams3")"
 [ -s "$tmp/err.streams3" ] && fail "streams,cross wrote to stderr"
 
+# ---- --compare: a second stack beside the first, with its difference --------
+run compare --stack host --platform host --compare "logging sink=null | host" --workload pair \
+	--sizes 4K --iterations 300 --repeat 1
+[ "$rc" -eq 0 ] || fail "--compare exited $rc"
+grep -q '^xdm2  *pair  *4K  *300 ' "$tmp/compare" || fail "no xdm2 row in: $(cat "$tmp/compare")"
+grep -q '^pair  *4K  *xdm2  *xdm ' "$tmp/compare" || fail "no xdm2/xdm ratio in: $(cat "$tmp/compare")"
+grep -q '^note: xdm2 - xdm, pair 4K: [+-][0-9]' "$tmp/compare" ||
+	fail "no difference note in: $(cat "$tmp/compare")"
+run comparebad --stack host --platform host --compare "nosuchlayer | host" --workload pair \
+	--iterations 10 --repeat 1
+[ "$rc" -eq 1 ] || fail "--compare with a bad stack exited $rc, not 1"
+grep -q 'compare' "$tmp/err.comparebad" || fail "a bad --compare stack was not named"
+
 # free=sync answers no block-use tracking: cross is skipped with a note, not failed
 run crosssync --stack "host free=sync" --platform host --workload cross --iterations 100 --repeat 1
 [ "$rc" -eq 0 ] || fail "cross on free=sync exited $rc"

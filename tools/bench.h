@@ -102,6 +102,7 @@ struct bench_opts {
 	unsigned int streams;		/* --streams: most streams of the streams workload */
 	bool streams_set;
 	const char *replay;		/* --replay FILE, or NULL */
+	const char *compare;		/* --compare SPEC: a second runtime, or NULL */
 };
 
 /* Counters a subject keeps about itself, read after its frees settled. */
@@ -200,6 +201,7 @@ struct bench_subject {
 	bool anchor;			/* a driver allocator, the divisor of ratios */
 	bool reads_tree;		/* xdm+tree: its runs are timed while the tree is read */
 	bool borrowed;			/* shares another subject's priv: not destroyed */
+	bool compared;			/* --compare's runtime: its rows are also divided by xdm's */
 	struct bench_counters last;	/* the latest counters read */
 	bool has_last;
 };
@@ -311,6 +313,8 @@ const char *bench_anchors_name(enum bench_anchors_mode m);
 
 /* bench_subject_xdm.c */
 int bench_subject_xdm_open(struct bench_ctx *ctx, struct bench_subject *s);
+/* --compare: a second runtime on the same device and platform, as "xdm2". */
+int bench_subject_compare_open(struct bench_ctx *ctx, struct bench_subject *s);
 
 /* bench_replay_csv.c: reads --replay FILE; 0, or BENCH_EXIT_USAGE said. */
 int bench_replay_load(const char *path, struct bench_replay *out);

@@ -152,6 +152,12 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	ctx.nsubjects = 1;
+	if (ctx.opts.compare) {
+		rc = bench_subject_compare_open(&ctx, &ctx.subjects[1]);
+		if (rc)
+			goto out;
+		ctx.nsubjects = 2;
+	}
 	rc = bench_mount_check(&ctx.opts);
 	if (rc)
 		goto out;

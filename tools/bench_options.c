@@ -26,6 +26,7 @@ enum {
 	OPT_READ_TREE,
 	OPT_STREAMS,
 	OPT_REPLAY,
+	OPT_COMPARE,
 };
 
 static const struct option long_options[] = {
@@ -46,6 +47,7 @@ static const struct option long_options[] = {
 	{ "read-tree", required_argument, NULL, OPT_READ_TREE },
 	{ "streams", required_argument, NULL, OPT_STREAMS },
 	{ "replay", required_argument, NULL, OPT_REPLAY },
+	{ "compare", required_argument, NULL, OPT_COMPARE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -90,6 +92,10 @@ static void usage(FILE *f)
 		"      --read-tree HZ     with --mount: add the subject xdm+tree, the same\n"
 		"                         runtime timed while a thread reads the whole tree\n"
 		"                         HZ times a second; ratios xdm+tree / xdm\n"
+		"      --compare SPEC     add the subject xdm2, a second runtime around\n"
+		"                         SPEC on the same device and platform, timed\n"
+		"                         interleaved with xdm; ratios and differences\n"
+		"                         xdm2 - xdm (e.g. the cost of one more layer)\n"
 		"  -h, --help             print this help and exit\n"
 		"  -V, --version          print the version and exit\n"
 		"\n"
@@ -282,6 +288,13 @@ static int handle_option(int c, const char *arg, struct bench_opts *o)
 			return -1;
 		}
 		o->replay = arg;
+		return 0;
+	case OPT_COMPARE:
+		if (!arg[0]) {
+			fprintf(stderr, "xdm-bench: --compare: the stack is empty.\n");
+			return -1;
+		}
+		o->compare = arg;
 		return 0;
 	}
 	return -1;

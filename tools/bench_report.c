@@ -176,9 +176,12 @@ int bench_report_skip(struct bench_ctx *ctx, const struct bench_subject *s,
  */
 static bool ratio_of(const struct bench_result *x, const struct bench_result *a, double *ratio)
 {
-	/* xdm+tree is also divided by xdm: what being read costs. */
-	bool base = x->subject->reads_tree && !a->subject->reads_tree &&
-		    x->subject->priv == a->subject->priv;
+	/* xdm+tree is also divided by xdm: what being read costs; and xdm2
+	 * by xdm: what its stack costs more. */
+	bool base = (x->subject->reads_tree && !a->subject->reads_tree &&
+		     x->subject->priv == a->subject->priv) ||
+		    (x->subject->compared && !a->subject->anchor && !a->subject->compared &&
+		     !a->subject->reads_tree);
 
 	if (x->subject->anchor || !(a->subject->anchor || base) || x->workload != a->workload ||
 	    strcmp(x->param, a->param) != 0)
@@ -287,6 +290,21 @@ static void print_replay_note(struct bench_report *rep, bool *started)
 		(unsigned long long)rp->left_live);
 }
 
+/* --compare: what xdm2's stack adds to xdm's, in ns per operation. */
+static void print_compare(struct bench_report *rep, const struct bench_result *x, bool *started)
+{
+	for (size_t j = 0; x->subject->compared && j < rep->nresults; j++) {
+		const struct bench_result *a = &rep->results[j];
+		double ratio;
+
+		if (a->subject->compared || a->subject->anchor || !ratio_of(x, a, &ratio))
+			continue;
+		fprintf(note(rep, started), "note: %s - %s, %s %s: %+.1f ns per op (median %.1f - %.1f)\n",
+			x->subject->name, a->subject->name, bench_workload_name(x->workload),
+			x->param, x->median_ns - a->median_ns, x->median_ns, a->median_ns);
+	}
+}
+
 static void print_notes(struct bench_ctx *ctx)
 {
 	struct bench_report *rep = &ctx->report;
@@ -324,6 +342,7 @@ static void print_notes(struct bench_ctx *ctx)
 		}
 		threads |= r->workload == BENCH_W_THREADS;
 		streams |= r->workload == BENCH_W_STREAMS;
+		print_compare(rep, r, &started);
 	}
 	if (rep->replay)
 		print_replay_note(rep, &started);

@@ -372,6 +372,32 @@ static void describe(struct bench_ctx *ctx, struct xdm_runtime *rt)
 	}
 }
 
+/* --compare: a private runtime around its own stack, named xdm2. */
+int bench_subject_compare_open(struct bench_ctx *ctx, struct bench_subject *s)
+{
+	const struct bench_opts *o = &ctx->opts;
+	struct xdm_subject *x = calloc(1, sizeof(*x));
+
+	if (!x) {
+		fprintf(stderr, "xdm-bench: out of memory\n");
+		return BENCH_EXIT_FAIL;
+	}
+	x->owned = true;
+	if (xdm_runtime_create(o->ordinal, o->platform, o->compare, &x->rt) != XDM_OK) {
+		fprintf(stderr, "xdm-bench: --compare: cannot create a runtime for device %u with stack \"%s\": %s\n",
+			o->ordinal, o->compare, xdm_last_error_message());
+		free(x);
+		return BENCH_EXIT_FAIL;
+	}
+	s->ops = &xdm_subject_ops;
+	s->priv = x;
+	s->compared = true;
+	snprintf(s->name, sizeof(s->name), "xdm2");
+	if (xdm_runtime_stack_spec(x->rt, s->desc, sizeof(s->desc)) != XDM_OK)
+		snprintf(s->desc, sizeof(s->desc), "%s", o->compare);
+	return 0;
+}
+
 /* Opens the runtime the options ask for.  0, or an exit code, said. */
 int bench_subject_xdm_open(struct bench_ctx *ctx, struct bench_subject *s)
 {

@@ -203,7 +203,7 @@ struct xdm_reg_entry {
 	struct xdm_reg_entry *next;
 };
 
-#define XDM_REG_SHARDS 64
+#define XDM_REG_SHARDS 256
 
 /*
  * Counts that change under a shard lock live in the shard: written with a
@@ -234,7 +234,7 @@ struct xdm_reg_shard {
  * increasing for any one address, because an address always hashes to the
  * same shard.  Never 0.
  */
-#define XDM_REG_SHARD_BITS 6
+#define XDM_REG_SHARD_BITS 8
 
 struct xdm_registry {
 	struct xdm_reg_shard shards[XDM_REG_SHARDS];

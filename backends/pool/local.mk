@@ -29,3 +29,4 @@ tests_check_pool_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
 tests_check_pool_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_pool_cuda_LDADD = libxdm.la $(CHECK_LIBS)
 endif
+dist_man_MANS += man/xdm-pool.7

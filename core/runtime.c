@@ -29,9 +29,10 @@ static void raise_max(_Atomic uint64_t *max, uint64_t v)
 /*
  * The total is read only when a shard passes the most it ever held: in a
  * steady state that is never, so no allocation reads the other shards'
- * lines.  The peak is therefore exact while the blocks fit one shard's
- * history, and otherwise the highest total seen at such a moment, never
- * above the true peak.
+ * lines.  The peak is therefore a sample: the highest total seen at such a
+ * moment, which is the true peak in simple uses (nothing freed before it)
+ * and below it in general; a sum read while other threads allocate and
+ * free may also be off by their blocks in flight.
  */
 static void count_peak(struct xdm_runtime *rt)
 {

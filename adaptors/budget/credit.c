@@ -6,16 +6,17 @@
  * Without credit every allocation and every free is a compare-and-swap on
  * the one shared counter of the device, a cache line that every thread of
  * every process fights for: sixteen threads on sixteen streams then go no
- * faster than one.  With credit=SIZE a stream draws up to SIZE more than it
- * asked for, hands later allocations out of that draw with one atomic on a
- * line of its own, and keeps what its frees give back up to twice SIZE.
+ * faster than one.  With credit=SIZE a stream draws SIZE more than it asked
+ * for, hands later allocations out of that draw with one atomic on a line
+ * of its own, and keeps what its frees give back up to twice SIZE.
  *
  * The shared counter stays a hard limit: credit is counted in `used`, so no
  * interleaving ever passes the limit.  What credit costs is sharpness: a
  * process may be refused while another holds credit it is not using, at
- * most SIZE per stream in use.  Before this process refuses, it returns all
- * of its own credit and asks again exactly, so a process alone on a device
- * is refused exactly when its blocks and the request pass the limit.
+ * most twice SIZE per stream in use.  Before this process refuses, it
+ * returns all of its own credit and asks again exactly, so a process alone
+ * on a device is refused when its blocks and the request pass the limit
+ * (unless one of its own threads draws credit again in between).
  */
 #include "config.h"
 

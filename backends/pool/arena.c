@@ -327,12 +327,14 @@ static void merge_and_bin(struct pool_arena *a, struct pool_seg *s)
 	bin_insert(a, s);
 }
 
-struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size)
+struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size,
+				 bool *no_memory)
 {
 	struct pool_seg *s = NULL, *t;
 	unsigned int c = 0;
 	bool small = size <= p->params.small_max;
 
+	*no_memory = false;
 	if (small) {
 		c = pool_class(p, size);
 		s = a->cache[c];
@@ -349,6 +351,7 @@ struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t 
 	bin_remove(a, s);
 	if (!(s = split(a, t = s, size))) {
 		bin_insert(a, t);
+		*no_memory = true;
 		return NULL;
 	}
 found:
@@ -362,6 +365,7 @@ found:
 		} else {
 			merge_and_bin(a, s);
 		}
+		*no_memory = true;
 		return NULL;
 	}
 	s->state = SEG_USED;

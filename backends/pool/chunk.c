@@ -70,13 +70,14 @@ static void chunk_release(struct pool *p, struct pool_chunk *c)
 	/*
 	 * The upstream frees on the chunk's allocation stream; if the chunk
 	 * has moved since, that stream first waits for its last owner.  If
-	 * the wait cannot be queued, keep the memory (a leak) rather than free
-	 * it under work that may still use it.
+	 * the wait cannot be queued, keep the memory (a leak, still counted
+	 * in reserved) rather than free it under work that may still use it.
 	 */
-	if (xdm_layer_stream_order(p->self, c->up.stream, c->owner) == XDM_OK)
+	if (xdm_layer_stream_order(p->self, c->up.stream, c->owner) == XDM_OK) {
 		xdm_up_deallocate(up, &c->up);
-	atomic_fetch_sub_explicit(&p->reserved, c->size, memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->trimmed, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&p->reserved, c->size, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->trimmed, 1, memory_order_relaxed);
+	}
 	free(c);
 }
 

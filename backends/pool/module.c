@@ -124,6 +124,7 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 	struct pool_arena *a;
 	struct pool_seg *s;
 	enum xdm_status st;
+	bool no_memory;
 	uint64_t size;
 
 	(void)tag;
@@ -138,10 +139,13 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 		return xdm_last_error()->code;
 	for (;;) {
 		pthread_spin_lock(&a->lock);
-		s = pool_arena_take(p, a, size);
+		s = pool_arena_take(p, a, size, &no_memory);
 		if (s)
 			break;
 		pthread_spin_unlock(&a->lock);
+		if (no_memory)
+			return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no host memory to keep "
+					     "track of a block of %" PRIu64 " bytes", size);
 		st = pool_refill(p, a, size);
 		if (st)
 			return st;

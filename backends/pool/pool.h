@@ -148,9 +148,11 @@ struct pool_arena *pool_arena_new(xdm_stream_id stream);
 void pool_arena_free(struct pool_arena *a);
 /*
  * Under the arena's lock.  Take a block of size bytes (a multiple of the
- * grain; a class size when small), or NULL when nothing fits.
+ * grain; a class size when small), or NULL when nothing fits, or when host
+ * memory for a descriptor ran out (*no_memory: a refill would not help).
  */
-struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size);
+struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size,
+				 bool *no_memory);
 /* Under the lock: give a used segment back; small ones go to the cache. */
 void pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s);
 /* Under the lock: the used segment at ptr, unlinked from the table; NULL if none. */

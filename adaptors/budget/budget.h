@@ -119,6 +119,9 @@ static inline void budget_release(struct budget *b, uint64_t n)
 
 /* ---- credit.c: per-stream credit ---------------------------------------- */
 
+/* Keeps credit + request and twice the credit far from overflowing. */
+#define BUDGET_CREDIT_MAX (1ull << 30)
+
 /* Reserve n for an allocation on stream: from its credit, or the segment. */
 bool budget_charge(struct budget *b, xdm_stream_id stream, uint64_t n, uint64_t *remaining);
 /* Give n back from a block of stream. */

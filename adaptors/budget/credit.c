@@ -67,8 +67,11 @@ uint64_t budget_credit_held(struct budget *b)
 
 bool budget_charge(struct budget *b, xdm_stream_id stream, uint64_t n, uint64_t *remaining)
 {
-	if (!b->credit_max || n > b->credit_max || stream >= XDM_MAX_STREAMS)
-		return budget_reserve(b, n, remaining);
+	if (!b->credit_max || n > b->credit_max || stream >= XDM_MAX_STREAMS) {
+		if (budget_reserve(b, n, remaining))
+			return true;
+		goto drain;
+	}
 	if (credit_take(b, stream, n))
 		return true;
 	/* Draw this request and a credit's worth more, or at least the request. */
@@ -79,8 +82,10 @@ bool budget_charge(struct budget *b, xdm_stream_id stream, uint64_t n, uint64_t 
 	}
 	if (budget_reserve(b, n, remaining))
 		return true;
+drain:
 	/* Before a refusal, this process's own credit goes back to everyone. */
-	budget_credit_drain(b);
+	if (!budget_credit_drain(b))
+		return false;
 	return budget_reserve(b, n, remaining);
 }
 

@@ -60,6 +60,11 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 	b->device_total = dev->total_bytes;
 	b->configured_limit = xdm_params_size(params, "limit");
 	b->credit_max = xdm_params_size(params, "credit");
+	if (b->credit_max > BUDGET_CREDIT_MAX) {
+		st = xdm_error_set(XDM_E_CONFIG, "budget: credit must be at most 1G, not %" PRIu64,
+				   b->credit_max);
+		goto fail;
+	}
 	b->pid = getpid();
 
 	st = make_name(b, key && *key ? key : dev->uuid);

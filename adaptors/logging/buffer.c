@@ -53,12 +53,30 @@ static void buf_count_row(struct log_buf *b)
 			      memory_order_relaxed);
 }
 
-/* Caller holds b->lock. */
+/*
+ * Caller holds b->lock.  With a writer thread the full chunk is handed to
+ * it and the buffer goes on in an empty one; without one (no file sink, a
+ * forked child, no memory for a second chunk) the rows are written here.
+ */
 static void buf_flush_locked(struct log_buf *b)
 {
+	struct logging *lg = b->lg;
+	struct log_chunk *next;
+
 	if (!b->len)
 		return;
-	log_sink_write(&b->lg->sink, b->data, b->len, b->pending);
+	b->chunk->len = b->len;
+	b->chunk->rows = b->pending;
+	next = lg->writer.running ? log_chunk_get(lg) : NULL;
+	if (next && log_writer_push(lg, b->chunk)) {
+		b->chunk = next;
+		b->data = next->data;
+	} else {
+		log_chunk_put(lg, next);
+		/* After whatever this thread queued before: its rows stay in order. */
+		log_writer_drain(lg);
+		log_sink_write(&lg->sink, b->data, b->len, b->pending);
+	}
 	b->len = 0;
 	b->pending = 0;
 }
@@ -89,6 +107,7 @@ static void buf_thread_exit(void *arg)
 	pthread_mutex_lock(&lg->list_lock);
 	buf_unlink(lg, b);
 	pthread_mutex_unlock(&lg->list_lock);
+	log_chunk_put(lg, b->chunk);
 	free(b);
 }
 
@@ -103,7 +122,7 @@ enum xdm_status log_bufs_init(struct logging *lg)
 	}
 	lg->key_created = true;
 	atomic_init(&lg->rows_retired, 0);
-	return XDM_OK;
+	return log_writer_start(lg);
 }
 
 /*
@@ -117,8 +136,10 @@ void log_bufs_fini(struct logging *lg)
 {
 	struct log_buf *b, *next;
 
-	if (!lg->key_created)
+	if (!lg->key_created) {
+		log_writer_stop(lg);
 		return;
+	}
 	pthread_key_delete(lg->key);
 	lg->key_created = false;
 
@@ -135,8 +156,11 @@ void log_bufs_fini(struct logging *lg)
 		atomic_fetch_add_explicit(&lg->rows_retired,
 					  atomic_load_explicit(&b->rows, memory_order_relaxed),
 					  memory_order_relaxed);
+		log_chunk_put(lg, b->chunk);
 		free(b);
 	}
+	log_writer_drain(lg);
+	log_writer_stop(lg);
 	pthread_mutex_destroy(&lg->list_lock);
 }
 
@@ -146,9 +170,15 @@ static struct log_buf *buf_new(struct logging *lg)
 	struct log_buf *b;
 	size_t n;
 
-	b = malloc(sizeof(*b) + lg->buf_size);
+	b = malloc(sizeof(*b));
 	if (!b)
 		return NULL;
+	b->chunk = log_chunk_get(lg);
+	if (!b->chunk) {
+		free(b);
+		return NULL;
+	}
+	b->data = b->chunk->data;
 	atomic_init(&b->lock, false);
 	b->lg = lg;
 	atomic_init(&b->rows, 0);
@@ -171,6 +201,7 @@ static struct log_buf *buf_new(struct logging *lg)
 	return b;
 
 err_free:
+	log_chunk_put(lg, b->chunk);
 	free(b);
 	return NULL;
 }
@@ -248,6 +279,8 @@ void log_flush_all(struct logging *lg)
 		buf_unlock(b);
 	}
 	pthread_mutex_unlock(&lg->list_lock);
+	/* A flush promises the rows are in the sink, not in a queue. */
+	log_writer_drain(lg);
 }
 
 uint64_t log_rows(struct logging *lg)

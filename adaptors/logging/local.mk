@@ -8,7 +8,8 @@ adaptors_logging_la_SOURCES = \
 	adaptors/logging/sink.c \
 	adaptors/logging/csv.c \
 	adaptors/logging/attrs.c \
-	adaptors/logging/exit.c
+	adaptors/logging/exit.c \
+	adaptors/logging/writer.c
 adaptors_logging_la_LDFLAGS = $(module_link_flags)
 adaptors_logging_la_LIBADD = $(module_link_libs)
 

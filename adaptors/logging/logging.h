@@ -114,7 +114,32 @@ struct log_buf {
 	size_t len, cap;
 	size_t prefix_len;
 	char prefix[24];		/* "<tid>," */
+	struct log_chunk *chunk;	/* where rows are written now */
+	char *data;			/* chunk->data */
+};
+
+/* A buffer's worth of rows, handed to the writer thread when full. */
+struct log_chunk {
+	struct log_chunk *next;
+	size_t len;
+	uint64_t rows;
 	char data[];
+};
+
+/* The file sink's writer thread and its queue (writer.c). */
+struct log_writer {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t work;		/* the writer waits for chunks */
+	pthread_cond_t room;		/* producers and drains wait for the writer */
+	struct log_chunk *head, *tail;	/* chunks to write, oldest first */
+	struct log_chunk *spare;	/* written chunks, for reuse */
+	size_t queued;
+	pid_t pid;			/* the process the thread runs in */
+	bool busy;			/* a chunk is being written */
+	bool stop;
+	bool running;
+	bool inited;
 };
 
 /* ---- the layer --------------------------------------------------------- */
@@ -132,6 +157,7 @@ struct logging {
 	size_t device_len;
 	char device[12];		/* the device column, formatted once */
 	struct log_exit_hook *hook;
+	struct log_writer writer;
 };
 
 enum xdm_status log_bufs_init(struct logging *lg);
@@ -144,6 +170,19 @@ void log_count(struct logging *lg);
 void log_flush_all(struct logging *lg);
 uint64_t log_rows(struct logging *lg);
 
+/* ---- writer.c: the file sink's writer thread ----------------------------- */
+
+/* Its locks always; its thread for a file sink only. */
+enum xdm_status log_writer_start(struct logging *lg);
+/* Drains nothing: callers drain first.  Frees the spare chunks. */
+void log_writer_stop(struct logging *lg);
+/* An empty chunk of buf_size bytes, or NULL. */
+struct log_chunk *log_chunk_get(struct logging *lg);
+void log_chunk_put(struct logging *lg, struct log_chunk *c);
+/* Queue a full chunk; false when there is no writer (the caller writes). */
+bool log_writer_push(struct logging *lg, struct log_chunk *c);
+/* Wait until every queued chunk is written. */
+void log_writer_drain(struct logging *lg);
 /* ---- attrs.c ---------------------------------------------------------- */
 
 extern const struct xdm_attr logging_attrs[];

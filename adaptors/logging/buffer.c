@@ -103,6 +103,8 @@ static void buf_thread_exit(void *arg)
 	buf_lock(b);
 	buf_flush_locked(b);
 	buf_unlock(b);
+	/* A joined thread's rows are in the file, as without a writer. */
+	log_writer_drain(lg);
 
 	pthread_mutex_lock(&lg->list_lock);
 	buf_unlink(lg, b);

@@ -11,8 +11,9 @@
  * memory and null sinks cost no system call.
  *
  * Memory stays bounded: past LOG_WRITER_QUEUE chunks in the queue, a
- * producer waits for the writer (the disk is then the limit, and the log
- * loses no row).  A drain waits until the queue is empty and the last
+ * producer waits for the writer (the file is then the limit, and the log
+ * loses no row).  The queue is short on purpose: it absorbs a burst, not a
+ * sustained rate, which no queue could hide.  A drain waits until the queue is empty and the last
  * chunk written, which is what a flush promises.  A forked child has no
  * writer: it never waits on one (the sink drops a child's rows anyway).
  */
@@ -23,7 +24,7 @@
 
 #include "logging.h"
 
-#define LOG_WRITER_QUEUE 64
+#define LOG_WRITER_QUEUE 4
 
 static void *writer_main(void *arg)
 {

@@ -106,55 +106,7 @@ static void finish(struct xdm_runtime *rt)
 	TU_OK(xdm_runtime_destroy(rt));
 }
 
-/*
- * A gate a host function waits at on a stream, holding everything queued
- * after it there until the test opens it.
- */
-struct gate {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool entered;
-	bool open;
-};
-
-static void gate_init(struct gate *g)
-{
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_cond_init(&g->cond, NULL);
-	g->entered = g->open = false;
-}
-
-static void gate_run(void *arg)
-{
-	struct gate *g = arg;
-
-	pthread_mutex_lock(&g->lock);
-	g->entered = true;
-	pthread_cond_broadcast(&g->cond);
-	while (!g->open)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
-}
-
-/* Queue the gate on stream s and wait until the stream stands at it. */
-static void gate_hold(struct xdm_runtime *rt, xdm_stream_id s, struct gate *g)
-{
-	TU_OK(xdm_stream_launch_host(rt, s, gate_run, g));
-	pthread_mutex_lock(&g->lock);
-	while (!g->entered)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
-}
-
-static void gate_open(struct gate *g)
-{
-	pthread_mutex_lock(&g->lock);
-	g->open = true;
-	pthread_cond_broadcast(&g->cond);
-	pthread_mutex_unlock(&g->lock);
-}
-
-static void gate_destroy(struct gate *g)
+static void gate_destroy(struct tu_gate *g)
 {
 	pthread_cond_destroy(&g->cond);
 	pthread_mutex_destroy(&g->lock);
@@ -423,16 +375,16 @@ START_TEST(idle_chunk_moves_to_another_stream_behind_an_event)
 {
 	struct xdm_runtime *rt = pool_runtime("pool chunk=256K | host");
 	struct xdm_block b1, b2, b3;
-	struct gate gate;
+	struct tu_gate gate;
 	struct touch write1 = { .value = 0x11 };
 	struct touch read2 = { .value = -1, .seen = -1 };
 	struct touch read3 = { .value = -1, .seen = -1 };
 	uint64_t w0;
 
-	gate_init(&gate);
+	tu_gate_init(&gate);
 	TU_OK(xdm_allocate(rt, 256 * KIB, 1, "b1", &b1));
 	memset(mem(&b1), 0, 64);
-	gate_hold(rt, 1, &gate);
+	tu_gate_hold(rt, 1, &gate);
 	write1.mem = mem(&b1);
 	TU_OK(xdm_stream_launch_host(rt, 1, touch_run, &write1));
 	TU_OK(xdm_deallocate(rt, &b1));
@@ -466,7 +418,7 @@ START_TEST(idle_chunk_moves_to_another_stream_behind_an_event)
 	/* One event wait did it: stream 2 behind stream 1. */
 	ck_assert_uint_eq(waits(rt) - w0, 1);
 
-	gate_open(&gate);
+	tu_gate_open(&gate);
 	TU_OK(xdm_stream_synchronize(rt, 2));
 	ck_assert(atomic_load(&read2.ran));
 	ck_assert(atomic_load(&write1.ran));
@@ -489,17 +441,17 @@ START_TEST(trimmed_moved_chunk_is_freed_after_its_last_owner)
 {
 	struct xdm_runtime *rt = pool_runtime("pool chunk=256K | host");
 	struct xdm_block b1, b2;
-	struct gate gate;
+	struct tu_gate gate;
 	struct touch write2 = { .value = 0x22 };
 	uint64_t w0;
 
-	gate_init(&gate);
+	tu_gate_init(&gate);
 	TU_OK(xdm_allocate(rt, 256 * KIB, 1, "b1", &b1));
 	TU_OK(xdm_deallocate(rt, &b1));
 	TU_OK(xdm_allocate(rt, 256 * KIB, 2, "b2", &b2));
 	ck_assert_uint_eq(b2.ptr, b1.ptr);
 	ck_assert_uint_eq(POOL(rt, "steals"), 1);
-	gate_hold(rt, 2, &gate);
+	tu_gate_hold(rt, 2, &gate);
 	write2.mem = mem(&b2);
 	TU_OK(xdm_stream_launch_host(rt, 2, touch_run, &write2));
 	TU_OK(xdm_deallocate(rt, &b2));
@@ -515,7 +467,7 @@ START_TEST(trimmed_moved_chunk_is_freed_after_its_last_owner)
 	ck_assert_uint_eq(HOST(rt, "pending_frees"), 1);
 	ck_assert(!atomic_load(&write2.ran));
 	ck_assert_uint_eq(waits(rt) - w0, 1);
-	gate_open(&gate);
+	tu_gate_open(&gate);
 	TU_OK(xdm_stream_synchronize(rt, 1));
 	ck_assert(atomic_load(&write2.ran));
 	ck_assert_uint_eq(HOST(rt, "pending_frees"), 0);

@@ -272,52 +272,6 @@ static void sync_all(struct xdm_runtime *rt)
 		TU_OK(xdm_stream_synchronize(rt, s));
 }
 
-/* A host function that holds its stream until the gate opens. */
-struct gate {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool open;
-	bool entered;
-};
-
-static void gate_init(struct gate *g)
-{
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_cond_init(&g->cond, NULL);
-	g->open = false;
-	g->entered = false;
-}
-
-static void gate_wait(void *arg)
-{
-	struct gate *g = arg;
-
-	pthread_mutex_lock(&g->lock);
-	g->entered = true;
-	pthread_cond_broadcast(&g->cond);
-	while (!g->open)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
-}
-
-/* Returns once the stream is inside the host function. */
-static void gate_hold(struct xdm_runtime *rt, xdm_stream_id s, struct gate *g)
-{
-	TU_OK(xdm_stream_launch_host(rt, s, gate_wait, g));
-	pthread_mutex_lock(&g->lock);
-	while (!g->entered)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
-}
-
-static void gate_open(struct gate *g)
-{
-	pthread_mutex_lock(&g->lock);
-	g->open = true;
-	pthread_cond_broadcast(&g->cond);
-	pthread_mutex_unlock(&g->lock);
-}
-
 static void use(struct xdm_runtime *rt, const struct xdm_block *b, xdm_stream_id s,
 		enum xdm_access access)
 {
@@ -767,15 +721,15 @@ START_TEST(pending_frees_counts_frees_stuck_behind_another_stream)
 {
 	struct xdm_runtime *rt = create("host");
 	struct xdm_block b, c;
-	struct gate g;
+	struct tu_gate g;
 
-	gate_init(&g);
+	tu_gate_init(&g);
 	TU_OK(xdm_allocate(rt, 4096, 0, "stuck", &b));
 	TU_OK(xdm_allocate(rt, 4096, 0, "second", &c));
 	ck_assert_uint_eq(show_u64("0/streams/0/pending_frees"), 0);
 
 	/* Stream 1 is held; a write there records an event it cannot reach. */
-	gate_hold(rt, 1, &g);
+	tu_gate_hold(rt, 1, &g);
 	use(rt, &b, 1, XDM_ACCESS_WRITE);
 	use(rt, &c, 1, XDM_ACCESS_READ);
 	ck_assert_uint_eq(events_on(1), 2);
@@ -794,7 +748,7 @@ START_TEST(pending_frees_counts_frees_stuck_behind_another_stream)
 	/* Reading the count twice does not lose what is still stuck. */
 	ck_assert_uint_eq(show_u64("0/streams/0/pending_frees"), 2);
 
-	gate_open(&g);
+	tu_gate_open(&g);
 	TU_OK(xdm_stream_synchronize(rt, 1));
 	TU_OK(xdm_stream_synchronize(rt, 0));
 	ck_assert_uint_eq(show_u64("0/streams/0/pending_frees"), 0);
@@ -813,15 +767,15 @@ START_TEST(pending_frees_skips_frees_without_cross_stream_uses)
 {
 	struct xdm_runtime *rt = create("host");
 	struct xdm_block b;
-	struct gate g;
+	struct tu_gate g;
 
-	gate_init(&g);
+	tu_gate_init(&g);
 	TU_OK(xdm_allocate(rt, 4096, 0, "own", &b));
-	gate_hold(rt, 0, &g);
+	tu_gate_hold(rt, 0, &g);
 	TU_OK(xdm_deallocate(rt, &b));
 	ck_assert_uint_eq(show_u64("0/layers/0-host/pending_frees"), 1);
 	ck_assert_uint_eq(show_u64("0/streams/0/pending_frees"), 0);
-	gate_open(&g);
+	tu_gate_open(&g);
 	TU_OK(xdm_stream_synchronize(rt, 0));
 	ck_assert_uint_eq(show_u64("0/layers/0-host/pending_frees"), 0);
 	destroy(rt);

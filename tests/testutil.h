@@ -7,6 +7,7 @@
 #define XDM_TESTUTIL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,54 @@ static inline void tu_step_run(void *arg)
 		ck_assert_msg(tu_st_ == XDM_OK, "%s: %s (%s)", #expr, xdm_strerror(tu_st_), \
 			      xdm_last_error_message());                                  \
 	} while (0)
+
+/*
+ * A gate a host function waits at on a stream: everything queued after it
+ * there is held until the test opens it.
+ */
+struct tu_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool entered;
+	bool open;
+};
+
+static inline void tu_gate_init(struct tu_gate *g)
+{
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->cond, NULL);
+	g->entered = g->open = false;
+}
+
+static inline void tu_gate_run(void *arg)
+{
+	struct tu_gate *g = arg;
+
+	pthread_mutex_lock(&g->lock);
+	g->entered = true;
+	pthread_cond_broadcast(&g->cond);
+	while (!g->open)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Queue the gate on stream s; returns once the stream stands at it. */
+static inline void tu_gate_hold(struct xdm_runtime *rt, xdm_stream_id s, struct tu_gate *g)
+{
+	TU_OK(xdm_stream_launch_host(rt, s, tu_gate_run, g));
+	pthread_mutex_lock(&g->lock);
+	while (!g->entered)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static inline void tu_gate_open(struct tu_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->open = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
 
 static inline int tu_run_suite(Suite *s)
 {

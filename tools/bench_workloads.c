@@ -10,11 +10,9 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "bench.h"
 
@@ -59,23 +57,6 @@ int bench_measure(struct bench_ctx *ctx, struct bench_subject *s,
  * usual cost); interleaving spreads them over all subjects alike instead of
  * handing them to whichever subject ran during one.
  */
-/*
- * After a subject settled, its background work may go on for a while: the
- * CUDA driver's own threads after a run of its allocators, a log writer.
- * On a machine whose every CPU runs a thread of the next timed run, that
- * work lands on one of them and the run lasts until its slowest thread
- * ends; a short pause keeps one subject's leftovers out of another's run.
- */
-#define BENCH_QUIET_NS 20000000L
-
-static void bench_quiet(void)
-{
-	struct timespec ts = { 0, BENCH_QUIET_NS };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 int bench_measure_some(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *ns),
 		       void *args, size_t arg_size, double (*samples)[BENCH_MAX_REPEAT],
 		       const bool *run)
@@ -101,7 +82,6 @@ int bench_measure_some(struct bench_ctx *ctx, int (*once)(void *arg, uint64_t *n
 					s->name, why);
 				return BENCH_EXIT_FAIL;
 			}
-			bench_quiet();
 			if (r > 0)
 				samples[k][r - 1] = (double)ns;
 		}

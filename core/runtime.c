@@ -239,7 +239,7 @@ enum xdm_status xdm_runtime_for_each_block(struct xdm_runtime *rt,
 
 void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 {
-	const struct xdm_counters *c;
+	struct xdm_counters *c;
 
 	if (!out)
 		return;
@@ -252,6 +252,8 @@ void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 	/* Frees are summed after allocs, so a racing pair never reads negative. */
 	out->blocks_outstanding = out->allocs >= out->frees ? out->allocs - out->frees : 0;
 	out->bytes_outstanding = xdm_registry_bytes(&rt->registry);
+	/* A total a reader sees is a total the runtime held: it is a sample too. */
+	raise_max(&c->peak, out->bytes_outstanding);
 	out->bytes_peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
 	out->failures = atomic_load_explicit(&c->failures, memory_order_relaxed);
 	out->waits_queued = atomic_load_explicit(&c->waits, memory_order_relaxed);

@@ -67,7 +67,7 @@ static void buf_flush_locked(struct log_buf *b)
 		return;
 	b->chunk->len = b->len;
 	b->chunk->rows = b->pending;
-	next = lg->writer.running ? log_chunk_get(lg) : NULL;
+	next = log_writer_here(lg) ? log_chunk_get(lg) : NULL;
 	if (next && log_writer_push(lg, b->chunk)) {
 		b->chunk = next;
 		b->data = next->data;
@@ -229,6 +229,8 @@ static void row_oversize(struct log_buf *b, const struct log_event *ev, size_t t
 	}
 	n = csv_row(row, b->prefix, b->prefix_len, lg->device, lg->device_len, ev, tag_len,
 		    quote);
+	/* After the rows this thread handed to the writer: its order holds. */
+	log_writer_drain(lg);
 	log_sink_write(&lg->sink, row, n, 1);
 	free(row);
 }

@@ -135,6 +135,7 @@ struct log_writer {
 	struct log_chunk *head, *tail;	/* chunks to write, oldest first */
 	struct log_chunk *spare;	/* written chunks, for reuse */
 	size_t queued;
+	uint64_t pushed, written;	/* chunks so far: a drain waits for its own */
 	pid_t pid;			/* the process the thread runs in */
 	bool busy;			/* a chunk is being written */
 	bool stop;
@@ -181,8 +182,10 @@ struct log_chunk *log_chunk_get(struct logging *lg);
 void log_chunk_put(struct logging *lg, struct log_chunk *c);
 /* Queue a full chunk; false when there is no writer (the caller writes). */
 bool log_writer_push(struct logging *lg, struct log_chunk *c);
-/* Wait until every queued chunk is written. */
+/* Wait until every chunk queued before the call is written. */
 void log_writer_drain(struct logging *lg);
+/* A writer thread runs in this process (not in a forked child). */
+bool log_writer_here(struct logging *lg);
 /* ---- attrs.c ---------------------------------------------------------- */
 
 extern const struct xdm_attr logging_attrs[];

@@ -55,6 +55,7 @@ static void *writer_main(void *arg)
 		c->next = w->spare;
 		w->spare = c;
 		w->busy = false;
+		w->written++;
 		pthread_cond_broadcast(&w->room);
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -65,6 +66,21 @@ static void *writer_main(void *arg)
 static bool writer_here(struct log_writer *w)
 {
 	return w->running && getpid() == w->pid;
+}
+
+bool log_writer_here(struct logging *lg)
+{
+	return writer_here(&lg->writer);
+}
+
+/*
+ * The writer's lock may be used: always without a writer thread, and in the
+ * process that has it; a forked child may have copied it held, and never
+ * takes it.
+ */
+static bool lock_usable(struct log_writer *w)
+{
+	return w->inited && (!w->running || getpid() == w->pid);
 }
 
 enum xdm_status log_writer_start(struct logging *lg)
@@ -101,7 +117,7 @@ struct log_chunk *log_chunk_get(struct logging *lg)
 	struct log_writer *w = &lg->writer;
 	struct log_chunk *c = NULL;
 
-	if (w->inited) {
+	if (lock_usable(w)) {
 		pthread_mutex_lock(&w->lock);
 		c = w->spare;
 		if (c)
@@ -117,7 +133,7 @@ void log_chunk_put(struct logging *lg, struct log_chunk *c)
 
 	if (!c)
 		return;
-	if (!w->inited) {
+	if (!lock_usable(w)) {
 		free(c);
 		return;
 	}
@@ -143,19 +159,26 @@ bool log_writer_push(struct logging *lg, struct log_chunk *c)
 		w->head = c;
 	w->tail = c;
 	w->queued++;
+	w->pushed++;
 	pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->lock);
 	return true;
 }
 
+/*
+ * Waits for the chunks queued before the call, not for the queue to be
+ * empty: under other threads' steady logging it never would be.
+ */
 void log_writer_drain(struct logging *lg)
 {
 	struct log_writer *w = &lg->writer;
+	uint64_t target;
 
 	if (!writer_here(w))
 		return;
 	pthread_mutex_lock(&w->lock);
-	while (w->head || w->busy)
+	target = w->pushed;
+	while (w->written < target)
 		pthread_cond_wait(&w->room, &w->lock);
 	pthread_mutex_unlock(&w->lock);
 }
@@ -173,6 +196,11 @@ void log_writer_stop(struct logging *lg)
 		pthread_cond_signal(&w->work);
 		pthread_mutex_unlock(&w->lock);
 		pthread_join(w->thread, NULL);
+	}
+	if (!lock_usable(w)) {
+		/* A forked child: the parent's thread, locks and chunks are not its own. */
+		w->inited = false;
+		return;
 	}
 	w->running = false;
 	for (c = w->spare; c; c = next) {

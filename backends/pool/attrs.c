@@ -129,7 +129,8 @@ static int fragmentation_show(struct xdm_layer *self, char *buf, size_t len)
 {
 	struct pool *p = pool_of(self);
 	struct pool_sums s = sums(p);
-	uint64_t merged = s.free_bytes - s.cached_bytes;
+	/* Summed without locks: a give between the loads may pass free_bytes. */
+	uint64_t merged = s.free_bytes > s.cached_bytes ? s.free_bytes - s.cached_bytes : 0;
 	uint64_t largest = largest_free(p);
 	double f = merged && largest < merged ? 1.0 - (double)largest / (double)merged : 0.0;
 	int n = snprintf(buf, len, "%.3f\n", f);

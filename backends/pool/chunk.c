@@ -119,21 +119,25 @@ uint64_t pool_trim(struct pool *p)
 	return n;
 }
 
-/* Under the lock of a: add c, or report that a descriptor could not be had. */
-static enum xdm_status adopt(struct pool_arena *a, struct pool_chunk *c)
+/* Add c to a; without a descriptor for it, c goes back to the upstream. */
+static enum xdm_status adopt(struct pool *p, struct pool_arena *a, struct pool_chunk *c)
 {
 	bool ok;
 
 	pthread_spin_lock(&a->lock);
 	ok = pool_arena_adopt(a, c);
 	pthread_spin_unlock(&a->lock);
-	return ok ? XDM_OK : xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no host memory to give "
-					   "a chunk to stream %u", a->stream);
+	if (ok)
+		return XDM_OK;
+	chunk_release(p, c);
+	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no host memory to give a chunk to "
+			     "stream %u", a->stream);
 }
 
 /*
  * Under grow_lock: move an idle chunk of at least size bytes from another
- * stream's arena to a.  True if one was found; *st says whether it moved.
+ * stream's arena to a.  True if one moved, with *st saying whether a may
+ * use it; false sends the caller on to growth.
  */
 static bool steal(struct pool *p, struct pool_arena *a, uint64_t size, enum xdm_status *st)
 {
@@ -150,13 +154,12 @@ static bool steal(struct pool *p, struct pool_arena *a, uint64_t size, enum xdm_
 		pthread_spin_unlock(&b->lock);
 		if (!c)
 			continue;
-		*st = xdm_layer_stream_order(p->self, a->stream, b->stream);
-		if (*st) {
-			/* a may not touch it: b keeps it (a descriptor was just freed there). */
-			adopt(b, c);
-			return true;
+		if (xdm_layer_stream_order(p->self, a->stream, b->stream) != XDM_OK) {
+			/* a may not touch it: b keeps it, and a grows instead. */
+			adopt(p, b, c);
+			return false;
 		}
-		*st = adopt(a, c);
+		*st = adopt(p, a, c);
 		if (*st == XDM_OK)
 			atomic_fetch_add_explicit(&p->steals, 1, memory_order_relaxed);
 		return true;

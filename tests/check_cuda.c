@@ -42,7 +42,7 @@
 #include <check.h>
 #include <xdm/xdm.h>
 
-#include "tests/cudatest.h"
+#include "tests/cudacheck.h"
 #include "tests/testutil.h"
 
 #define MIB ((size_t)1 << 20)
@@ -71,40 +71,13 @@ static struct xdm_runtime *runtime(const char *backend)
 	return rt;
 }
 
-static CUstream stream(struct xdm_runtime *rt, xdm_stream_id s)
-{
-	void *h = NULL;
-
-	TU_OK(xdm_stream_handle(rt, s, &h));
-	return (CUstream)h;
-}
-
-static CUdeviceptr dev(const struct xdm_block *b)
-{
-	return (CUdeviceptr)b->ptr;
-}
-
-static void sync_all(struct xdm_runtime *rt)
-{
-	for (xdm_stream_id s = 0; s < xdm_stream_count(rt); s++)
-		TU_OK(xdm_stream_synchronize(rt, s));
-}
-
-static uint64_t waits(struct xdm_runtime *rt)
-{
-	struct xdm_stats st;
-
-	xdm_runtime_stats(rt, &st);
-	return st.waits_queued;
-}
-
 /* Copy the first n bytes of b back; the caller frees. */
 static uint8_t *read_back(const struct xdm_block *b, size_t n)
 {
 	uint8_t *host = malloc(n);
 
 	ck_assert_ptr_nonnull(host);
-	CU_OK(ct_drv.cuMemcpyDtoH(host, dev(b), n));
+	CU_OK(ct_drv.cuMemcpyDtoH(host, ct_dev(b), n));
 	return host;
 }
 
@@ -142,7 +115,7 @@ static void expect_bytes(const struct xdm_block *b, size_t n, uint8_t v, const c
 
 static void finish_runtime(struct xdm_runtime *rt)
 {
-	sync_all(rt);
+	ct_sync_all(rt);
 	TU_OK(xdm_reap_pending(rt));
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
 	TU_OK(xdm_runtime_destroy(rt));
@@ -173,18 +146,18 @@ static struct reuse free_after_write(struct xdm_runtime *rt, bool tracked)
 	id = xdm_block_id_of(&a);
 	if (tracked)
 		TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_WRITE));
-	CU_OK(ct_spin_fill(stream(rt, 1), dev(&a), BLOCK, P, SPIN));
+	CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&a), BLOCK, P, SPIN));
 	if (tracked)
 		TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_WRITE));
 	TU_OK(xdm_deallocate(rt, &a));
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "b", &b));
 	r.reused = b.ptr == id.ptr;
-	CU_OK(ct_fill(stream(rt, 0), dev(&b), BLOCK, Q));
-	sync_all(rt);
+	CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&b), BLOCK, Q));
+	ct_sync_all(rt);
 	r.stale = count_bytes(&b, BLOCK, P);
 	r.wrong = BLOCK - count_bytes(&b, BLOCK, Q);
 	TU_OK(xdm_deallocate(rt, &b));
-	sync_all(rt);
+	ct_sync_all(rt);
 	TU_OK(xdm_reap_pending(rt));
 	return r;
 }
@@ -195,12 +168,12 @@ START_TEST(free_after_cross_stream_write_keeps_the_next_block_clean)
 	int reused = 0;
 
 	for (int i = 0; i < 3; i++) {
-		uint64_t before = waits(rt);
+		uint64_t before = ct_waits(rt);
 		struct reuse r = free_after_write(rt, true);
 
 		/* Stream 1's write behind stream 0 (the allocation), then the
 		 * free on stream 0 behind stream 1's write. */
-		ck_assert_uint_eq(waits(rt) - before, 2);
+		ck_assert_uint_eq(ct_waits(rt) - before, 2);
 		ck_assert_msg(r.wrong == 0,
 			      "attempt %d: the new block (%s address) has %zu bytes that are not its "
 			      "own fill, %zu of them from the freed block's late write",
@@ -254,19 +227,19 @@ START_TEST(read_waits_for_the_last_cross_stream_write)
 	TU_OK(xdm_allocate(rt, BLOCK, 2, "out", &out));
 	id = xdm_block_id_of(&blk);
 	/* Starting contents, settled outside the contract. */
-	CU_OK(ct_fill(stream(rt, 0), dev(&blk), BLOCK, 0));
-	CU_OK(ct_fill(stream(rt, 2), dev(&out), BLOCK, 0));
-	sync_all(rt);
+	CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&blk), BLOCK, 0));
+	CU_OK(ct_fill(ct_stream(rt, 2), ct_dev(&out), BLOCK, 0));
+	ct_sync_all(rt);
 
 	TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_WRITE));
-	CU_OK(ct_spin_fill(stream(rt, 1), dev(&blk), BLOCK, P, SPIN));
+	CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&blk), BLOCK, P, SPIN));
 	TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_WRITE));
-	before = waits(rt);
+	before = ct_waits(rt);
 	TU_OK(xdm_prepare_block_use(rt, id, 2, XDM_ACCESS_READ));
-	ck_assert_uint_eq(waits(rt) - before, 1);
-	CU_OK(ct_copy(stream(rt, 2), dev(&out), dev(&blk), BLOCK));
+	ck_assert_uint_eq(ct_waits(rt) - before, 1);
+	CU_OK(ct_copy(ct_stream(rt, 2), ct_dev(&out), ct_dev(&blk), BLOCK));
 	TU_OK(xdm_finish_block_use(rt, id, 2, XDM_ACCESS_READ));
-	sync_all(rt);
+	ct_sync_all(rt);
 	expect_bytes(&out, BLOCK, P, "the reader's copy");
 	expect_bytes(&blk, BLOCK, P, "the block");
 	TU_OK(xdm_deallocate(rt, &out));
@@ -286,23 +259,23 @@ START_TEST(write_waits_for_every_outstanding_read)
 	TU_OK(xdm_allocate(rt, BLOCK, 1, "out1", &out1));
 	TU_OK(xdm_allocate(rt, BLOCK, 2, "out2", &out2));
 	id = xdm_block_id_of(&blk);
-	CU_OK(ct_fill(stream(rt, 0), dev(&blk), BLOCK, A));
-	sync_all(rt);
+	CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&blk), BLOCK, A));
+	ct_sync_all(rt);
 
 	/* Two slow readers, the second shorter, then a writer on a third stream. */
 	TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_READ));
-	CU_OK(ct_spin_copy(stream(rt, 1), dev(&out1), dev(&blk), BLOCK, SPIN));
+	CU_OK(ct_spin_copy(ct_stream(rt, 1), ct_dev(&out1), ct_dev(&blk), BLOCK, SPIN));
 	TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_READ));
 	TU_OK(xdm_prepare_block_use(rt, id, 2, XDM_ACCESS_READ));
-	CU_OK(ct_spin_copy(stream(rt, 2), dev(&out2), dev(&blk), BLOCK, SPIN / 2));
+	CU_OK(ct_spin_copy(ct_stream(rt, 2), ct_dev(&out2), ct_dev(&blk), BLOCK, SPIN / 2));
 	TU_OK(xdm_finish_block_use(rt, id, 2, XDM_ACCESS_READ));
-	before = waits(rt);
+	before = ct_waits(rt);
 	TU_OK(xdm_prepare_block_use(rt, id, 3, XDM_ACCESS_WRITE));
 	/* Both readers, and stream 0's work (the block's first write). */
-	ck_assert_uint_eq(waits(rt) - before, 3);
-	CU_OK(ct_fill(stream(rt, 3), dev(&blk), BLOCK, B));
+	ck_assert_uint_eq(ct_waits(rt) - before, 3);
+	CU_OK(ct_fill(ct_stream(rt, 3), ct_dev(&blk), BLOCK, B));
 	TU_OK(xdm_finish_block_use(rt, id, 3, XDM_ACCESS_WRITE));
-	sync_all(rt);
+	ct_sync_all(rt);
 	/* Both readers saw the old bytes: the writer waited for them. */
 	expect_bytes(&out1, BLOCK, A, "the slow reader's copy");
 	expect_bytes(&out2, BLOCK, A, "the shorter reader's copy");
@@ -325,31 +298,31 @@ START_TEST(read_write_waits_like_a_write)
 	TU_OK(xdm_allocate(rt, BLOCK, 2, "out", &out));
 	TU_OK(xdm_allocate(rt, BLOCK, 1, "rd", &rd));
 	id = xdm_block_id_of(&blk);
-	CU_OK(ct_fill(stream(rt, 0), dev(&blk), BLOCK, 0));
-	sync_all(rt);
+	CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&blk), BLOCK, 0));
+	ct_sync_all(rt);
 
 	/* A ReadWrite waits for the last cross-stream write... */
 	TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_WRITE));
-	CU_OK(ct_spin_fill(stream(rt, 1), dev(&blk), BLOCK, P, SPIN));
+	CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&blk), BLOCK, P, SPIN));
 	TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_WRITE));
-	before = waits(rt);
+	before = ct_waits(rt);
 	TU_OK(xdm_prepare_block_use(rt, id, 2, XDM_ACCESS_READ_WRITE));
-	ck_assert_uint_eq(waits(rt) - before, 1);
-	CU_OK(ct_copy(stream(rt, 2), dev(&out), dev(&blk), BLOCK));
-	CU_OK(ct_fill(stream(rt, 2), dev(&blk), BLOCK, Q));
+	ck_assert_uint_eq(ct_waits(rt) - before, 1);
+	CU_OK(ct_copy(ct_stream(rt, 2), ct_dev(&out), ct_dev(&blk), BLOCK));
+	CU_OK(ct_fill(ct_stream(rt, 2), ct_dev(&blk), BLOCK, Q));
 	TU_OK(xdm_finish_block_use(rt, id, 2, XDM_ACCESS_READ_WRITE));
 
 	/* ...and, like a write, for the reads since: stream 1 reads Q slowly. */
 	TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_READ));
-	CU_OK(ct_spin_copy(stream(rt, 1), dev(&rd), dev(&blk), BLOCK, SPIN));
+	CU_OK(ct_spin_copy(ct_stream(rt, 1), ct_dev(&rd), ct_dev(&blk), BLOCK, SPIN));
 	TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_READ));
-	before = waits(rt);
+	before = ct_waits(rt);
 	TU_OK(xdm_prepare_block_use(rt, id, 3, XDM_ACCESS_READ_WRITE));
 	/* Stream 2's ReadWrite (the last write) and stream 1's read. */
-	ck_assert_uint_eq(waits(rt) - before, 2);
-	CU_OK(ct_fill(stream(rt, 3), dev(&blk), BLOCK, R));
+	ck_assert_uint_eq(ct_waits(rt) - before, 2);
+	CU_OK(ct_fill(ct_stream(rt, 3), ct_dev(&blk), BLOCK, R));
 	TU_OK(xdm_finish_block_use(rt, id, 3, XDM_ACCESS_READ_WRITE));
-	sync_all(rt);
+	ct_sync_all(rt);
 	expect_bytes(&out, BLOCK, P, "what the first ReadWrite read");
 	expect_bytes(&rd, BLOCK, Q, "what the slow reader read");
 	expect_bytes(&blk, BLOCK, R, "the block after the second ReadWrite");
@@ -371,22 +344,22 @@ START_TEST(same_stream_uses_add_no_waits)
 	id = xdm_block_id_of(&blk);
 	/* A write and a read on the allocation stream: stream order suffices. */
 	TU_OK(xdm_prepare_block_use(rt, id, 0, XDM_ACCESS_WRITE));
-	CU_OK(ct_spin_fill(stream(rt, 0), dev(&blk), BLOCK, P, SPIN / 5));
+	CU_OK(ct_spin_fill(ct_stream(rt, 0), ct_dev(&blk), BLOCK, P, SPIN / 5));
 	TU_OK(xdm_finish_block_use(rt, id, 0, XDM_ACCESS_WRITE));
 	TU_OK(xdm_prepare_block_use(rt, id, 0, XDM_ACCESS_READ));
-	CU_OK(ct_copy(stream(rt, 0), dev(&out), dev(&blk), BLOCK));
+	CU_OK(ct_copy(ct_stream(rt, 0), ct_dev(&out), ct_dev(&blk), BLOCK));
 	TU_OK(xdm_finish_block_use(rt, id, 0, XDM_ACCESS_READ));
-	ck_assert_uint_eq(waits(rt), 0);
+	ck_assert_uint_eq(ct_waits(rt), 0);
 	/* A write on stream 1 must follow stream 0's write and its read. */
 	TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_WRITE));
-	ck_assert_uint_eq(waits(rt), 2);
-	CU_OK(ct_fill(stream(rt, 1), dev(&blk), BLOCK, Q));
+	ck_assert_uint_eq(ct_waits(rt), 2);
+	CU_OK(ct_fill(ct_stream(rt, 1), ct_dev(&blk), BLOCK, Q));
 	TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_WRITE));
 	/* A read after a write on the same stream adds nothing. */
 	TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_READ));
 	TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_READ));
-	ck_assert_uint_eq(waits(rt), 2);
-	sync_all(rt);
+	ck_assert_uint_eq(ct_waits(rt), 2);
+	ct_sync_all(rt);
 	expect_bytes(&out, BLOCK, P, "the same-stream read");
 	expect_bytes(&blk, BLOCK, Q, "the block after stream 1's write");
 	TU_OK(xdm_deallocate(rt, &out));
@@ -540,7 +513,7 @@ START_TEST(stale_block_id_is_use_after_free)
 	TU_OK(xdm_allocate(rt, 4096, 0, "a", &a));
 	id = xdm_block_id_of(&a);
 	TU_OK(xdm_deallocate(rt, &a));
-	sync_all(rt);
+	ct_sync_all(rt);
 	TU_OK(xdm_reap_pending(rt));
 	ck_assert_int_eq(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_READ), XDM_E_USE_AFTER_FREE);
 	ck_assert_uint_eq(xdm_last_error()->generation, id.generation);
@@ -613,7 +586,7 @@ static void out_of_memory(const char *backend)
 
 	/* The runtime is still usable. */
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "after", &b));
-	CU_OK(ct_fill(stream(rt, 0), dev(&b), BLOCK, P));
+	CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&b), BLOCK, P));
 	TU_OK(xdm_stream_synchronize(rt, 0));
 	expect_bytes(&b, BLOCK, P, "a block after the refusal");
 	TU_OK(xdm_deallocate(rt, &b));
@@ -644,8 +617,8 @@ START_TEST(cuda_direct_serves_kernels_and_refuses_tracking)
 	TU_OK(xdm_allocate(rt, BLOCK, 3, "src", &src));
 	TU_OK(xdm_allocate(rt, BLOCK, 3, "dst", &dst));
 	ck_assert_uint_ge(src.bytes, BLOCK);
-	CU_OK(ct_fill(stream(rt, 3), dev(&src), BLOCK, P));
-	CU_OK(ct_copy(stream(rt, 3), dev(&dst), dev(&src), BLOCK));
+	CU_OK(ct_fill(ct_stream(rt, 3), ct_dev(&src), BLOCK, P));
+	CU_OK(ct_copy(ct_stream(rt, 3), ct_dev(&dst), ct_dev(&src), BLOCK));
 	TU_OK(xdm_stream_synchronize(rt, 3));
 	expect_bytes(&dst, BLOCK, P, "a copy between cuda_direct blocks");
 
@@ -688,15 +661,15 @@ START_TEST(imported_stream_allocates_and_orders)
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "out", &out));
 	id = xdm_block_id_of(&blk);
 	/* Recycled memory may hold P already: start from zeros. */
-	CU_OK(ct_fill(mine, dev(&blk), BLOCK, 0));
+	CU_OK(ct_fill(mine, ct_dev(&blk), BLOCK, 0));
 	TU_OK(xdm_stream_synchronize(rt, mine_id));
 	TU_OK(xdm_prepare_block_use(rt, id, mine_id, XDM_ACCESS_WRITE));
-	CU_OK(ct_spin_fill(mine, dev(&blk), BLOCK, P, SPIN / 2));
+	CU_OK(ct_spin_fill(mine, ct_dev(&blk), BLOCK, P, SPIN / 2));
 	TU_OK(xdm_finish_block_use(rt, id, mine_id, XDM_ACCESS_WRITE));
 	TU_OK(xdm_prepare_block_use(rt, id, 0, XDM_ACCESS_READ));
-	CU_OK(ct_copy(stream(rt, 0), dev(&out), dev(&blk), BLOCK));
+	CU_OK(ct_copy(ct_stream(rt, 0), ct_dev(&out), ct_dev(&blk), BLOCK));
 	TU_OK(xdm_finish_block_use(rt, id, 0, XDM_ACCESS_READ));
-	sync_all(rt);
+	ct_sync_all(rt);
 	expect_bytes(&out, BLOCK, P, "stream 0's copy of the imported stream's write");
 	TU_OK(xdm_deallocate(rt, &out));
 	TU_OK(xdm_deallocate(rt, &blk));

@@ -31,7 +31,7 @@
 #include <check.h>
 #include <xdm/xdm.h>
 
-#include "tests/cudatest.h"
+#include "tests/cudacheck.h"
 #include "tests/testutil.h"
 
 #define KIB ((size_t)1024)
@@ -79,33 +79,6 @@ static uint64_t attr(struct xdm_runtime *rt, uint32_t layer, const char *name)
 
 #define POOL(rt, name) attr((rt), 0, (name))
 
-static CUstream stream(struct xdm_runtime *rt, xdm_stream_id s)
-{
-	void *h = NULL;
-
-	TU_OK(xdm_stream_handle(rt, s, &h));
-	return (CUstream)h;
-}
-
-static CUdeviceptr dev(const struct xdm_block *b)
-{
-	return (CUdeviceptr)b->ptr;
-}
-
-static void sync_all(struct xdm_runtime *rt)
-{
-	for (xdm_stream_id s = 0; s < xdm_stream_count(rt); s++)
-		TU_OK(xdm_stream_synchronize(rt, s));
-}
-
-static uint64_t waits(struct xdm_runtime *rt)
-{
-	struct xdm_stats st;
-
-	xdm_runtime_stats(rt, &st);
-	return st.waits_queued;
-}
-
 /* How many of the first n bytes at p hold v. */
 static size_t count_bytes(CUdeviceptr p, size_t n, uint8_t v)
 {
@@ -130,7 +103,7 @@ static void expect_bytes(CUdeviceptr p, size_t n, uint8_t v, const char *what)
 /* Everything freed: trimmed and reaped, nothing is left on the device. */
 static void finish_runtime(struct xdm_runtime *rt)
 {
-	sync_all(rt);
+	ct_sync_all(rt);
 	TU_OK(xdm_reap_pending(rt));
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
 	ck_assert_uint_eq(POOL(rt, "chunks"), 0);
@@ -164,15 +137,15 @@ START_TEST(blocks_are_device_memory_side_by_side)
 		ck_assert_uint_eq(POOL(rt, "in_use"), end - b[0].ptr);
 		/* Each block filled to its last byte, none past it. */
 		for (int i = 0; i < N; i++)
-			CU_OK(ct_fill(stream(rt, 0), dev(&b[i]), b[i].bytes, fills[i]));
+			CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&b[i]), b[i].bytes, fills[i]));
 		TU_OK(xdm_allocate(rt, BLOCK, 1, "other stream", &other));
 		ck_assert_msg(other.ptr + other.bytes <= b[0].ptr || other.ptr >= b[0].ptr + 4 * MIB,
 			      "%s: stream 1 got memory of stream 0's chunk", upstreams[u]);
-		CU_OK(ct_fill(stream(rt, 1), dev(&other), BLOCK, 0xe7));
-		sync_all(rt);
+		CU_OK(ct_fill(ct_stream(rt, 1), ct_dev(&other), BLOCK, 0xe7));
+		ct_sync_all(rt);
 		for (int i = 0; i < N; i++)
-			expect_bytes(dev(&b[i]), b[i].bytes, fills[i], upstreams[u]);
-		expect_bytes(dev(&other), BLOCK, 0xe7, upstreams[u]);
+			expect_bytes(ct_dev(&b[i]), b[i].bytes, fills[i], upstreams[u]);
+		expect_bytes(ct_dev(&other), BLOCK, 0xe7, upstreams[u]);
 		for (int i = 0; i < N; i++)
 			TU_OK(xdm_deallocate(rt, &b[i]));
 		TU_OK(xdm_deallocate(rt, &other));
@@ -202,17 +175,17 @@ static size_t free_after_write(struct xdm_runtime *rt, bool tracked, size_t *sta
 	id = xdm_block_id_of(&a);
 	if (tracked)
 		TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_WRITE));
-	CU_OK(ct_spin_fill(stream(rt, 1), dev(&a), BLOCK, P, SPIN));
+	CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&a), BLOCK, P, SPIN));
 	if (tracked)
 		TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_WRITE));
 	TU_OK(xdm_deallocate(rt, &a));
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "b", &b));
 	/* The pool reuses at once, on the same stream: always the same address. */
 	ck_assert_uint_eq(b.ptr, id.ptr);
-	CU_OK(ct_fill(stream(rt, 0), dev(&b), BLOCK, Q));
-	sync_all(rt);
-	*stale = count_bytes(dev(&b), BLOCK, P);
-	wrong = BLOCK - count_bytes(dev(&b), BLOCK, Q);
+	CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&b), BLOCK, Q));
+	ct_sync_all(rt);
+	*stale = count_bytes(ct_dev(&b), BLOCK, P);
+	wrong = BLOCK - count_bytes(ct_dev(&b), BLOCK, Q);
 	TU_OK(xdm_deallocate(rt, &b));
 	return wrong;
 }
@@ -225,11 +198,11 @@ START_TEST(tracked_free_after_a_cross_stream_write_reuses_cleanly)
 		/* The pool tracks even over cuda_direct: it reuses in stream order. */
 		ck_assert(xdm_supports_block_use_tracking(rt));
 		for (int i = 0; i < 3; i++) {
-			uint64_t before = waits(rt);
+			uint64_t before = ct_waits(rt);
 			size_t stale, wrong = free_after_write(rt, true, &stale);
 
 			/* Stream 1 behind stream 0, then the free behind stream 1. */
-			ck_assert_uint_eq(waits(rt) - before, 2);
+			ck_assert_uint_eq(ct_waits(rt) - before, 2);
 			ck_assert_msg(wrong == 0, "%s, attempt %d: the reused block has %zu bytes "
 				      "that are not its own fill, %zu of them the freed block's late "
 				      "write", upstreams[u], i + 1, wrong, stale);
@@ -277,29 +250,29 @@ START_TEST(moved_chunk_waits_for_the_old_streams_kernel)
 		uint64_t before;
 
 		TU_OK(xdm_allocate(rt, BLOCK, 1, "a", &a));
-		CU_OK(ct_spin_fill(stream(rt, 1), dev(&a), BLOCK, P, SPIN));
+		CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&a), BLOCK, P, SPIN));
 		TU_OK(xdm_deallocate(rt, &a));
 		ck_assert_uint_eq(POOL(rt, "idle_chunks"), 1);
-		before = waits(rt);
+		before = ct_waits(rt);
 		TU_OK(xdm_allocate(rt, BLOCK, 2, "b", &b));
 		ck_assert_uint_eq(b.ptr, a.ptr);
 		ck_assert_uint_eq(POOL(rt, "steals"), 1);
 		ck_assert_uint_eq(POOL(rt, "growths"), 1);
-		CU_OK(ct_fill(stream(rt, 2), dev(&b), BLOCK, Q));
+		CU_OK(ct_fill(ct_stream(rt, 2), ct_dev(&b), BLOCK, Q));
 		TU_OK(xdm_stream_synchronize(rt, 2));
 		TU_OK(xdm_stream_synchronize(rt, 1));
-		expect_bytes(dev(&b), BLOCK, Q, upstreams[u]);
+		expect_bytes(ct_dev(&b), BLOCK, Q, upstreams[u]);
 		/* One event wait did it: stream 2 behind stream 1. */
-		ck_assert_uint_eq(waits(rt) - before, 1);
+		ck_assert_uint_eq(ct_waits(rt) - before, 1);
 		/* And back: stream 1 takes it again behind stream 2's work. */
-		CU_OK(ct_spin_fill(stream(rt, 2), dev(&b), BLOCK, R, SPIN));
+		CU_OK(ct_spin_fill(ct_stream(rt, 2), ct_dev(&b), BLOCK, R, SPIN));
 		TU_OK(xdm_deallocate(rt, &b));
 		TU_OK(xdm_allocate(rt, BLOCK, 1, "a again", &a));
 		ck_assert_uint_eq(a.ptr, b.ptr);
 		ck_assert_uint_eq(POOL(rt, "steals"), 2);
-		CU_OK(ct_fill(stream(rt, 1), dev(&a), BLOCK, S));
+		CU_OK(ct_fill(ct_stream(rt, 1), ct_dev(&a), BLOCK, S));
 		TU_OK(xdm_stream_synchronize(rt, 1));
-		expect_bytes(dev(&a), BLOCK, S, upstreams[u]);
+		expect_bytes(ct_dev(&a), BLOCK, S, upstreams[u]);
 		TU_OK(xdm_deallocate(rt, &a));
 		finish_runtime(rt);
 	}
@@ -316,10 +289,10 @@ START_TEST(control_unordered_fill_is_overwritten_by_the_late_kernel)
 	struct xdm_block a;
 
 	TU_OK(xdm_allocate(rt, BLOCK, 1, "a", &a));
-	CU_OK(ct_spin_fill(stream(rt, 1), dev(&a), BLOCK, P, SPIN));
-	CU_OK(ct_fill(stream(rt, 2), dev(&a), BLOCK, Q));
-	sync_all(rt);
-	ck_assert_msg(count_bytes(dev(&a), BLOCK, P) > 0,
+	CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&a), BLOCK, P, SPIN));
+	CU_OK(ct_fill(ct_stream(rt, 2), ct_dev(&a), BLOCK, Q));
+	ct_sync_all(rt);
+	ck_assert_msg(count_bytes(ct_dev(&a), BLOCK, P) > 0,
 		      "the spinning kernel did not land after an unordered fill: the moved-chunk "
 		      "test is not sensitive");
 	TU_OK(xdm_deallocate(rt, &a));
@@ -345,9 +318,9 @@ START_TEST(trim_gives_device_memory_back)
 		ck_assert_uint_eq(POOL(rt, "reserved"), 64 * MIB);
 		ck_assert_uint_eq(attr(rt, 1, "bytes_outstanding"), 64 * MIB);
 		/* The survivor is still good memory. */
-		CU_OK(ct_fill(stream(rt, 1), dev(&b), 8 * MIB, R));
+		CU_OK(ct_fill(ct_stream(rt, 1), ct_dev(&b), 8 * MIB, R));
 		TU_OK(xdm_stream_synchronize(rt, 1));
-		expect_bytes(dev(&b), 8 * MIB, R, upstreams[u]);
+		expect_bytes(ct_dev(&b), 8 * MIB, R, upstreams[u]);
 		TU_OK(xdm_deallocate(rt, &b));
 		finish_runtime(rt);
 	}

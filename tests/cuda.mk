@@ -15,7 +15,8 @@ TESTS += tests/check_cuda tests/sanitizer_gate.sh
 
 # -no-install: real executables in the build tree, not libtool wrapper
 # scripts, so that compute-sanitizer runs the program itself.
-tests_check_cuda_SOURCES = tests/check_cuda.c tests/cudatest.c tests/cudatest.h
+tests_check_cuda_SOURCES = tests/check_cuda.c tests/cudatest.c tests/cudatest.h \
+	tests/cudacheck.h
 tests_check_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
 tests_check_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_cuda_LDADD = libxdm.la $(CHECK_LIBS)

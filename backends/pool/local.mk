@@ -24,7 +24,8 @@ tests_check_pool_LDADD = libxdm.la $(CHECK_LIBS)
 if HAVE_CUDA
 check_PROGRAMS += tests/check_pool_cuda
 TESTS += tests/check_pool_cuda
-tests_check_pool_cuda_SOURCES = tests/check_pool_cuda.c tests/cudatest.c tests/cudatest.h
+tests_check_pool_cuda_SOURCES = tests/check_pool_cuda.c tests/cudatest.c tests/cudatest.h \
+	tests/cudacheck.h
 tests_check_pool_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
 tests_check_pool_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_pool_cuda_LDADD = libxdm.la $(CHECK_LIBS)

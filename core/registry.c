@@ -40,11 +40,16 @@ struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr)
 	return &reg->shards[hash_ptr(ptr) >> (64 - XDM_REG_SHARD_BITS)];
 }
 
-/* A plain increment of a counter that only lock holders write. */
+/* A plain add to a counter that only lock holders write: no lock prefix. */
+static void bump_by(_Atomic uint64_t *counter, uint64_t v)
+{
+	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
 static void bump(_Atomic uint64_t *counter)
 {
-	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	bump_by(counter, 1);
 }
 
 static bool grow(struct xdm_reg_shard *shard)
@@ -102,13 +107,6 @@ static void use_track_init(struct xdm_use_track *t)
 	t->nreads = 0;
 	t->capreads = XDM_INLINE_READS;
 	t->reads = t->inline_reads;
-}
-
-/* A plain add to a counter that only lock holders write. */
-static void bump_by(_Atomic uint64_t *counter, uint64_t v)
-{
-	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + v,
-			      memory_order_relaxed);
 }
 
 uint64_t xdm_registry_bytes(struct xdm_registry *reg)

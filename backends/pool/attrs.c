@@ -25,17 +25,12 @@ static uint64_t load(_Atomic uint64_t *v)
 	return atomic_load_explicit(v, memory_order_relaxed);
 }
 
-static struct pool_arena *arena_at(struct pool *p, unsigned int i)
-{
-	return atomic_load_explicit(&p->arenas[i], memory_order_acquire);
-}
-
 static struct pool_sums sums(struct pool *p)
 {
 	struct pool_sums s = { 0 };
 
 	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
-		struct pool_arena *a = arena_at(p, i);
+		struct pool_arena *a = pool_arena_at(p, i);
 
 		if (!a)
 			continue;
@@ -54,7 +49,7 @@ static uint64_t largest_free(struct pool *p)
 	uint64_t best = 0;
 
 	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
-		struct pool_arena *a = arena_at(p, i);
+		struct pool_arena *a = pool_arena_at(p, i);
 		uint64_t l;
 
 		if (!a)
@@ -145,7 +140,7 @@ static int stream_free_show(struct xdm_layer *self, char *buf, size_t len)
 	size_t used = 0;
 
 	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
-		struct pool_arena *a = arena_at(p, i);
+		struct pool_arena *a = pool_arena_at(p, i);
 		int n;
 
 		if (!a)

@@ -30,11 +30,11 @@ struct pool_arena *pool_arena_get(struct pool *p, xdm_stream_id stream)
 		xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
 		return NULL;
 	}
-	a = atomic_load_explicit(&p->arenas[stream], memory_order_acquire);
+	a = pool_arena_at(p, stream);
 	if (a)
 		return a;
 	pthread_mutex_lock(&p->grow_lock);
-	a = atomic_load_explicit(&p->arenas[stream], memory_order_acquire);
+	a = pool_arena_at(p, stream);
 	if (!a) {
 		a = pool_arena_new(stream);
 		if (a)
@@ -45,11 +45,6 @@ struct pool_arena *pool_arena_get(struct pool *p, xdm_stream_id stream)
 		xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no memory for the arena of stream %u",
 			      stream);
 	return a;
-}
-
-static struct pool_arena *arena_at(struct pool *p, unsigned int i)
-{
-	return atomic_load_explicit(&p->arenas[i], memory_order_acquire);
 }
 
 static void raise_peak(struct pool *p, uint64_t reserved)
@@ -87,7 +82,7 @@ static uint64_t trim_locked(struct pool *p)
 	uint64_t n = 0;
 
 	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
-		struct pool_arena *a = arena_at(p, i);
+		struct pool_arena *a = pool_arena_at(p, i);
 		struct pool_chunk *idle = NULL, *c;
 
 		if (!a)
@@ -142,7 +137,7 @@ static enum xdm_status adopt(struct pool *p, struct pool_arena *a, struct pool_c
 static bool steal(struct pool *p, struct pool_arena *a, uint64_t size, enum xdm_status *st)
 {
 	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
-		struct pool_arena *b = arena_at(p, i);
+		struct pool_arena *b = pool_arena_at(p, i);
 		struct pool_chunk *c;
 
 		if (!b || b == a)
@@ -281,7 +276,7 @@ void pool_release_all(struct pool *p)
 	trim_locked(p);
 	/* Chunks with blocks still used: only if the core's drain was skipped. */
 	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
-		struct pool_arena *a = arena_at(p, i);
+		struct pool_arena *a = pool_arena_at(p, i);
 		struct pool_chunk *c;
 
 		while (a && (c = a->chunks)) {

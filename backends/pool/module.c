@@ -110,7 +110,7 @@ static void pool_fini(struct xdm_layer *self)
 		return;
 	pool_release_all(p);
 	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++)
-		pool_arena_free(atomic_load_explicit(&p->arenas[i], memory_order_relaxed));
+		pool_arena_free(pool_arena_at(p, i));
 	pthread_mutex_destroy(&p->grow_lock);
 	pool_classes_fini(p);
 	free(p);
@@ -133,8 +133,7 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 	size = pool_round(bytes);
 	if (size <= p->params.small_max)
 		size = p->class_size[pool_class(p, size)];
-	a = stream < XDM_MAX_STREAMS ?
-	    atomic_load_explicit(&p->arenas[stream], memory_order_acquire) : NULL;
+	a = stream < XDM_MAX_STREAMS ? pool_arena_at(p, stream) : NULL;
 	if (!a && !(a = pool_arena_get(p, stream)))
 		return xdm_last_error()->code;
 	for (;;) {
@@ -166,8 +165,7 @@ static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block 
 
 	if (!block || !block->ptr)
 		return xdm_error_set(XDM_E_INVALID, "pool: deallocate of a NULL block");
-	a = block->stream < XDM_MAX_STREAMS ?
-	    atomic_load_explicit(&p->arenas[block->stream], memory_order_acquire) : NULL;
+	a = block->stream < XDM_MAX_STREAMS ? pool_arena_at(p, block->stream) : NULL;
 	if (!a)
 		goto foreign;
 	pthread_spin_lock(&a->lock);
@@ -191,7 +189,7 @@ static size_t pool_bytes_outstanding(struct xdm_layer *self)
 	uint64_t sum = 0;
 
 	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
-		struct pool_arena *a = atomic_load_explicit(&p->arenas[i], memory_order_acquire);
+		struct pool_arena *a = pool_arena_at(p, i);
 
 		if (a)
 			sum += atomic_load_explicit(&a->in_use, memory_order_relaxed);

@@ -127,6 +127,12 @@ static inline struct pool *pool_of(const struct xdm_layer *self)
 	return xdm_layer_priv(self);
 }
 
+/* The arena of stream i, or NULL before its first allocation. */
+static inline struct pool_arena *pool_arena_at(struct pool *p, unsigned int i)
+{
+	return atomic_load_explicit(&p->arenas[i], memory_order_acquire);
+}
+
 static inline uint64_t pool_round(uint64_t bytes)
 {
 	return (bytes + POOL_GRAIN - 1) & ~(POOL_GRAIN - 1);

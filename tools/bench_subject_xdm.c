@@ -81,14 +81,7 @@ static int xs_settle(struct bench_subject *s)
 		if (xdm_stream_synchronize(x->rt, i) != XDM_OK)
 			return -1;
 	}
-	/*
-	 * A layer with a flush action (logging) may still be writing what the
-	 * run logged: finish it here, or it would run into the next subject's
-	 * timed run.  Layers without one answer an error that means nothing.
-	 */
-	for (uint32_t i = 0; i < xdm_runtime_layer_count(x->rt); i++)
-		xdm_layer_attr_store(x->rt, i, "flush", "1");
-	xdm_error_clear();
+	/* Reaping also finishes a log layer's writing, before the next timed run. */
 	return xdm_reap_pending(x->rt) == XDM_OK ? 0 : -1;
 }
 

@@ -143,6 +143,26 @@ struct xdm_stream_pool {
 	struct xdm_stream_slot slots[XDM_MAX_STREAMS];
 };
 
+/*
+ * Native handles a framework has named (native.c), found without a lock: a
+ * value is written before its key is published with release order, and
+ * entries are never removed.  Handles 0..2 (NULL and CUDA's two special
+ * handles) have slots of their own; the rest are hashed.  A value packs
+ * (flags << 16) | (stream id + 1); 0 means not seen yet.
+ */
+#define XDM_NATIVE_SPECIAL 3
+#define XDM_NATIVE_SLOTS (2 * XDM_MAX_STREAMS)
+
+struct xdm_native_entry {
+	_Atomic uintptr_t key;		/* 0: empty */
+	_Atomic uint32_t value;
+};
+
+struct xdm_native_map {
+	_Atomic uint32_t special[XDM_NATIVE_SPECIAL];
+	struct xdm_native_entry slots[XDM_NATIVE_SLOTS];
+};
+
 XDM_HIDDEN enum xdm_status xdm_stream_pool_init(struct xdm_runtime *rt, uint32_t count);
 XDM_HIDDEN void xdm_stream_pool_fini(struct xdm_runtime *rt);
 /* The native handle of a stream id, or NULL. */
@@ -346,6 +366,7 @@ struct xdm_runtime {
 	struct xdm_layer *layers;	/* [0] is the top */
 	uint32_t nlayers;
 	struct xdm_stream_pool streams;
+	struct xdm_native_map native;
 	struct xdm_event_pool events;
 	struct xdm_registry registry;
 	struct xdm_counters counters;
@@ -366,6 +387,14 @@ struct xdm_mount_state {
 	bool hooks;			/* atexit and atfork are registered */
 };
 
+/* Interned tags (tags.c): a hash set of strings that live as long as the
+ * process. */
+struct xdm_tag_table {
+	pthread_mutex_t lock;
+	char **slots;			/* cap slots, NULL where empty */
+	size_t n, cap;
+};
+
 /* The one piece of process-wide state: runtimes, modules, the config. */
 struct xdm_runtime_table {
 	pthread_mutex_t lock;		/* serialises first builds */
@@ -381,6 +410,7 @@ struct xdm_runtime_table {
 	struct xdm_runtime *published;
 	uint32_t published_seq;
 	struct xdm_mount_state mount;
+	struct xdm_tag_table tags;
 };
 
 XDM_HIDDEN struct xdm_runtime_table *xdm_table(void);

@@ -18,6 +18,8 @@ core_libxdmcore_la_SOURCES = \
 	core/runtime.c \
 	core/runtime_table.c \
 	core/query_id.c \
+	core/native.c \
+	core/tags.c \
 	core/version.c \
 	core/stream_frees.c \
 	core/tree.h \

@@ -19,6 +19,7 @@ static struct xdm_runtime_table table = {
 	.modules = { .lock = PTHREAD_MUTEX_INITIALIZER },
 	.tree_lock = PTHREAD_RWLOCK_INITIALIZER,
 	.mount = { .lock = PTHREAD_MUTEX_INITIALIZER },
+	.tags = { .lock = PTHREAD_MUTEX_INITIALIZER },
 };
 
 struct xdm_runtime_table *xdm_table(void)

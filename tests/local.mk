@@ -1,5 +1,6 @@
 # tests/: check suites of the core.  Each suite is its own program.
-core_tests = tests/check_errors tests/check_runtime tests/check_tracking tests/check_tree
+core_tests = tests/check_errors tests/check_runtime tests/check_tracking tests/check_tree \
+	tests/check_native
 check_PROGRAMS += $(core_tests)
 TESTS += $(core_tests)
 noinst_HEADERS += tests/testutil.h
@@ -15,6 +16,9 @@ tests_check_tracking_LDADD = libxdm.la $(CHECK_LIBS)
 tests_check_tree_SOURCES = tests/check_tree.c
 tests_check_tree_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_tree_LDADD = libxdm.la $(CHECK_LIBS) -lrt
+tests_check_native_SOURCES = tests/check_native.c
+tests_check_native_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_native_LDADD = libxdm.la $(CHECK_LIBS)
 EXTRA_DIST += tests/data/host.conf tests/lsan.supp
 
 # The introspection tree through a real FUSE mount (issue 5).  fuse_walk

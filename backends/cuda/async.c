@@ -22,10 +22,13 @@
  * stays pending for the next reap, and two reaps of one stream at once
  * cannot count the same bytes twice.
  *
- * Both stream-ordered calls run without the context rule's check: the
- * driver needs a current context for them only with the NULL stream
- * (their CUDA_ERROR_INVALID_CONTEXT case), which xdm never passes, and
- * the check would be a measurable share of the allocation's cost.
+ * Both stream-ordered calls run without the context rule's check on the
+ * runtime's own streams: the driver needs a current context for them only
+ * with a special handle (their CUDA_ERROR_INVALID_CONTEXT case), and the
+ * check would be a measurable share of the allocation's cost.  A
+ * framework's legacy default stream (CU_STREAM_LEGACY in the pool, see
+ * cuda_stream_resolve()) is such a handle, and PyTorch allocates from
+ * autograd threads that have no context: those calls take the rule.
  */
 #include "config.h"
 
@@ -214,6 +217,12 @@ static void cuda_async_fini(struct xdm_layer *self)
 
 /* ---- allocation ------------------------------------------------------ */
 
+/* The special handles (legacy, per-thread) mean "of the current context". */
+static bool cuda_async_needs_ctx(CUstream s)
+{
+	return (uintptr_t)s <= (uintptr_t)CU_STREAM_PER_THREAD;
+}
+
 static enum xdm_status cuda_async_allocate(struct xdm_layer *self, size_t bytes,
 					   xdm_stream_id stream, const char *tag,
 					   struct xdm_block *out)
@@ -226,7 +235,17 @@ static enum xdm_status cuda_async_allocate(struct xdm_layer *self, size_t bytes,
 	if (!s || stream >= XDM_MAX_STREAMS)
 		return xdm_error_set(XDM_E_INVALID, "cuda_async: stream %u is not in the pool",
 				     stream);
-	rc = ca->p->drv.MemAllocFromPoolAsync(&ptr, bytes, ca->pool, s);
+	if (cuda_async_needs_ctx(s)) {
+		CUcontext restore;
+		enum xdm_status st = cuda_ctx_enter(ca->p, &restore);
+
+		if (st)
+			return st;
+		rc = ca->p->drv.MemAllocFromPoolAsync(&ptr, bytes, ca->pool, s);
+		cuda_ctx_leave(ca->p, restore);
+	} else {
+		rc = ca->p->drv.MemAllocFromPoolAsync(&ptr, bytes, ca->pool, s);
+	}
 	if (rc != CUDA_SUCCESS) {
 		/*
 		 * Seen on the H200: a refused request for more than the card
@@ -262,7 +281,17 @@ static enum xdm_status cuda_async_deallocate(struct xdm_layer *self, struct xdm_
 		return xdm_error_set(XDM_E_INVALID, "cuda_async: block 0x%" PRIx64 " names stream "
 				     "%u, which is not in the pool", block->ptr, block->stream);
 	/* Exactly the block's stream: the core queued the uses' waits there. */
-	rc = ca->p->drv.MemFreeAsync((CUdeviceptr)block->ptr, s);
+	if (cuda_async_needs_ctx(s)) {
+		CUcontext restore;
+		enum xdm_status st = cuda_ctx_enter(ca->p, &restore);
+
+		if (st)
+			return st;
+		rc = ca->p->drv.MemFreeAsync((CUdeviceptr)block->ptr, s);
+		cuda_ctx_leave(ca->p, restore);
+	} else {
+		rc = ca->p->drv.MemFreeAsync((CUdeviceptr)block->ptr, s);
+	}
 	if (rc != CUDA_SUCCESS)
 		return cuda_fail(&ca->p->drv, rc, "cuda_async: cuMemFreeAsync(0x%" PRIx64 ", %zu "
 				 "bytes, stream %u)", block->ptr, block->bytes, block->stream);

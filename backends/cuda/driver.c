@@ -51,6 +51,7 @@
 	X(StreamCreate, cuStreamCreate)				\
 	X(StreamDestroy, cuStreamDestroy)			\
 	X(StreamSynchronize, cuStreamSynchronize)		\
+	X(StreamGetCtx, cuStreamGetCtx)				\
 	X(StreamWaitEvent, cuStreamWaitEvent)			\
 	X(EventCreate, cuEventCreate)				\
 	X(EventDestroy, cuEventDestroy)				\

@@ -165,4 +165,5 @@ const struct xdm_ops cuda_platform_ops = {
 	.launch_host_func = cuda_launch_host_func,
 	.memset_async = cuda_memset_async,
 	.memcpy_async = cuda_memcpy_async,
+	.stream_resolve = cuda_stream_resolve,
 };

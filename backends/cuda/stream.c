@@ -275,3 +275,52 @@ enum xdm_status cuda_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t
 				 src, bytes);
 	return XDM_OK;
 }
+
+/*
+ * What a framework's handle means (xdm_native_stream()).  NULL and
+ * CU_STREAM_LEGACY are the legacy default stream of the current context;
+ * every call xdm makes on a stream first makes the device's primary
+ * context current, so CU_STREAM_LEGACY held in the pool always means that
+ * context's legacy stream, from any thread.  CU_STREAM_PER_THREAD means the
+ * calling thread's own default stream, which no other thread can name: it
+ * is served by the legacy stream, with which CUDA synchronizes every
+ * per-thread default stream implicitly, and its frees are ordered by the
+ * core with an event recorded on the handle by the freeing thread.  Any
+ * other handle must belong to the primary context: a stream of another
+ * device or context would take the runtime's memory where it is not valid.
+ */
+enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void **canonical,
+				    unsigned int *flags)
+{
+	const struct cuda_platform *p = cuda_of(self);
+	CUcontext restore, ctx = NULL;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!canonical || !flags)
+		return cuda_null("stream_resolve", "output");
+	*flags = 0;
+	if (!handle || handle == CU_STREAM_LEGACY) {
+		*canonical = CU_STREAM_LEGACY;
+		return XDM_OK;
+	}
+	if (handle == CU_STREAM_PER_THREAD) {
+		*canonical = CU_STREAM_LEGACY;
+		*flags = XDM_NATIVE_PER_THREAD;
+		return XDM_OK;
+	}
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	rc = p->drv.StreamGetCtx(handle, &ctx);
+	cuda_ctx_leave(p, restore);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: native stream %p is not a stream "
+				 "(cuStreamGetCtx)", handle);
+	if (ctx != p->ctx)
+		return xdm_error_set(XDM_E_INVALID, "cuda: native stream %p belongs to another "
+				     "context than the primary context of CUDA device %u",
+				     handle, p->ordinal);
+	*canonical = handle;
+	return XDM_OK;
+}

@@ -6,6 +6,8 @@ backends_host_la_SOURCES = \
 	backends/host/host.h \
 	backends/host/module.c \
 	backends/host/platform.c \
+	backends/host/streams.h \
+	backends/host/streams.c \
 	backends/host/backend.c \
 	backends/host/stream.h \
 	backends/host/queue.h \

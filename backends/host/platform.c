@@ -22,10 +22,12 @@
 
 #include "host.h"
 #include "stream.h"
+#include "streams.h"
 
 struct host_platform {
 	uint32_t ordinal;
 	uint64_t memory;		/* total_bytes of the device */
+	struct host_stream_set streams;	/* what a native handle may name */
 };
 
 /* Out of threads or memory is OUT_OF_MEMORY; anything else is the
@@ -88,13 +90,18 @@ static enum xdm_status host_platform_init(struct xdm_layer *self, const struct x
 				     ordinal);
 	p->ordinal = ordinal;
 	p->memory = memory;
+	host_stream_set_init(&p->streams);
 	xdm_layer_set_priv(self, p);
 	return XDM_OK;
 }
 
 static void host_platform_fini(struct xdm_layer *self)
 {
-	free(xdm_layer_priv(self));
+	struct host_platform *p = xdm_layer_priv(self);
+
+	if (p)
+		host_stream_set_fini(&p->streams);
+	free(p);
 	xdm_layer_set_priv(self, NULL);
 }
 
@@ -118,6 +125,7 @@ static enum xdm_status host_device_info(struct xdm_layer *self, struct xdm_devic
 
 static enum xdm_status host_op_stream_create(struct xdm_layer *self, void **stream)
 {
+	struct host_platform *p = xdm_layer_priv(self);
 	struct host_stream *s;
 	int err;
 
@@ -126,13 +134,31 @@ static enum xdm_status host_op_stream_create(struct xdm_layer *self, void **stre
 	err = host_stream_create(&s);
 	if (err)
 		return host_errno(err, "cannot start a stream's worker thread");
+	err = host_stream_set_add(&p->streams, s);
+	if (err) {
+		host_stream_destroy(s);
+		return host_errno(err, "cannot remember a new stream");
+	}
 	*stream = s;
 	return XDM_OK;
 }
 
 static void host_op_stream_destroy(struct xdm_layer *self, void *stream)
 {
+	struct host_platform *p = xdm_layer_priv(self);
+
+	host_stream_set_remove(&p->streams, stream);
 	host_stream_destroy(stream);
+}
+
+static enum xdm_status host_op_stream_resolve(struct xdm_layer *self, void *handle,
+					      void **canonical, unsigned int *flags)
+{
+	struct host_platform *p = xdm_layer_priv(self);
+
+	if (!canonical || !flags)
+		return host_null("stream_resolve", "output");
+	return host_stream_set_resolve(&p->streams, handle, canonical, flags);
 }
 
 static enum xdm_status host_op_stream_synchronize(struct xdm_layer *self, void *stream)
@@ -285,4 +311,5 @@ const struct xdm_ops host_platform_ops = {
 	.launch_host_func = host_op_launch_host_func,
 	.memset_async = host_op_memset_async,
 	.memcpy_async = host_op_memcpy_async,
+	.stream_resolve = host_op_stream_resolve,
 };

@@ -226,6 +226,72 @@ XDM_API enum xdm_status xdm_stream_synchronize(struct xdm_runtime *rt, xdm_strea
 XDM_API enum xdm_status xdm_stream_launch_host(struct xdm_runtime *rt, xdm_stream_id stream,
 					       void (*fn)(void *arg), void *arg);
 
+/* ---- frameworks: native streams, pointers and tags -------------------- */
+
+/*
+ * PyTorch, CuPy and Numba allocate by size on a stream of their own and free
+ * by pointer.  These calls give them that, on top of the calls above: every
+ * block they make is an ordinary block of the runtime (the stack, the budget,
+ * the registry, the tree and the log see it like any other).
+ *
+ * A native stream is the platform's own handle (a CUstream on cuda).  It is
+ * imported into the runtime's stream pool the first time it is seen and found
+ * again without a lock afterwards.  On cuda:
+ *  - NULL and CU_STREAM_LEGACY (0x1) are the device's legacy default stream,
+ *    one stream of the pool ("legacy"), reached from any thread;
+ *  - CU_STREAM_PER_THREAD (0x2) is served by that same legacy stream: a block
+ *    allocated on a per-thread default stream belongs to the legacy stream,
+ *    and its free first makes the legacy stream wait for the freeing thread's
+ *    per-thread stream (one event), so any later user is ordered after it;
+ *  - any other handle must be a stream of the runtime's device and context.
+ * On host, NULL is the platform's default stream and any other handle must be
+ * one of the platform's streams.  xdm(3) says what ordering each promises.
+ */
+
+/* The stream id of a native handle, importing it on first sight. */
+XDM_API enum xdm_status xdm_native_stream(struct xdm_runtime *rt, void *native_stream,
+					  xdm_stream_id *out);
+/*
+ * Allocate bytes on a native stream; *ptr is the block's address.  tag NULL
+ * takes the calling thread's tag (xdm_set_thread_tag()).  Zero bytes give
+ * *ptr = NULL and XDM_OK, which xdm_native_free() accepts: frameworks ask
+ * for empty tensors.
+ */
+XDM_API enum xdm_status xdm_native_allocate(struct xdm_runtime *rt, size_t bytes,
+					    void *native_stream, const char *tag, void **ptr);
+/*
+ * Free the live block at ptr.  native_stream is the stream the framework last
+ * used it on: when it is not the block's own stream, the free waits for it
+ * (a use recorded there first).  NULL ptr is a no-op.  A pointer that is no
+ * live block of this runtime is INVALID, and nothing is freed.
+ */
+XDM_API enum xdm_status xdm_native_free(struct xdm_runtime *rt, void *ptr, void *native_stream);
+/*
+ * The block at ptr is used on native_stream (torch's record_stream): its
+ * free waits for the work queued there so far.
+ */
+XDM_API enum xdm_status xdm_native_record_use(struct xdm_runtime *rt, void *ptr,
+					      void *native_stream);
+/* Copy out the live block whose address is ptr; INVALID if none. */
+XDM_API enum xdm_status xdm_native_lookup(struct xdm_runtime *rt, void *ptr,
+					  struct xdm_block *out);
+
+/*
+ * Tags.  A block's tag must outlive it; xdm_tag_intern() returns a copy that
+ * lives as long as the process (one copy per distinct text), so a caller whose
+ * strings come and go (Python) can tag safely.  NULL when out of memory or
+ * past XDM_MAX_TAGS distinct tags (the thread's error says which).
+ */
+#define XDM_MAX_TAGS 65536
+#define XDM_TAG_MAX 128		/* bytes of a tag, NUL excluded */
+XDM_API const char *xdm_tag_intern(const char *tag);
+/*
+ * The calling thread's tag, given to every block it allocates with a NULL
+ * tag through xdm_native_allocate() (NULL: "untagged").  Interned.
+ */
+XDM_API enum xdm_status xdm_set_thread_tag(const char *tag);
+XDM_API const char *xdm_thread_tag(void);
+
 /* ---- description ----------------------------------------------------- */
 
 struct xdm_device_info {

@@ -10,8 +10,8 @@ dist_doc_DATA += doc/sanitizer-gate.md
 CLEANFILES += tests/sanitizer-*.log
 
 if HAVE_CUDA
-check_PROGRAMS += tests/check_cuda tests/cuda_oob
-TESTS += tests/check_cuda tests/sanitizer_gate.sh
+check_PROGRAMS += tests/check_cuda tests/cuda_oob tests/check_native_cuda
+TESTS += tests/check_cuda tests/check_native_cuda tests/sanitizer_gate.sh
 
 # -no-install: real executables in the build tree, not libtool wrapper
 # scripts, so that compute-sanitizer runs the program itself.
@@ -20,6 +20,12 @@ tests_check_cuda_SOURCES = tests/check_cuda.c tests/cudatest.c tests/cudatest.h 
 tests_check_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
 tests_check_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_cuda_LDADD = libxdm.la $(CHECK_LIBS)
+
+tests_check_native_cuda_SOURCES = tests/check_native_cuda.c tests/cudatest.c \
+	tests/cudatest.h tests/cudacheck.h
+tests_check_native_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
+tests_check_native_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_check_native_cuda_LDADD = libxdm.la $(CHECK_LIBS)
 
 tests_cuda_oob_SOURCES = tests/cuda_oob.c tests/cudatest.c tests/cudatest.h
 tests_cuda_oob_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_native_cuda.c - the framework entry on a real GPU: the legacy
+ * default stream served from a thread that has no CUDA context (PyTorch's
+ * autograd threads), the per-thread default stream's frees ordered after
+ * the freeing thread's kernels, and a free by pointer that names a side
+ * stream waiting for that stream's kernel.  Kernels that spin for tens of
+ * milliseconds before they write make a missing order show up as wrong
+ * bytes; the controls show that the same sequences without the order do
+ * go wrong.  Threads run one after the other (joined): no result depends
+ * on how they are scheduled.
+ *
+ * One process (CK_NOFORK: CUDA state does not survive fork); no GPU is a
+ * skip (77).  XDM_TEST_SANITIZER leaves out the controls, which race on
+ * purpose.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+#include <xdm/xdm.h>
+
+#include "tests/cudacheck.h"
+#include "tests/testutil.h"
+
+#define MIB ((size_t)1024 * 1024)
+#define BLOCK MIB
+#define SPIN (50 * CT_CYCLES_PER_MS)	/* about 50 ms on an H200 */
+
+enum { P = 0xa1, Q = 0x5c };
+
+static bool under_sanitizer;
+
+#define CU_OK(expr)                                                             \
+	do {                                                                    \
+		CUresult cu_r_ = (expr);                                        \
+		ck_assert_msg(cu_r_ == CUDA_SUCCESS, "%s: %s", #expr,           \
+			      ct_result_text(cu_r_));                           \
+	} while (0)
+
+static struct xdm_runtime *runtime(const char *stack)
+{
+	struct xdm_runtime *rt;
+
+	CU_OK(ct_ctx_current());
+	TU_OK(xdm_runtime_create(0, "cuda", stack, &rt));
+	return rt;
+}
+
+static size_t count_bytes(CUdeviceptr p, size_t n, uint8_t v)
+{
+	uint8_t *host = malloc(n);
+	size_t same = 0;
+
+	ck_assert_ptr_nonnull(host);
+	CU_OK(ct_drv.cuMemcpyDtoH(host, p, n));
+	for (size_t i = 0; i < n; i++)
+		same += host[i] == v;
+	free(host);
+	return same;
+}
+
+static void finish_runtime(struct xdm_runtime *rt)
+{
+	CU_OK(ct_drv.cuCtxSynchronize());
+	TU_OK(xdm_reap_pending(rt));
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+
+/* ---- the legacy stream from a thread without a context --------------------- */
+
+struct bare_call {
+	struct xdm_runtime *rt;
+	bool free;		/* else allocate */
+	void *ptr;
+	enum xdm_status st;
+	char message[512];
+};
+
+static void *bare_thread(void *arg)
+{
+	struct bare_call *c = arg;
+
+	/* A new thread has no current context, like torch's autograd workers. */
+	if (c->free)
+		c->st = xdm_native_free(c->rt, c->ptr, NULL);
+	else
+		c->st = xdm_native_allocate(c->rt, BLOCK, NULL, "bare", &c->ptr);
+	snprintf(c->message, sizeof(c->message), "%s", xdm_last_error_message());
+	return NULL;
+}
+
+static void bare(struct bare_call *c)
+{
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, bare_thread, c), 0);
+	pthread_join(t, NULL);
+	ck_assert_msg(c->st == XDM_OK, "%s", c->message);
+}
+
+START_TEST(legacy_stream_from_a_thread_without_context)
+{
+	static const char *const stacks[] = { "cuda_async", "pool | cuda_async",
+					      "budget key=native-cuda limit=1G | cuda_async" };
+
+	for (size_t i = 0; i < sizeof(stacks) / sizeof(stacks[0]); i++) {
+		struct xdm_runtime *rt = runtime(stacks[i]);
+		struct bare_call c = { .rt = rt };
+
+		bare(&c);
+		ck_assert_ptr_nonnull(c.ptr);
+		/* The memory is good on the legacy stream, which it belongs to. */
+		CU_OK(ct_fill(CU_STREAM_LEGACY, (CUdeviceptr)c.ptr, BLOCK, P));
+		CU_OK(ct_drv.cuCtxSynchronize());
+		ck_assert_uint_eq(count_bytes((CUdeviceptr)c.ptr, BLOCK, P), BLOCK);
+		c.free = true;
+		bare(&c);
+		finish_runtime(rt);
+	}
+}
+END_TEST
+
+/* ---- per-thread default streams -------------------------------------------- */
+
+struct ptds_step {
+	struct xdm_runtime *rt;
+	void *ptr;		/* in: to free; out: allocated */
+	uint8_t value;
+	uint64_t spin;
+	void *free_on;		/* the handle the free names */
+	enum xdm_status st;
+	CUresult r;
+	char message[512];
+};
+
+/* On its own thread: allocate on the thread's per-thread stream, write it
+ * there (slowly, if asked), and free it naming free_on. */
+static void *ptds_writer(void *arg)
+{
+	struct ptds_step *s = arg;
+
+	s->r = ct_ctx_current();
+	if (s->r)
+		return NULL;
+	s->st = xdm_native_allocate(s->rt, BLOCK, CU_STREAM_PER_THREAD, "ptds", &s->ptr);
+	if (s->st)
+		goto out;
+	s->r = s->spin ? ct_spin_fill(CU_STREAM_PER_THREAD, (CUdeviceptr)s->ptr, BLOCK,
+				      s->value, s->spin) :
+			 ct_fill(CU_STREAM_PER_THREAD, (CUdeviceptr)s->ptr, BLOCK, s->value);
+	if (s->r)
+		goto out;
+	if (s->free_on != (void *)-1)
+		s->st = xdm_native_free(s->rt, s->ptr, s->free_on);
+out:
+	snprintf(s->message, sizeof(s->message), "%s", xdm_last_error_message());
+	return NULL;
+}
+
+static void run_writer(struct ptds_step *s)
+{
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, ptds_writer, s), 0);
+	pthread_join(t, NULL);
+	ck_assert_msg(s->r == CUDA_SUCCESS, "%s", ct_result_text(s->r));
+	ck_assert_msg(s->st == XDM_OK, "%s", s->message);
+}
+
+/*
+ * Thread 1 writes P slowly on its per-thread stream and frees; thread 2 gets
+ * the same address on its own per-thread stream and writes Q.  The free's
+ * event orders thread 2's write after thread 1's: the bytes end as Q.  With
+ * free_on = NULL (the control) the free names the legacy stream, which
+ * orders nothing that thread 1's stream has queued, and the late P lands
+ * on top.
+ */
+static size_t ptds_handover(void *free_on)
+{
+	struct xdm_runtime *rt = runtime("pool | cuda_async");
+	struct ptds_step one = { .rt = rt, .value = P, .spin = SPIN, .free_on = free_on };
+	struct ptds_step two = { .rt = rt, .value = Q, .free_on = (void *)-1 };
+	size_t q;
+
+	run_writer(&one);
+	run_writer(&two);
+	ck_assert_ptr_eq(two.ptr, one.ptr);	/* the pool reused the address */
+	CU_OK(ct_drv.cuCtxSynchronize());
+	q = count_bytes((CUdeviceptr)two.ptr, BLOCK, Q);
+	TU_OK(xdm_native_free(rt, two.ptr, NULL));
+	finish_runtime(rt);
+	return q;
+}
+
+START_TEST(per_thread_free_orders_the_next_user)
+{
+	struct xdm_runtime *rt = runtime("cuda_async");
+	xdm_stream_id legacy, ptds;
+
+	/* Both special handles are one stream of the pool. */
+	TU_OK(xdm_native_stream(rt, NULL, &legacy));
+	TU_OK(xdm_native_stream(rt, CU_STREAM_PER_THREAD, &ptds));
+	ck_assert_uint_eq(legacy, ptds);
+	TU_OK(xdm_native_stream(rt, CU_STREAM_LEGACY, &ptds));
+	ck_assert_uint_eq(legacy, ptds);
+	finish_runtime(rt);
+	ck_assert_uint_eq(ptds_handover(CU_STREAM_PER_THREAD), BLOCK);
+}
+END_TEST
+
+START_TEST(control_per_thread_free_named_legacy_is_overwritten)
+{
+	ck_assert_uint_lt(ptds_handover(NULL), BLOCK);
+}
+END_TEST
+
+/* ---- a free that names a side stream ------------------------------------------ */
+
+/*
+ * A block of the legacy stream is written slowly on a caller's own stream
+ * (imported on first sight), then freed by pointer naming that stream; the
+ * next block at the same address, written on the legacy stream, must end
+ * as Q.  The control frees naming the legacy stream instead.
+ */
+static size_t side_stream_free(bool name_side)
+{
+	struct xdm_runtime *rt = runtime("pool | cuda_async");
+	CUstream side;
+	xdm_stream_id id;
+	void *a, *b;
+	size_t q;
+
+	CU_OK(ct_drv.cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+	TU_OK(xdm_native_stream(rt, side, &id));
+	ck_assert_uint_ge(id, 16);			/* imported, not an owned stream */
+	TU_OK(xdm_native_allocate(rt, BLOCK, NULL, "side", &a));
+	CU_OK(ct_drv.cuStreamSynchronize(CU_STREAM_LEGACY));
+	CU_OK(ct_spin_fill(side, (CUdeviceptr)a, BLOCK, P, SPIN));
+	TU_OK(xdm_native_free(rt, a, name_side ? (void *)side : NULL));
+	TU_OK(xdm_native_allocate(rt, BLOCK, NULL, "next", &b));
+	ck_assert_ptr_eq(b, a);
+	CU_OK(ct_fill(CU_STREAM_LEGACY, (CUdeviceptr)b, BLOCK, Q));
+	CU_OK(ct_drv.cuCtxSynchronize());
+	q = count_bytes((CUdeviceptr)b, BLOCK, Q);
+	TU_OK(xdm_native_free(rt, b, NULL));
+	finish_runtime(rt);
+	CU_OK(ct_drv.cuStreamDestroy(side));
+	return q;
+}
+
+START_TEST(free_naming_a_side_stream_waits_for_it)
+{
+	ck_assert_uint_eq(side_stream_free(true), BLOCK);
+}
+END_TEST
+
+START_TEST(control_free_naming_legacy_is_overwritten)
+{
+	ck_assert_uint_lt(side_stream_free(false), BLOCK);
+}
+END_TEST
+
+/* ---- the suite ------------------------------------------------------------------ */
+
+static Suite *native_cuda_suite(void)
+{
+	Suite *s = suite_create("native_cuda");
+	TCase *tc = tcase_create("native");
+
+	tcase_add_test(tc, legacy_stream_from_a_thread_without_context);
+	tcase_add_test(tc, per_thread_free_orders_the_next_user);
+	tcase_add_test(tc, free_naming_a_side_stream_waits_for_it);
+	if (!under_sanitizer) {
+		tcase_add_test(tc, control_per_thread_free_named_legacy_is_overwritten);
+		tcase_add_test(tc, control_free_naming_legacy_is_overwritten);
+	}
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	const char *san = getenv("XDM_TEST_SANITIZER");
+	SRunner *sr;
+	CUresult r;
+	int rc, failed;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	under_sanitizer = san && *san && strcmp(san, "0") != 0;
+	rc = ct_probe("cuda_async");
+	if (rc || (argc > 1 && strcmp(argv[1], "--probe") == 0))
+		return rc;
+
+	ct_take_gpu_lock();
+	ct_start_watchdog(under_sanitizer ? 420 : 120);
+	r = ct_gpu_init(0);
+	if (r != CUDA_SUCCESS) {
+		printf("ERROR: the tests' own driver setup failed: %s\n%s\n", ct_result_text(r),
+		       ct_gpu.jit_log);
+		return 99;
+	}
+	sr = srunner_create(native_cuda_suite());
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_VERBOSE);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

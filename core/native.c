@@ -19,9 +19,8 @@
 
 #include "core/internal.h"
 
-#define VALUE(id, flags) (((uint32_t)(flags) << 16) | ((uint32_t)(id) + 1))
-#define VALUE_ID(v) ((xdm_stream_id)(((v) & 0xffffu) - 1))
-#define VALUE_FLAGS(v) ((unsigned int)((v) >> 16))
+#define VALUE(id) ((uint32_t)(id) + 1)
+#define VALUE_ID(v) ((xdm_stream_id)((v) - 1))
 
 static size_t native_hash(uintptr_t key)
 {
@@ -81,14 +80,12 @@ static uint32_t native_used(struct xdm_native_map *m)
 	return n;
 }
 
-static enum xdm_status native_resolve(struct xdm_runtime *rt, void *handle, void **canonical,
-				      unsigned int *flags)
+static enum xdm_status native_resolve(struct xdm_runtime *rt, void *handle, void **canonical)
 {
 	const struct xdm_ops *ops = rt->platform.ops;
 
-	*flags = 0;
 	if (ops->stream_resolve)
-		return ops->stream_resolve(&rt->platform, handle, canonical, flags);
+		return ops->stream_resolve(&rt->platform, handle, canonical);
 	if (!handle)
 		return xdm_error_set(XDM_E_INVALID, "platform '%s' has no default stream: a "
 				     "native stream handle must not be NULL", ops->name);
@@ -101,12 +98,11 @@ static enum xdm_status native_import(struct xdm_runtime *rt, void *handle, uint3
 {
 	struct xdm_stream_pool *pool = &rt->streams;
 	enum xdm_status st;
-	unsigned int flags;
 	void *canonical;
 	uint32_t count, id;
 
 	/* The platform may call the driver: outside every lock. */
-	st = native_resolve(rt, handle, &canonical, &flags);
+	st = native_resolve(rt, handle, &canonical);
 	if (st)
 		return st;
 	pthread_mutex_lock(&pool->lock);
@@ -133,7 +129,7 @@ static enum xdm_status native_import(struct xdm_runtime *rt, void *handle, uint3
 		pool->slots[count].owned = false;
 		atomic_store_explicit(&pool->count, count + 1, memory_order_release);
 	}
-	*value = VALUE(id, flags);
+	*value = VALUE(id);
 	native_put(&rt->native, handle, *value);
 unlock:
 	pthread_mutex_unlock(&pool->lock);
@@ -203,45 +199,14 @@ static enum xdm_status not_a_block(struct xdm_runtime *rt, const char *fn, void 
 }
 
 /*
- * A per-thread handle names the calling thread's own stream, which no other
- * thread can reach: record an event on it here, from this thread, and make
- * the block's stream wait on it.
- */
-static enum xdm_status order_after_thread_stream(struct xdm_runtime *rt, void *handle,
-						 const struct xdm_block *b)
-{
-	const struct xdm_ops *ops = rt->platform.ops;
-	enum xdm_status st;
-	void *event;
-
-	st = xdm_event_get(rt, &event);
-	if (st)
-		return st;
-	st = ops->event_record(&rt->platform, event, handle);
-	if (st == XDM_OK)
-		st = ops->stream_wait_event(&rt->platform, xdm_stream_native(rt, b->stream),
-					    event);
-	/* The queued wait holds the record: the event may be reused now. */
-	xdm_event_put(rt, event);
-	if (st == XDM_OK) {
-		atomic_fetch_add_explicit(&rt->counters.events, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&rt->counters.waits, 1, memory_order_relaxed);
-	}
-	return st;
-}
-
-/*
  * Work queued on the native stream so far must finish before the block is
  * reused.  Nothing to do on the block's own stream; an untyped use on any
  * other.  A stack that cannot track uses frees synchronously (cuda_direct's
  * cuMemFree waits for the device, host's free=sync for every stream), which
  * orders the free after that work already.
  */
-static enum xdm_status native_use(struct xdm_runtime *rt, void *handle, uint32_t v,
-				  const struct xdm_block *b)
+static enum xdm_status native_use(struct xdm_runtime *rt, uint32_t v, const struct xdm_block *b)
 {
-	if (VALUE_FLAGS(v) & XDM_NATIVE_PER_THREAD)
-		return order_after_thread_stream(rt, handle, b);
 	if (VALUE_ID(v) == b->stream || !xdm_supports_block_use_tracking(rt))
 		return XDM_OK;
 	return xdm_record_block_use(rt, b, VALUE_ID(v));
@@ -267,7 +232,7 @@ enum xdm_status xdm_native_free(struct xdm_runtime *rt, void *ptr, void *native_
 	 * would leak it for good, and the error still reaches the caller (the
 	 * same choice as a failed wait in xdm_deallocate()).
 	 */
-	st = native_use(rt, native_stream, v, &b);
+	st = native_use(rt, v, &b);
 	st_free = xdm_deallocate(rt, &b);
 	return st_free ? st_free : st;
 }
@@ -286,7 +251,7 @@ enum xdm_status xdm_native_record_use(struct xdm_runtime *rt, void *ptr, void *n
 		return st;
 	if (!native_block(rt, ptr, &b))
 		return not_a_block(rt, "xdm_native_record_use", ptr);
-	return native_use(rt, native_stream, v, &b);
+	return native_use(rt, v, &b);
 }
 
 enum xdm_status xdm_native_lookup(struct xdm_runtime *rt, void *ptr, struct xdm_block *out)

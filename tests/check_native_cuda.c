@@ -2,9 +2,8 @@
 /*
  * check_native_cuda.c - the framework entry on a real GPU: the legacy
  * default stream served from a thread that has no CUDA context (PyTorch's
- * autograd threads), the per-thread default stream's frees ordered after
- * the freeing thread's kernels, and a free by pointer that names a side
- * stream waiting for that stream's kernel.  Kernels that spin for tens of
+ * autograd threads), the per-thread default stream refused, and a free by
+ * pointer that names a side stream waiting for that stream's kernel.  Kernels that spin for tens of
  * milliseconds before they write make a missing order show up as wrong
  * bytes; the controls show that the same sequences without the order do
  * go wrong.  Threads run one after the other (joined): no result depends
@@ -127,97 +126,27 @@ START_TEST(legacy_stream_from_a_thread_without_context)
 }
 END_TEST
 
-/* ---- per-thread default streams -------------------------------------------- */
+/* ---- per-thread default streams are refused -------------------------------- */
 
-struct ptds_step {
-	struct xdm_runtime *rt;
-	void *ptr;		/* in: to free; out: allocated */
-	uint8_t value;
-	uint64_t spin;
-	void *free_on;		/* the handle the free names */
-	enum xdm_status st;
-	CUresult r;
-	char message[512];
-};
-
-/* On its own thread: allocate on the thread's per-thread stream, write it
- * there (slowly, if asked), and free it naming free_on. */
-static void *ptds_writer(void *arg)
-{
-	struct ptds_step *s = arg;
-
-	s->r = ct_ctx_current();
-	if (s->r)
-		return NULL;
-	s->st = xdm_native_allocate(s->rt, BLOCK, CU_STREAM_PER_THREAD, "ptds", &s->ptr);
-	if (s->st)
-		goto out;
-	s->r = s->spin ? ct_spin_fill(CU_STREAM_PER_THREAD, (CUdeviceptr)s->ptr, BLOCK,
-				      s->value, s->spin) :
-			 ct_fill(CU_STREAM_PER_THREAD, (CUdeviceptr)s->ptr, BLOCK, s->value);
-	if (s->r)
-		goto out;
-	if (s->free_on != (void *)-1)
-		s->st = xdm_native_free(s->rt, s->ptr, s->free_on);
-out:
-	snprintf(s->message, sizeof(s->message), "%s", xdm_last_error_message());
-	return NULL;
-}
-
-static void run_writer(struct ptds_step *s)
-{
-	pthread_t t;
-
-	ck_assert_int_eq(pthread_create(&t, NULL, ptds_writer, s), 0);
-	pthread_join(t, NULL);
-	ck_assert_msg(s->r == CUDA_SUCCESS, "%s", ct_result_text(s->r));
-	ck_assert_msg(s->st == XDM_OK, "%s", s->message);
-}
-
-/*
- * Thread 1 writes P slowly on its per-thread stream and frees; thread 2 gets
- * the same address on its own per-thread stream and writes Q.  The free's
- * event orders thread 2's write after thread 1's: the bytes end as Q.  With
- * free_on = NULL (the control) the free names the legacy stream, which
- * orders nothing that thread 1's stream has queued, and the late P lands
- * on top.
- */
-static size_t ptds_handover(void *free_on)
+START_TEST(per_thread_stream_is_refused)
 {
 	struct xdm_runtime *rt = runtime("pool | cuda_async");
-	struct ptds_step one = { .rt = rt, .value = P, .spin = SPIN, .free_on = free_on };
-	struct ptds_step two = { .rt = rt, .value = Q, .free_on = (void *)-1 };
-	size_t q;
+	uint32_t count = xdm_stream_count(rt);
+	xdm_stream_id legacy, id;
+	void *p = &p;
 
-	run_writer(&one);
-	run_writer(&two);
-	ck_assert_ptr_eq(two.ptr, one.ptr);	/* the pool reused the address */
-	CU_OK(ct_drv.cuCtxSynchronize());
-	q = count_bytes((CUdeviceptr)two.ptr, BLOCK, Q);
-	TU_OK(xdm_native_free(rt, two.ptr, NULL));
-	finish_runtime(rt);
-	return q;
-}
-
-START_TEST(per_thread_free_orders_the_next_user)
-{
-	struct xdm_runtime *rt = runtime("cuda_async");
-	xdm_stream_id legacy, ptds;
-
-	/* Both special handles are one stream of the pool. */
+	ck_assert_int_eq(xdm_native_stream(rt, CU_STREAM_PER_THREAD, &id), XDM_E_STREAM_MISUSE);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "per-thread"));
+	ck_assert_int_eq(xdm_native_allocate(rt, BLOCK, CU_STREAM_PER_THREAD, NULL, &p),
+			 XDM_E_STREAM_MISUSE);
+	ck_assert_ptr_null(p);
+	ck_assert_uint_eq(xdm_stream_count(rt), count);
+	/* NULL and CU_STREAM_LEGACY are one stream of the pool. */
 	TU_OK(xdm_native_stream(rt, NULL, &legacy));
-	TU_OK(xdm_native_stream(rt, CU_STREAM_PER_THREAD, &ptds));
-	ck_assert_uint_eq(legacy, ptds);
-	TU_OK(xdm_native_stream(rt, CU_STREAM_LEGACY, &ptds));
-	ck_assert_uint_eq(legacy, ptds);
+	TU_OK(xdm_native_stream(rt, CU_STREAM_LEGACY, &id));
+	ck_assert_uint_eq(id, legacy);
+	ck_assert_uint_eq(xdm_stream_count(rt), count + 1);
 	finish_runtime(rt);
-	ck_assert_uint_eq(ptds_handover(CU_STREAM_PER_THREAD), BLOCK);
-}
-END_TEST
-
-START_TEST(control_per_thread_free_named_legacy_is_overwritten)
-{
-	ck_assert_uint_lt(ptds_handover(NULL), BLOCK);
 }
 END_TEST
 
@@ -275,10 +204,9 @@ static Suite *native_cuda_suite(void)
 	TCase *tc = tcase_create("native");
 
 	tcase_add_test(tc, legacy_stream_from_a_thread_without_context);
-	tcase_add_test(tc, per_thread_free_orders_the_next_user);
+	tcase_add_test(tc, per_thread_stream_is_refused);
 	tcase_add_test(tc, free_naming_a_side_stream_waits_for_it);
 	if (!under_sanitizer) {
-		tcase_add_test(tc, control_per_thread_free_named_legacy_is_overwritten);
 		tcase_add_test(tc, control_free_naming_legacy_is_overwritten);
 	}
 	suite_add_tcase(s, tc);

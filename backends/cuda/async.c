@@ -217,7 +217,8 @@ static void cuda_async_fini(struct xdm_layer *self)
 
 /* ---- allocation ------------------------------------------------------ */
 
-/* The special handles (legacy, per-thread) mean "of the current context". */
+/* The special handles (NULL, legacy, per-thread) mean "of the current
+ * context"; the pool holds only CU_STREAM_LEGACY among them. */
 static bool cuda_async_needs_ctx(CUstream s)
 {
 	return (uintptr_t)s <= (uintptr_t)CU_STREAM_PER_THREAD;

@@ -84,8 +84,7 @@ enum xdm_status cuda_event_create(struct xdm_layer *self, void **event);
 void cuda_event_destroy(struct xdm_layer *self, void *event);
 enum xdm_status cuda_event_record(struct xdm_layer *self, void *event, void *stream);
 enum xdm_status cuda_stream_wait_event(struct xdm_layer *self, void *stream, void *event);
-enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void **canonical,
-				    unsigned int *flags);
+enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void **canonical);
 enum xdm_status cuda_event_query(struct xdm_layer *self, void *event, bool *done);
 enum xdm_status cuda_event_synchronize(struct xdm_layer *self, void *event);
 enum xdm_status cuda_launch_host_func(struct xdm_layer *self, void *stream,

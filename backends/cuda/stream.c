@@ -281,34 +281,39 @@ enum xdm_status cuda_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t
  * CU_STREAM_LEGACY are the legacy default stream of the current context;
  * every call xdm makes on a stream first makes the device's primary
  * context current, so CU_STREAM_LEGACY held in the pool always means that
- * context's legacy stream, from any thread.  CU_STREAM_PER_THREAD means the
- * calling thread's own default stream, which no other thread can name: it
- * is served by the legacy stream, with which CUDA synchronizes every
- * per-thread default stream implicitly, and its frees are ordered by the
- * core with an event recorded on the handle by the freeing thread.  Any
- * other handle must belong to the primary context: a stream of another
+ * context's legacy stream, from any thread.
+ *
+ * CU_STREAM_PER_THREAD is refused.  It names the calling thread's own
+ * default stream, which no other thread can name: a pool that reuses a
+ * block on another thread, moves a chunk or trims must record events on
+ * the stream a block was freed on, and it cannot from there.  Serving it
+ * through the legacy stream (which CUDA synchronizes with every per-thread
+ * stream) and ordering each free by an event the freeing thread records
+ * was tried: on the H200 (driver 580) a thread then hung in its exit,
+ * where the driver tears its per-thread stream down, whenever the legacy
+ * stream still waited on that stream's event.
+ *
+ * Any other handle must belong to the primary context: a stream of another
  * device or context would take the runtime's memory where it is not valid.
  */
-enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void **canonical,
-				    unsigned int *flags)
+enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void **canonical)
 {
 	const struct cuda_platform *p = cuda_of(self);
 	CUcontext restore, ctx = NULL;
 	enum xdm_status st;
 	CUresult rc;
 
-	if (!canonical || !flags)
+	if (!canonical)
 		return cuda_null("stream_resolve", "output");
-	*flags = 0;
 	if (!handle || handle == CU_STREAM_LEGACY) {
 		*canonical = CU_STREAM_LEGACY;
 		return XDM_OK;
 	}
-	if (handle == CU_STREAM_PER_THREAD) {
-		*canonical = CU_STREAM_LEGACY;
-		*flags = XDM_NATIVE_PER_THREAD;
-		return XDM_OK;
-	}
+	if (handle == CU_STREAM_PER_THREAD)
+		return xdm_error_set(XDM_E_STREAM_MISUSE, "cuda: the per-thread default stream "
+				     "(CU_STREAM_PER_THREAD) is not supported: it is another "
+				     "stream on every thread; use the legacy default stream or "
+				     "a stream of your own");
 	st = cuda_ctx_enter(p, &restore);
 	if (st)
 		return st;

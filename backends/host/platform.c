@@ -152,13 +152,13 @@ static void host_op_stream_destroy(struct xdm_layer *self, void *stream)
 }
 
 static enum xdm_status host_op_stream_resolve(struct xdm_layer *self, void *handle,
-					      void **canonical, unsigned int *flags)
+					      void **canonical)
 {
 	struct host_platform *p = xdm_layer_priv(self);
 
-	if (!canonical || !flags)
+	if (!canonical)
 		return host_null("stream_resolve", "output");
-	return host_stream_set_resolve(&p->streams, handle, canonical, flags);
+	return host_stream_set_resolve(&p->streams, handle, canonical);
 }
 
 static enum xdm_status host_op_stream_synchronize(struct xdm_layer *self, void *stream)

@@ -81,12 +81,11 @@ static bool set_has_locked(const struct host_stream_set *set, const void *handle
 }
 
 enum xdm_status host_stream_set_resolve(struct host_stream_set *set, void *handle,
-					void **canonical, unsigned int *flags)
+					void **canonical)
 {
 	enum xdm_status st = XDM_OK;
 	int err;
 
-	*flags = 0;
 	pthread_mutex_lock(&set->lock);
 	if (handle) {
 		if (set_has_locked(set, handle))

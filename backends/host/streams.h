@@ -28,6 +28,6 @@ int host_stream_set_add(struct host_stream_set *set, struct host_stream *s);
 void host_stream_set_remove(struct host_stream_set *set, struct host_stream *s);
 /* The platform op: NULL is the default stream, else one of the set. */
 enum xdm_status host_stream_set_resolve(struct host_stream_set *set, void *handle,
-					void **canonical, unsigned int *flags);
+					void **canonical);
 
 #endif /* XDM_HOST_STREAMS_H */

@@ -151,25 +151,16 @@ struct xdm_ops {
 	/* ABI 1.2: platform */
 	/*
 	 * A framework's native stream handle, as the runtime should keep it
-	 * (xdm_native_stream() in <xdm/xdm.h>).  Sets *canonical to the handle
-	 * the stream pool holds for it and *flags to XDM_NATIVE_* bits.  A
-	 * handle that names no stream of this device is XDM_E_INVALID with a
-	 * sentence.  NULL: the core takes a non-NULL handle as it is and
-	 * refuses NULL, which such a platform has no meaning for.
+	 * (xdm_native_stream() in <xdm/xdm.h>): sets *canonical to the handle
+	 * the stream pool holds for it.  A handle that names no stream of this
+	 * device is XDM_E_INVALID, one the platform cannot order blocks on
+	 * XDM_E_STREAM_MISUSE, each with a sentence.  NULL: the core takes a
+	 * non-NULL handle as it is and refuses NULL, which such a platform has
+	 * no meaning for.
 	 */
-	enum xdm_status (*stream_resolve)(struct xdm_layer *self, void *handle, void **canonical,
-					  unsigned int *flags);
+	enum xdm_status (*stream_resolve)(struct xdm_layer *self, void *handle, void **canonical);
 	/* append new members here, and bump XDM_ABI_MINOR */
 };
-
-/*
- * stream_resolve flags.  PER_THREAD: the handle names a different stream on
- * each calling thread (CUDA's per-thread default stream); the canonical
- * handle is a stream every thread shares, and the core orders a free made on
- * the handle after the freeing thread's work by an event recorded on the
- * handle itself, from that thread.
- */
-#define XDM_NATIVE_PER_THREAD 0x1u
 
 /* The smallest table the core accepts: everything up to memcpy_async. */
 #define XDM_OPS_MIN_SIZE \

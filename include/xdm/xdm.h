@@ -239,10 +239,8 @@ XDM_API enum xdm_status xdm_stream_launch_host(struct xdm_runtime *rt, xdm_strea
  * again without a lock afterwards.  On cuda:
  *  - NULL and CU_STREAM_LEGACY (0x1) are the device's legacy default stream,
  *    one stream of the pool ("legacy"), reached from any thread;
- *  - CU_STREAM_PER_THREAD (0x2) is served by that same legacy stream: a block
- *    allocated on a per-thread default stream belongs to the legacy stream,
- *    and its free first makes the legacy stream wait for the freeing thread's
- *    per-thread stream (one event), so any later user is ordered after it;
+ *  - CU_STREAM_PER_THREAD (0x2), a different stream on every thread that no
+ *    other thread can name, is refused (STREAM_MISUSE): xdm(3) says why;
  *  - any other handle must be a stream of the runtime's device and context.
  * On host, NULL is the platform's default stream and any other handle must be
  * one of the platform's streams.  xdm(3) says what ordering each promises.

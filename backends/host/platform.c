@@ -123,9 +123,21 @@ static enum xdm_status host_device_info(struct xdm_layer *self, struct xdm_devic
 	return XDM_OK;
 }
 
+/*
+ * Streams need nothing from the layer, and the table is usable without one
+ * (self NULL, as the tests call it); a layer's streams are also remembered,
+ * so that a framework's handle can be checked against them.
+ */
+static struct host_stream_set *host_streams_of(struct xdm_layer *self)
+{
+	struct host_platform *p = self ? xdm_layer_priv(self) : NULL;
+
+	return p ? &p->streams : NULL;
+}
+
 static enum xdm_status host_op_stream_create(struct xdm_layer *self, void **stream)
 {
-	struct host_platform *p = xdm_layer_priv(self);
+	struct host_stream_set *set = host_streams_of(self);
 	struct host_stream *s;
 	int err;
 
@@ -134,7 +146,7 @@ static enum xdm_status host_op_stream_create(struct xdm_layer *self, void **stre
 	err = host_stream_create(&s);
 	if (err)
 		return host_errno(err, "cannot start a stream's worker thread");
-	err = host_stream_set_add(&p->streams, s);
+	err = set ? host_stream_set_add(set, s) : 0;
 	if (err) {
 		host_stream_destroy(s);
 		return host_errno(err, "cannot remember a new stream");
@@ -145,20 +157,23 @@ static enum xdm_status host_op_stream_create(struct xdm_layer *self, void **stre
 
 static void host_op_stream_destroy(struct xdm_layer *self, void *stream)
 {
-	struct host_platform *p = xdm_layer_priv(self);
+	struct host_stream_set *set = host_streams_of(self);
 
-	host_stream_set_remove(&p->streams, stream);
+	if (set)
+		host_stream_set_remove(set, stream);
 	host_stream_destroy(stream);
 }
 
 static enum xdm_status host_op_stream_resolve(struct xdm_layer *self, void *handle,
 					      void **canonical)
 {
-	struct host_platform *p = xdm_layer_priv(self);
+	struct host_stream_set *set = host_streams_of(self);
 
 	if (!canonical)
 		return host_null("stream_resolve", "output");
-	return host_stream_set_resolve(&p->streams, handle, canonical);
+	if (!set)
+		return host_null("stream_resolve", "layer");
+	return host_stream_set_resolve(set, handle, canonical);
 }
 
 static enum xdm_status host_op_stream_synchronize(struct xdm_layer *self, void *stream)

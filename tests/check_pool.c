@@ -783,6 +783,73 @@ START_TEST(max_gives_idle_chunks_of_other_streams_back_to_make_room)
 END_TEST
 
 /*
+ * max is writable at run time (torch's set_per_process_memory_fraction
+ * writes it).  Raising it lets the pool grow again; lowering it below what
+ * is reserved gives nothing back and only refuses growth, while frees and
+ * the free room of the chunks it holds still serve requests; 0 lifts it.
+ */
+START_TEST(max_store_bounds_the_next_growth)
+{
+	struct xdm_runtime *rt = pool_runtime("pool chunk=512K | host");
+	struct xdm_device_info dev;
+	struct xdm_block a, b, c, d, e;
+	uint64_t half;
+
+	ck_assert_uint_eq(POOL(rt, "max"), 0);
+	TU_OK(xdm_allocate(rt, 256 * KIB, 0, "a", &a));
+	TU_OK(xdm_allocate(rt, 256 * KIB, 0, "b", &b));
+	ck_assert_uint_eq(POOL(rt, "reserved"), 512 * KIB);
+
+	/* As echo writes it; the next growth is within it. */
+	store(rt, "max", "1M\n");
+	ck_assert_uint_eq(POOL(rt, "max"), MIB);
+	TU_OK(xdm_allocate(rt, 512 * KIB, 0, "c", &c));
+	ck_assert_uint_eq(POOL(rt, "reserved"), MIB);
+	ck_assert_int_eq(xdm_allocate(rt, 256 * KIB, 0, "over", &d), XDM_E_OUT_OF_MEMORY);
+	ck_assert_msg(strstr(xdm_last_error_message(), "max 1048576"), "%s",
+		      xdm_last_error_message());
+
+	/* Below reserved: nothing is given back, growth is refused. */
+	store(rt, "max", "768K");
+	ck_assert_uint_eq(POOL(rt, "max"), 768 * KIB);
+	ck_assert_uint_eq(POOL(rt, "reserved"), MIB);
+	ck_assert_uint_eq(POOL(rt, "chunks"), 2);
+	TU_OK(xdm_deallocate(rt, &c));
+	/* c's chunk is idle, yet reserved stays until a refill trims it. */
+	ck_assert_uint_eq(POOL(rt, "reserved"), MIB);
+	/* Room in a chunk held already serves a request without growth. */
+	TU_OK(xdm_allocate(rt, 512 * KIB, 0, "c again", &c));
+	ck_assert_uint_eq(POOL(rt, "growths"), 2);
+	ck_assert_int_eq(xdm_allocate(rt, 256 * KIB, 0, "over", &d), XDM_E_OUT_OF_MEMORY);
+	ck_assert_msg(strstr(xdm_last_error_message(), "max 786432"), "%s",
+		      xdm_last_error_message());
+	ck_assert_uint_eq(POOL(rt, "growths"), 2);
+	ck_assert_uint_eq(POOL(rt, "reserved"), MIB);
+
+	/* 0 lifts the bound. */
+	store(rt, "max", "0");
+	ck_assert_uint_eq(POOL(rt, "max"), 0);
+	TU_OK(xdm_allocate(rt, 256 * KIB, 0, "d", &d));
+	TU_OK(xdm_allocate(rt, 2 * MIB, 0, "e", &e));
+	ck_assert_uint_eq(POOL(rt, "growths"), 4);
+
+	/* A share of the device, as in the config. */
+	TU_OK(xdm_runtime_device(rt, &dev));
+	TU_OK(xdm_parse_size("50%", dev.total_bytes, &half));
+	ck_assert_uint_gt(half, 0);
+	store(rt, "max", "50%");
+	ck_assert_uint_eq(POOL(rt, "max"), half);
+
+	TU_OK(xdm_deallocate(rt, &a));
+	TU_OK(xdm_deallocate(rt, &b));
+	TU_OK(xdm_deallocate(rt, &c));
+	TU_OK(xdm_deallocate(rt, &d));
+	TU_OK(xdm_deallocate(rt, &e));
+	finish(rt);
+}
+END_TEST
+
+/*
  * A free block that fits is always found.  Seventeen free pieces share the
  * bin of a 300K request: sixteen of 288K (too small), freed last, and one
  * of 319K, freed first, so that it sits seventeenth in the bin's list.
@@ -947,6 +1014,35 @@ START_TEST(bad_attribute_writes_are_invalid_and_change_nothing)
 	ck_assert_uint_eq(POOL(rt, "trimmed"), 1);
 
 	TU_OK(xdm_deallocate(rt, &a));
+	finish(rt);
+}
+END_TEST
+
+START_TEST(max_store_refuses_bad_sizes_and_changes_nothing)
+{
+	static const char *const bad[] = { "", "\n", "abc", "-1", "1Q", "8G\n\n", "1 G",
+					   "12345678901234567890123", "0x10",
+					   /* longer than any size */
+					   "111111111111111111111111111111111111111111111111111111"
+					   "11111111111K" };
+	struct xdm_runtime *rt = pool_runtime("pool chunk=524544 max=3M | host");
+	char path[128];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(xdm_layer_attr_store(rt, 0, "max", bad[i]) == XDM_E_INVALID,
+			      "max took '%s'", bad[i]);
+		ck_assert_uint_eq(POOL(rt, "max"), 3 * MIB);
+	}
+	/*
+	 * Through the tree: a NUL inside, and errno for a bad value.  524288 +
+	 * 256 is a chunk size no other test uses, to find the directory.
+	 */
+	tree_path("524544\n", "max", path, sizeof(path));
+	ck_assert_int_eq(xdm_tree_store(path, "1M\0", 3), -EINVAL);
+	ck_assert_int_eq(xdm_tree_store(path, "lots", 4), -EINVAL);
+	ck_assert_uint_eq(POOL(rt, "max"), 3 * MIB);
+	ck_assert_int_eq(xdm_tree_store(path, "2M\n", 3), 0);
+	ck_assert_uint_eq(POOL(rt, "max"), 2 * MIB);
 	finish(rt);
 }
 END_TEST
@@ -1198,6 +1294,84 @@ START_TEST(threads_churn_while_another_trims)
 }
 END_TEST
 
+/*
+ * max stored while threads grow the pool: every refusal is the pool's
+ * OUT_OF_MEMORY, no other error appears, the chunks add up, and the last
+ * value stored is the one growth obeys.
+ */
+struct bounded {
+	struct xdm_runtime *rt;
+	xdm_stream_id stream;
+	enum xdm_status st;
+	long refusals;
+	char msg[sizeof(((struct xdm_error *)0)->message)];
+};
+
+static void *bounded_run(void *arg)
+{
+	struct bounded *w = arg;
+	struct xdm_block live[4];
+	bool used[4] = { false };
+
+	for (int i = 0; i < 4000 && w->st == XDM_OK; i++) {
+		int slot = i % 4;
+		enum xdm_status st;
+
+		if (used[slot]) {
+			w->st = xdm_deallocate(w->rt, &live[slot]);
+			used[slot] = false;
+			continue;
+		}
+		st = xdm_allocate(w->rt, 192 * KIB, w->stream, "bounded", &live[slot]);
+		if (st == XDM_E_OUT_OF_MEMORY) {
+			w->refusals++;
+		} else if (st) {
+			w->st = st;
+			snprintf(w->msg, sizeof(w->msg), "%s", xdm_last_error_message());
+		} else {
+			used[slot] = true;
+		}
+	}
+	for (int slot = 0; slot < 4; slot++)
+		if (used[slot] && xdm_deallocate(w->rt, &live[slot]) && w->st == XDM_OK)
+			w->st = xdm_last_error()->code;
+	return NULL;
+}
+
+START_TEST(max_stored_while_threads_grow)
+{
+	static const char *const values[] = { "1M", "0", "512K", "3M" };
+	struct xdm_runtime *rt = pool_runtime("pool chunk=256K | host");
+	struct bounded w[CHURN_THREADS];
+	pthread_t t[CHURN_THREADS];
+	struct xdm_block b[5];
+
+	for (int i = 0; i < CHURN_THREADS; i++) {
+		w[i] = (struct bounded){ .rt = rt, .stream = (xdm_stream_id)i };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, bounded_run, &w[i]), 0);
+	}
+	for (int i = 0; i < 2000; i++)
+		store(rt, "max", values[i % 4]);
+	for (int i = 0; i < CHURN_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_msg(w[i].st == XDM_OK, "thread %d: %s (%s)", i, xdm_strerror(w[i].st),
+			      w[i].msg);
+	}
+	ck_assert_uint_eq(POOL(rt, "in_use"), 0);
+	ck_assert_uint_eq(POOL(rt, "growths"), POOL(rt, "trimmed") + POOL(rt, "chunks"));
+	/* The last store holds: 1M is four chunks of 256K and no more. */
+	store(rt, "trim", "1");
+	store(rt, "max", "1M");
+	for (int i = 0; i < 4; i++)
+		TU_OK(xdm_allocate(rt, 256 * KIB, 0, "within", &b[i]));
+	ck_assert_int_eq(xdm_allocate(rt, 256 * KIB, 0, "past", &b[4]), XDM_E_OUT_OF_MEMORY);
+	for (int i = 0; i < 4; i++)
+		TU_OK(xdm_deallocate(rt, &b[i]));
+	sync_all(rt);
+	finish(rt);
+}
+END_TEST
+
 /* ---- the suite -------------------------------------------------------------- */
 
 static Suite *pool_suite(void)
@@ -1229,6 +1403,8 @@ static Suite *pool_suite(void)
 	tcase_add_test(growth, chunk_with_a_live_block_is_never_trimmed);
 	tcase_add_test(growth, max_bounds_the_pool_and_the_refusal_leaks_nothing);
 	tcase_add_test(growth, max_gives_idle_chunks_of_other_streams_back_to_make_room);
+	tcase_add_test(growth, max_store_bounds_the_next_growth);
+	tcase_add_test(errors, max_store_refuses_bad_sizes_and_changes_nothing);
 	tcase_add_test(growth, a_fitting_free_block_is_found_past_the_first_sixteen_of_its_bin);
 	tcase_add_test(growth, reserved_peak_restarts_from_reserved);
 	tcase_add_test(errors, bad_parameters_are_config_errors);
@@ -1239,6 +1415,7 @@ static Suite *pool_suite(void)
 	tcase_set_timeout(threads, 60);
 	tcase_add_test(threads, threads_churn_on_their_own_streams);
 	tcase_add_test(threads, threads_churn_while_another_trims);
+	tcase_add_test(threads, max_stored_while_threads_grow);
 	suite_add_tcase(s, carve);
 	suite_add_tcase(s, streams);
 	suite_add_tcase(s, growth);

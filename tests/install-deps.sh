@@ -3,7 +3,7 @@
 # Runs apt-get as root, or through sudo when run by another user.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev
-      libfuse3-dev fuse3 python3"
+      libfuse3-dev fuse3 python3 python3-pytest"
 as_root=""
 [ "$(id -u)" -eq 0 ] || as_root="sudo"
 export DEBIAN_FRONTEND=noninteractive

@@ -101,7 +101,7 @@ SHOW(growths, load(&p->growths))
 SHOW(steals, load(&p->steals))
 SHOW(trimmed, load(&p->trimmed))
 SHOW(chunk, p->params.chunk)
-SHOW(max, p->params.max)
+SHOW(max, pool_max(p))
 SHOW(small_max, p->params.small_max)
 
 /* Writing 0 starts a new peak from what is reserved now. */
@@ -112,6 +112,30 @@ static int reserved_peak_store(struct xdm_layer *self, const char *buf, size_t l
 	if (!is_word(buf, len, "0"))
 		return -EINVAL;
 	atomic_store_explicit(&p->reserved_peak, load(&p->reserved), memory_order_relaxed);
+	return 0;
+}
+
+/*
+ * A new bound on reserved bytes, in the size syntax of the max parameter
+ * ("8G", "80%" of the device, "0": none).  It takes effect at the next
+ * growth; chunks already reserved stay, so a bound below what is reserved
+ * only stops the pool from growing until frees and trims bring it under.
+ * An atomic store: growth reads the bound once per refill under grow_lock,
+ * which this store must not take (it is held across upstream calls).
+ */
+static int max_store(struct xdm_layer *self, const char *buf, size_t len)
+{
+	const struct xdm_device_info *dev = xdm_layer_device(self);
+	char text[64];
+	uint64_t v;
+
+	if (len == 0 || len >= sizeof(text) || memchr(buf, '\0', len))
+		return -EINVAL;
+	memcpy(text, buf, len);
+	text[len] = '\0';
+	if (xdm_parse_size(text, dev ? dev->total_bytes : 0, &v) != XDM_OK)
+		return -EINVAL;
+	atomic_store_explicit(&pool_of(self)->params.max, v, memory_order_relaxed);
 	return 0;
 }
 
@@ -188,7 +212,9 @@ const struct xdm_attr pool_attrs[] = {
 	  steals_show, NULL },
 	{ "trimmed", 0444, "chunks given back to the upstream so far", trimmed_show, NULL },
 	{ "chunk", 0444, "the chunk parameter, bytes", chunk_show, NULL },
-	{ "max", 0444, "the max parameter, bytes; 0: no bound", max_show, NULL },
+	{ "max", 0644, "bytes the pool may reserve in all, 0: no bound; a write (8G, 80%, 0) "
+	  "holds from the next growth on, and below reserved it only stops growth", max_show,
+	  max_store },
 	{ "small_max", 0444, "the largest size-class block, bytes", small_max_show, NULL },
 	{ "trim", 0200, "write 1: give every wholly free chunk back to the upstream", NULL,
 	  trim_store },

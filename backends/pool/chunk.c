@@ -220,23 +220,23 @@ static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want)
 	return XDM_OK;
 }
 
-/* Under grow_lock: whether want more bytes stay within max. */
-static bool within_max(struct pool *p, uint64_t want)
+/* Under grow_lock: whether want more bytes stay within max (0: no bound). */
+static bool within_max(struct pool *p, uint64_t max, uint64_t want)
 {
-	return !p->params.max ||
-	       atomic_load_explicit(&p->reserved, memory_order_relaxed) + want <= p->params.max;
+	return !max || atomic_load_explicit(&p->reserved, memory_order_relaxed) + want <= max;
 }
 
 static enum xdm_status refill_locked(struct pool *p, struct pool_arena *a, uint64_t size)
 {
+	/* One value for the whole refill, whatever the max attribute stores meanwhile. */
+	uint64_t max = pool_max(p);
 	enum xdm_status st = XDM_OK;
 	uint64_t want;
 	bool fits;
 
-	if (p->params.max && size > p->params.max)
+	if (max && size > max)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: %" PRIu64 " bytes on stream %u "
-				     "are more than its max of %" PRIu64, size, a->stream,
-				     p->params.max);
+				     "are more than its max of %" PRIu64, size, a->stream, max);
 	pthread_spin_lock(&a->lock);
 	pool_arena_flush(a);
 	fits = pool_arena_fits(p, a, size);
@@ -245,18 +245,17 @@ static enum xdm_status refill_locked(struct pool *p, struct pool_arena *a, uint6
 		return st;
 
 	want = chunk_size(p, size);
-	if (!within_max(p, want))
+	if (!within_max(p, max, want))
 		want = size;
-	if (within_max(p, want) && grow(p, a, want) == XDM_OK)
+	if (within_max(p, max, want) && grow(p, a, want) == XDM_OK)
 		return XDM_OK;
 	/* The bound or the upstream refused: make room, then ask for exactly size. */
 	trim_locked(p);
-	if (!within_max(p, size))
+	if (!within_max(p, max, size))
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: %" PRIu64 " bytes on stream %u "
 				     "do not fit: %" PRIu64 " bytes reserved of max %" PRIu64, size,
 				     a->stream, atomic_load_explicit(&p->reserved,
-								     memory_order_relaxed),
-				     p->params.max);
+								     memory_order_relaxed), max);
 	return grow(p, a, size);
 }
 

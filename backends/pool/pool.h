@@ -98,7 +98,12 @@ struct pool_params {
 	uint64_t initial;		/* the first chunk, when larger than chunk */
 	uint64_t chunk;			/* the first growth */
 	uint64_t chunk_max;		/* growth=double stops doubling here */
-	uint64_t max;			/* reserved never passes it; 0: no bound */
+	/*
+	 * Reserved never passes it; 0: no bound.  The max attribute may
+	 * store it at any time, so growth loads it once per refill
+	 * (pool_max()); a store below what is reserved only stops growth.
+	 */
+	_Atomic uint64_t max;
 	uint64_t small_max;		/* classes and caches up to here */
 	bool doubling;			/* growth=double */
 };
@@ -131,6 +136,12 @@ static inline struct pool *pool_of(const struct xdm_layer *self)
 static inline struct pool_arena *pool_arena_at(struct pool *p, unsigned int i)
 {
 	return atomic_load_explicit(&p->arenas[i], memory_order_acquire);
+}
+
+/* The bound on reserved bytes as it is now; 0: none. */
+static inline uint64_t pool_max(struct pool *p)
+{
+	return atomic_load_explicit(&p->params.max, memory_order_relaxed);
 }
 
 static inline uint64_t pool_round(uint64_t bytes)

@@ -1,0 +1,36 @@
+# python/: the package `xdm`, pure Python over ctypes (DESIGN: Frameworks).
+# Installed with automake's Python support into $(pythondir)/xdm, so that
+# --prefix and DESTDIR apply; xdm/_paths.py, made here, tells the installed
+# package where libxdm and the modules went.  From the build tree the
+# package runs from the source directory (./xdm-uninstalled sets
+# PYTHONPATH and XDM_LIBRARY), without _paths.py.
+xdm_python_sources = python/xdm/__init__.py python/xdm/_lib.py python/xdm/errors.py \
+	python/xdm/runtime.py python/xdm/tags.py python/xdm/tree.py \
+	python/xdm/cupy.py python/xdm/numba.py python/xdm/torch.py
+EXTRA_DIST += $(xdm_python_sources) python/xdm/_paths.py.in python/README.md
+
+if HAVE_PYTHON
+xdmpythondir = $(pythondir)/xdm
+xdmpython_PYTHON = $(xdm_python_sources)
+nodist_xdmpython_PYTHON = python/xdm/_paths.py
+noinst_DATA = python/xdm/_paths.py
+endif
+
+# Expanded at make time: $(libdir) may name ${prefix}, and `make
+# prefix=...` must be honoured.
+python/xdm/_paths.py: $(srcdir)/python/xdm/_paths.py.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) python/xdm && \
+	sed -e 's|@libdir[@]|$(libdir)|g' -e 's|@pkglibdir[@]|$(pkglibdir)|g' \
+		$(srcdir)/python/xdm/_paths.py.in >$@.tmp && mv $@.tmp $@
+CLEANFILES += python/xdm/_paths.py
+
+# The CPU tests of the package (pytest, on the host platform).  The
+# wrapper needs the configured interpreter and compiler (whose sanitizer
+# runtime it may preload); the rest of its environment comes from
+# AM_TESTS_ENVIRONMENT in Makefile.am.
+TESTS += tests/python_tests.sh
+AM_TESTS_ENVIRONMENT += PYTHON='$(PYTHON)'; export PYTHON; CC='$(CC)'; export CC;
+EXTRA_DIST += tests/python_tests.sh tests/python/conftest.py \
+	tests/python/test_runtime.py tests/python/test_errors.py \
+	tests/python/test_tags.py tests/python/test_tree.py \
+	tests/python/test_imports.py tests/python/test_frameworks.py

@@ -1,0 +1,365 @@
+"""PyTorch allocates through xdm: ``xdm.torch.use()``.
+
+::
+
+    import xdm.torch
+    xdm.torch.use(stack="budget key=team limit=20G | pool | cuda_async")
+    import torch
+    x = torch.randn(1 << 20, device="cuda")     # a block of xdm.runtime(0)
+
+``use`` makes xdm torch's CUDA allocator (torch's pluggable allocator, over
+the C module ``libxdm-torch.so``).  torch can swap its allocator only before
+its first CUDA allocation, so call ``use`` first: once torch has allocated
+CUDA memory (or initialized CUDA, ``torch.cuda.init()``), ``use`` raises
+InvalidArgument and torch keeps its own allocator.
+
+Every tensor's memory is then a block of the xdm runtime of its device, on
+torch's stream: the budget counts it (and refuses it: torch raises
+``torch.OutOfMemoryError`` with xdm's sentence, and the program goes on),
+the tree and the log show it, ``with xdm.tag("weights"):`` tags what the
+thread allocates inside the block.  Autograd's backward runs on torch's
+worker threads, which do not carry the caller's tag: gradients and the
+buffers of backward are tagged with those threads' tags (untagged unless
+code on them sets one).
+
+What torch offers under a pluggable allocator, and what xdm adds:
+
+- ``tensor.record_stream(s)``, ``torch.cuda.empty_cache()`` and
+  ``torch.cuda.set_per_process_memory_fraction(f)`` reach xdm where the
+  module was built with torch's hooks (``hooks()`` says): the free waits for
+  the work on ``s`` queued by the time of the free; the pools give their
+  idle chunks back; the pool's ``max`` becomes ``f`` of the device (a stack
+  without a pool says so on stderr; its budget's limit is what bounds it);
+- torch's memory statistics (``torch.cuda.memory_stats``,
+  ``max_memory_reserved``, ``memory_snapshot``, ...) raise under any
+  pluggable allocator: use this module's ``memory_stats``,
+  ``memory_allocated``, ``memory_reserved`` and their ``max_`` forms,
+  which read the xdm runtime and its pool;
+- CUDA graphs' private memory pools, ``torch.cuda.MemPool``, IPC of CUDA
+  tensors between processes and ``expandable_segments`` are torch's
+  caching allocator's and are not served.
+
+The module is looked for in ``$XDM_TORCH_LIBRARY``, then beside xdm's
+modules (``xdm.find_module``: ``$XDM_MODULE_PATH``, then the installed
+``$(pkglibdir)``), then in the build tree at ``$XDM_TOP_BUILDDIR``.
+
+Importing this module does not import torch; ``use`` does.
+"""
+
+import atexit
+import ctypes
+import os
+import sys
+import tempfile
+import threading
+
+from . import _lib
+from . import tree as _tree
+from .errors import InvalidArgument, NotSupported
+from .runtime import runtime as _runtime
+
+LIBRARY = "libxdm-torch.so"
+ALLOC_FN = "xdm_torch_malloc"
+FREE_FN = "xdm_torch_free"
+
+_lock = threading.Lock()
+_state = {
+    "path": None,       # the glue module torch allocates through
+    "glue": None,       # its ctypes handle
+    "allocator": None,  # torch's CUDAPluggableAllocator object, kept alive
+    "hooks": None,      # what xdm_torch_install_hooks() answered
+    "config": None,     # the XDM_CONFIG use() chose, if any
+}
+
+
+def _candidates():
+    """(where, path) of each place the glue module is looked for."""
+    found = []
+    env = os.environ.get("XDM_TORCH_LIBRARY")
+    if env:
+        # A path that was asked for is the only candidate.
+        return [("XDM_TORCH_LIBRARY", env)]
+    for d in _lib.module_path():
+        found.append(("xdm's module path", os.path.join(d, LIBRARY)))
+    top = os.environ.get("XDM_TOP_BUILDDIR")
+    if top:
+        found.append(("the build tree (XDM_TOP_BUILDDIR)",
+                      os.path.join(top, "frameworks", "torch", ".libs", LIBRARY)))
+    return found
+
+
+def library_path():
+    """The path of the glue module torch loads, or NotSupported saying
+    where it was looked for."""
+    tried = _candidates()
+    for _, path in tried:
+        if os.path.isfile(path):
+            return path
+    where = "; ".join("%s: %s" % (w, p) for w, p in tried) or "nowhere: " \
+        "XDM_TORCH_LIBRARY, XDM_MODULE_PATH and XDM_TOP_BUILDDIR are unset and " \
+        "xdm is not installed"
+    raise NotSupported("xdm.torch: %s was not found (looked in %s); xdm was built "
+                       "without torch, or configure did not find torch's headers "
+                       "(./configure --with-torch)" % (LIBRARY, where))
+
+
+def _config_source():
+    """The file (or "<embedded>") the process's runtimes are, or would
+    be, built from: the first line of the tree's config file."""
+    first = _tree.show("config").split("\n", 1)[0]
+    return first[2:] if first.startswith("# ") else first
+
+
+def _stack_config(stack):
+    """A config file of one stack for every device; removed at exit."""
+    if not isinstance(stack, str) or not stack.strip():
+        raise InvalidArgument("xdm.torch.use: stack is a non-empty str, like "
+                              "'budget limit=8G | pool | cuda_async'")
+    if "\n" in stack or "\0" in stack:
+        raise InvalidArgument("xdm.torch.use: a stack is one line")
+    fd, path = tempfile.mkstemp(prefix="xdm-torch-", suffix=".conf")
+    with os.fdopen(fd, "w") as f:
+        f.write("# written by xdm.torch.use(stack=...)\n[device *]\nstack = %s\n" % stack)
+    atexit.register(_remove, path)
+    return path
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _choose_config(path, what):
+    """Point XDM_CONFIG at path, if no runtime was built from another."""
+    path = os.path.abspath(path)
+    previous = os.environ.get("XDM_CONFIG")
+    os.environ["XDM_CONFIG"] = path
+    try:
+        source = _config_source()
+    except OSError:
+        source = None   # it does not load: the runtime's build says why below
+    if source is not None and source != path:
+        if previous is None:
+            del os.environ["XDM_CONFIG"]
+        else:
+            os.environ["XDM_CONFIG"] = previous
+        raise InvalidArgument(
+            "xdm.torch.use: xdm's runtimes of this process are built already, from "
+            "%s; %s can only be chosen before the first runtime is built (call "
+            "xdm.torch.use first)" % (source, what))
+    return path
+
+
+def _ordinal(value, what="ordinal"):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument("xdm.torch: %s is a device ordinal (an int >= 0), "
+                              "not %r" % (what, value))
+    return value
+
+
+def use(ordinal=None, config=None, stack=None):
+    """Make xdm torch's CUDA allocator, before torch allocates CUDA memory.
+
+    ordinal: None builds each device's runtime at torch's first allocation
+    there; an int builds that device's runtime now, so that a bad config
+    or stack raises here rather than inside torch.
+    config: a config file (xdm.conf(5)) for this process's runtimes, set as
+    XDM_CONFIG.  stack: one stack for every device, e.g.
+    ``"budget key=ci limit=8G | pool | cuda_async"``, written to a temporary
+    config file (removed at exit) that becomes XDM_CONFIG; anything else
+    (a mount, per-device stacks) needs a config file.  xdm reads its
+    config once, when the process's first runtime is built: both raise
+    InvalidArgument if one was built already from another file.
+
+    Calling use again changes nothing (and refuses a new config or stack).
+    Raises NotSupported when the glue module is missing or torch sees no
+    CUDA device, InvalidArgument when torch's allocator is initialized.
+    """
+    if ordinal is not None:
+        ordinal = _ordinal(ordinal)
+    if config is not None and stack is not None:
+        raise InvalidArgument("xdm.torch.use: give a config file or a stack, not both")
+    if config is not None and not isinstance(config, (str, os.PathLike)):
+        raise InvalidArgument("xdm.torch.use: config is a path, not %r" % (config,))
+    with _lock:
+        if _state["allocator"] is not None:
+            if config is not None or stack is not None:
+                raise InvalidArgument("xdm.torch.use: torch allocates through xdm already "
+                                      "(config %s); its config cannot change now"
+                                      % _state["config"])
+            if ordinal is not None:
+                _runtime(ordinal)
+            return
+        path = library_path()
+        _lib.lib()      # libxdm first: the glue binds to this same copy
+        chosen = None
+        if config is not None:
+            config = os.fspath(config)
+            if not os.path.isfile(config):
+                raise InvalidArgument("xdm.torch.use: config %s is not a file" % config)
+            chosen = _choose_config(config, "a config")
+        elif stack is not None:
+            chosen = _choose_config(_stack_config(stack), "a stack")
+        if ordinal is not None:
+            _runtime(ordinal)
+        _install(path)
+        _state["config"] = chosen
+
+
+def _install(path):
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NotSupported("xdm.torch.use: torch %s sees no CUDA device"
+                           % torch.__version__)
+    if torch.cuda.is_initialized():
+        raise InvalidArgument(_too_late("torch.cuda is initialized already"))
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(path, ALLOC_FN, FREE_FN)
+    try:
+        torch.cuda.memory.change_current_allocator(allocator)
+    except RuntimeError as e:
+        if "already initialized" not in str(e):
+            raise
+        raise InvalidArgument(_too_late("torch's CUDA allocator is initialized "
+                                        "already")) from None
+    glue = ctypes.CDLL(path)
+    glue.xdm_torch_install_hooks.restype = ctypes.c_int
+    glue.xdm_torch_install_hooks.argtypes = []
+    glue.xdm_torch_free_failures.restype = ctypes.c_uint64
+    glue.xdm_torch_free_failures.argtypes = []
+    glue.xdm_torch_empty_cache.restype = None
+    glue.xdm_torch_empty_cache.argtypes = []
+    hooks = glue.xdm_torch_install_hooks()
+    if hooks < 0:
+        print("xdm.torch: torch's current allocator is not the pluggable one just "
+              "installed; record_stream, empty_cache and the memory fraction do not "
+              "reach xdm", file=sys.stderr)
+    _state.update(path=path, glue=glue, allocator=allocator, hooks=hooks)
+
+
+def _too_late(why):
+    return ("xdm.torch.use: %s, so torch cannot allocate through xdm in this process; "
+            "call xdm.torch.use() before torch's first CUDA allocation" % why)
+
+
+def installed():
+    """True when torch allocates through xdm in this process."""
+    return _state["allocator"] is not None
+
+
+def hooks():
+    """Whether torch's record_stream, empty_cache and memory-fraction hooks
+    reach xdm: True, or a sentence saying why not (None before use)."""
+    h = _state["hooks"]
+    if h is None:
+        return None
+    if h > 0:
+        return True
+    if h == 0:
+        return ("this build of %s has no access to torch's hooks (libtorch_cuda "
+                "did not export them at configure time)" % LIBRARY)
+    return "torch's current allocator was not xdm's pluggable one"
+
+
+def free_failures():
+    """How many of torch's frees xdm refused (the first is told on stderr)."""
+    glue = _state["glue"]
+    return 0 if glue is None else glue.xdm_torch_free_failures()
+
+
+def empty_cache():
+    """Give back what the runtimes torch allocated on hold for reuse (the
+    pools' idle chunks); what ``torch.cuda.empty_cache()`` does with the
+    hooks.  Nothing before ``use``."""
+    glue = _state["glue"]
+    if glue is not None:
+        glue.xdm_torch_empty_cache()
+
+
+def _device(device):
+    """An ordinal from None (torch's current device), an int, "cuda:N" or a
+    torch.device."""
+    if device is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            return torch.cuda.current_device()
+        return 0
+    if isinstance(device, str):
+        name, _, index = device.partition(":")
+        if name != "cuda" or (index and not index.isdigit()):
+            raise InvalidArgument("xdm.torch: %r is not a CUDA device" % device)
+        return int(index) if index else _device(None)
+    index = getattr(device, "index", device)
+    if getattr(device, "type", "cuda") != "cuda":
+        raise InvalidArgument("xdm.torch: %r is not a CUDA device" % (device,))
+    return _device(None) if index is None else _ordinal(index, "device")
+
+
+def _pool_layer(rt):
+    layers = rt.layers
+    return layers.index("pool") if "pool" in layers else None
+
+
+def memory_stats(device=None):
+    """torch.cuda.memory_stats' keys that xdm can fill honestly, for the
+    runtime of device.
+
+    allocated_bytes.all.current/peak: bytes of live blocks (the runtime's
+    bytes_outstanding and bytes_peak, the peak sampled as xdm-fs(7) says);
+    allocation.all.current/allocated/freed: blocks; num_ooms: allocations
+    the runtime refused; reserved_bytes.all.current/peak: what the stack's
+    pool holds from below it (its reserved and reserved_peak), present
+    only when the stack has a pool.
+    """
+    rt = _runtime(_device(device))
+    s = rt.stats()
+    stats = {
+        "allocated_bytes.all.current": s.bytes_outstanding,
+        "allocated_bytes.all.peak": s.bytes_peak,
+        "allocation.all.current": s.blocks_outstanding,
+        "allocation.all.allocated": s.allocs,
+        "allocation.all.freed": s.frees,
+        "num_ooms": s.failures,
+    }
+    pool = _pool_layer(rt)
+    if pool is not None:
+        stats["reserved_bytes.all.current"] = int(rt.layer_attr(pool, "reserved"))
+        stats["reserved_bytes.all.peak"] = int(rt.layer_attr(pool, "reserved_peak"))
+    return stats
+
+
+def memory_allocated(device=None):
+    """Bytes of live blocks on device."""
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None):
+    """The most bytes of live blocks at once (sampled: xdm-fs(7))."""
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None):
+    """Bytes the pool holds from below it; without a pool, what the stack
+    holds for live and not yet reaped blocks."""
+    stats = memory_stats(device)
+    if "reserved_bytes.all.current" in stats:
+        return stats["reserved_bytes.all.current"]
+    return _runtime(_device(device)).bytes_outstanding
+
+
+def max_memory_reserved(device=None):
+    """The most bytes the pool held at once; without a pool, the peak of
+    live bytes."""
+    stats = memory_stats(device)
+    return stats.get("reserved_bytes.all.peak", stats["allocated_bytes.all.peak"])
+
+
+def reset_peak_reserved(device=None):
+    """Start the pool's reserved peak again from what it holds now."""
+    rt = _runtime(_device(device))
+    pool = _pool_layer(rt)
+    if pool is None:
+        raise NotSupported("xdm.torch: the stack '%s' has no pool" % rt.stack)
+    rt.set_layer_attr(pool, "reserved_peak", "0")

@@ -1,0 +1,88 @@
+"""CuPy and Numba on xdm memory: a Numba kernel through the EMM plugin
+(NUMBA_CUDA_MEMORY_MANAGER=xdm.numba), and a CuPy computation on two
+streams whose blocks are each bound to the stream that allocated them.
+Each in a python of its own, under a budget of its own.
+"""
+
+import pytest
+
+from conftest import run
+
+
+def needs(module):
+    """Skip when the GPU machine's python lacks a framework."""
+    r = run('''
+        import importlib.util
+        report("RESULT", found=importlib.util.find_spec(%r) is not None)
+    ''' % module)
+    if not r["found"]:
+        pytest.skip("python has no %s" % module)
+
+
+def test_numba_kernel_on_xdm_memory(budget_key, config_file):
+    needs("numba")
+    stack = "budget key=%s limit=1G | pool | cuda_async" % budget_key
+    r = run('''
+        import numpy as np
+        from numba import cuda
+
+        @cuda.jit
+        def axpy(out, a, x, y):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = a * x[i] + y[i]
+
+        n = 1 << 22
+        with xdm.tag("numba"):
+            x = cuda.to_device(np.arange(n, dtype=np.float32))
+            y = cuda.to_device(np.ones(n, dtype=np.float32))
+            out = cuda.device_array(n, dtype=np.float32)
+        axpy[(n + 255) // 256, 256](out, 2.0, x, y)
+        host = out.copy_to_host()
+        rt = xdm.runtime(0)
+        block = rt.lookup(out.device_ctypes_pointer.value)
+        ok = bool(np.array_equal(host, 2.0 * np.arange(n, dtype=np.float32) + 1.0))
+        manager = type(cuda.current_context().memory_manager).__module__
+        report("RESULT", ok=ok, bytes=block.bytes, tag=block.tag, manager=manager,
+               tags=tagged(), used=int(xdm.tree.show("0/budget/used")),
+               allocs=rt.stats().allocs)
+    ''', env={"NUMBA_CUDA_MEMORY_MANAGER": "xdm.numba", "XDM_CONFIG": config_file(stack)})
+    assert r["manager"] == "xdm.numba", r
+    assert r["ok"], "the kernel's result is wrong"
+    assert r["bytes"] >= (1 << 22) * 4 and r["tag"] == "numba", r
+    assert r["tags"].get("numba", 0) >= 3 * (1 << 22) * 4, r["tags"]
+    assert r["used"] >= 3 * (1 << 22) * 4
+    assert r["allocs"] >= 3
+
+
+def test_cupy_on_two_streams(budget_key, config_file):
+    needs("cupy")
+    stack = "budget key=%s limit=1G | pool | cuda_async" % budget_key
+    r = run('''
+        import cupy, xdm.cupy
+        xdm.cupy.use()
+        n = 1 << 22
+        s1 = cupy.cuda.Stream(non_blocking=True)
+        s2 = cupy.cuda.Stream(non_blocking=True)
+        with s1:
+            a = cupy.arange(n, dtype=cupy.float32)
+            b = a * 2
+        with s2:
+            c = cupy.arange(n, dtype=cupy.float32) + 1
+            d = c * 3
+        s1.synchronize()
+        s2.synchronize()
+        e = b + d
+        cupy.cuda.get_current_stream().synchronize()
+        expect = cupy.arange(n, dtype=cupy.float32) * 5 + 3
+        rt = xdm.runtime(0)
+        streams = {"b": rt.lookup(b.data.ptr).stream, "d": rt.lookup(d.data.ptr).stream,
+                   "s1": rt.stream_id(s1.ptr), "s2": rt.stream_id(s2.ptr)}
+        report("RESULT", ok=bool(cupy.array_equal(e, expect)), streams=streams,
+               allocs=rt.stats().allocs, used=int(xdm.tree.show("0/budget/used")))
+    ''', env={"XDM_CONFIG": config_file(stack)})
+    assert r["ok"], "the two-stream computation is wrong"
+    s = r["streams"]
+    # Each block lives on the stream that allocated it.
+    assert s["b"] == s["s1"] and s["d"] == s["s2"] and s["s1"] != s["s2"], s
+    assert r["allocs"] >= 6 and r["used"] >= 5 * (1 << 22) * 4

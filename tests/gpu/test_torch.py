@@ -1,0 +1,227 @@
+"""torch allocates through xdm (xdm.torch.use): the same training as under
+torch's own allocator, budget refusals as torch.OutOfMemoryError, the
+record_stream, empty_cache and memory-fraction hooks, and the refusal of a
+late switch.  Each program runs in a python of its own (conftest.Child).
+"""
+
+from conftest import run
+
+# Deterministic cuBLAS, for the training runs (read at CUDA's start).
+DETERMINISTIC = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+
+TRAIN = '''
+if MODE == "xdm":
+    import xdm.torch
+    xdm.torch.use(stack=STACK, ordinal=0)
+import torch
+
+torch.manual_seed(0)
+torch.use_deterministic_algorithms(True)
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+width, classes, steps = 512, 16, 300
+model = torch.nn.Sequential(
+    torch.nn.Linear(64, width), torch.nn.LayerNorm(width), torch.nn.GELU(),
+    torch.nn.Linear(width, width), torch.nn.LayerNorm(width), torch.nn.GELU(),
+    torch.nn.Linear(width, width), torch.nn.GELU(),
+    torch.nn.Linear(width, classes)).cuda()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+gen = torch.Generator().manual_seed(1)
+losses = []
+for step in range(steps):
+    # A batch size of its own each step: allocations of many sizes.
+    batch = int(torch.randint(32, 512, (1,), generator=gen))
+    x = torch.randn(batch, 64, generator=gen).cuda()
+    y = torch.randint(0, classes, (batch,), generator=gen).cuda()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+fields = {"losses": losses}
+if MODE == "xdm":
+    s = xdm.runtime(0).stats()
+    fields.update(allocs=s.allocs, frees=s.frees, stats=xdm.torch.memory_stats(0),
+                  budget_peak=int(xdm.tree.show("0/budget/peak")))
+report("RESULT", **fields)
+'''
+
+
+def train(mode, stack=""):
+    code = "MODE, STACK = %r, %r\n" % (mode, stack) + TRAIN
+    return run(code, env=DETERMINISTIC)
+
+
+def test_import_does_not_import_torch():
+    r = run('''
+        import xdm.torch
+        report("RESULT", torch="torch" in sys.modules, installed=xdm.torch.installed())
+    ''')
+    assert r == {"torch": False, "installed": False}
+
+
+def test_training_losses_equal_torch_allocator(budget_key):
+    stack = "budget key=%s limit=4G | pool | cuda_async" % budget_key
+    ours = train("xdm", stack)
+    theirs = train("torch")
+    assert len(ours["losses"]) == len(theirs["losses"]) == 300
+    diff = [i for i, (a, b) in enumerate(zip(ours["losses"], theirs["losses"])) if a != b]
+    assert not diff, "losses differ from step %d on: xdm %r, torch %r" % (
+        diff[0], ours["losses"][diff[0]], theirs["losses"][diff[0]])
+    # The memory was xdm's: thousands of blocks through the budget and the pool.
+    assert ours["allocs"] > 3000, ours
+    assert ours["budget_peak"] > 0
+    assert ours["stats"]["reserved_bytes.all.peak"] >= ours["stats"]["allocated_bytes.all.peak"]
+    assert ours["stats"]["allocation.all.allocated"] == ours["allocs"]
+
+
+def test_budget_refusal_is_torch_oom_and_the_process_goes_on(budget_key):
+    r = run('''
+        import xdm.torch
+        xdm.torch.use(stack="budget key=%s limit=160M | pool chunk=8M | cuda_async",
+                      ordinal=0)
+        import torch
+        with xdm.tag("weights"):
+            # 32M of weights: fits the budget, with their gradients.
+            model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                                        torch.nn.Linear(4096, 1024)).cuda()
+        tags = tagged()
+        refused = kind = None
+        try:
+            # 16384 rows: 256M of activations alone, past the 160M budget.
+            big = torch.randn(16384, 1024, device="cuda")
+            model(big).sum().backward()
+        except torch.OutOfMemoryError as e:
+            refused, kind = str(e), type(e).__name__
+        big = None
+        model.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        used_after = int(xdm.tree.show("0/budget/used"))
+        # The process goes on: a smaller batch trains, kernels still run.
+        small = torch.randn(256, 1024, device="cuda")
+        loss = model(small).square().mean()
+        loss.backward()
+        torch.cuda.synchronize()
+        report("RESULT", refused=refused, kind=kind, tags=tags, used_after=used_after,
+               finite=bool(torch.isfinite(loss).item()),
+               grad=float(model[0].weight.grad.abs().sum().item()),
+               stats=xdm.torch.memory_stats(0),
+               refusals=int(xdm.tree.show("0/budget/refusals")))
+    ''' % budget_key)
+    assert r["refused"] is not None, "a 256M activation fit a 160M budget"
+    assert r["kind"] == "OutOfMemoryError"
+    # xdm's sentence, as the budget wrote it.
+    assert "out of budget" in r["refused"], r["refused"]
+    assert "bytes requested" in r["refused"] and "remaining of limit" in r["refused"], r
+    assert r["refusals"] >= 1 and r["stats"]["num_ooms"] >= 1
+    # What the failed step held was given back: only the weights (and what
+    # torch keeps, such as cuBLAS's workspace) stay counted.
+    assert r["used_after"] < 64 << 20, r
+    assert r["tags"].get("weights", 0) >= 32 << 20, r["tags"]
+    assert r["finite"] and r["grad"] > 0
+
+
+def test_switch_after_torch_allocated_is_refused():
+    r = run('''
+        import torch
+        torch.zeros(1, device="cuda")
+        import xdm.torch
+        try:
+            xdm.torch.use()
+            err = None
+        except xdm.InvalidArgument as e:
+            err = str(e)
+        report("RESULT", err=err, installed=xdm.torch.installed())
+    ''')
+    assert r["err"] and "before torch's first CUDA allocation" in r["err"], r
+    assert r["installed"] is False
+
+
+def test_bad_stack_is_refused_at_use():
+    r = run('''
+        import xdm.torch
+        try:
+            xdm.torch.use(stack="pool | no_such_module", ordinal=0)
+            err = None
+        except xdm.XdmError as e:
+            err = (type(e).__name__, str(e))
+        report("RESULT", err=err, installed=xdm.torch.installed())
+    ''')
+    assert r["err"] is not None and "no_such_module" in r["err"][1], r
+    assert r["installed"] is False
+
+
+def test_record_stream_keeps_memory_from_early_reuse():
+    """A side stream reads a tensor after a long sleep; the tensor is freed
+    and its memory filled with 7s on the default stream meanwhile.  With
+    record_stream the fill waits for the side stream (it must read 1s);
+    without it (the control) the reuse is seen, which shows the test would
+    catch a missing hook."""
+    r = run('''
+        import xdm.torch
+        xdm.torch.use(stack="pool | cuda_async", ordinal=0)
+        import torch
+        n = 4 << 20
+        cycles = 1_000_000_000  # about half a second
+
+        def trial(record):
+            side = torch.cuda.Stream()
+            x = torch.ones(n, device="cuda")
+            address = x.data_ptr()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(cycles)
+                low, high = torch.aminmax(x)
+            if record:
+                x.record_stream(side)
+            del x
+            y = torch.empty(n, device="cuda")
+            y.fill_(7.0)
+            reused = y.data_ptr() == address
+            torch.cuda.synchronize()
+            return {"reused": reused, "low": low.item(), "high": high.item()}
+
+        control = trial(False)
+        torch.cuda.synchronize()
+        recorded = trial(True)
+        report("RESULT", hooks=xdm.torch.hooks(), control=control, recorded=recorded,
+               waits=xdm.runtime(0).stats().waits_queued)
+    ''')
+    assert r["hooks"] is True, r["hooks"]
+    # The control shows the race the hook must close.
+    assert r["control"]["reused"] and r["control"]["high"] == 7.0, r["control"]
+    assert r["recorded"]["low"] == 1.0 and r["recorded"]["high"] == 1.0, r["recorded"]
+    assert r["waits"] > 0
+
+
+def test_memory_fraction_sets_the_pool_max_and_empty_cache_trims():
+    r = run('''
+        import xdm.torch
+        xdm.torch.use(stack="pool chunk=64M | cuda_async", ordinal=0)
+        import torch
+        rt = xdm.runtime(0)
+        total = rt.device().total_bytes
+        torch.cuda.set_per_process_memory_fraction(0.01)
+        bounded = int(rt.layer_attr(0, "max"))
+        refused = None
+        try:
+            torch.empty(int(total * 0.02), dtype=torch.uint8, device="cuda")
+        except torch.OutOfMemoryError as e:
+            refused = str(e)
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        x = torch.empty(int(total * 0.02), dtype=torch.uint8, device="cuda")
+        x.fill_(1)
+        del x
+        torch.cuda.synchronize()
+        before = xdm.torch.memory_reserved(0)
+        torch.cuda.empty_cache()
+        after = xdm.torch.memory_reserved(0)
+        report("RESULT", total=total, bounded=bounded, refused=refused,
+               unbounded=int(rt.layer_attr(0, "max")), before=before, after=after,
+               peak=xdm.torch.max_memory_reserved(0))
+    ''')
+    assert r["bounded"] == int(r["total"] * 0.01), r
+    assert r["refused"] and "pool:" in r["refused"] and "max" in r["refused"], r
+    assert r["unbounded"] == r["total"], r
+    assert r["before"] >= int(r["total"] * 0.02) and r["after"] == 0, r
+    assert r["peak"] >= int(r["total"] * 0.02)

@@ -9,13 +9,16 @@
 # Exit 0 pass, 1 fail, 77 skip: where python3 cannot import torch, sees no
 # GPU through it, or has no pytest.  Where torch and a GPU are, the torch
 # glue must have been built (configure --with-torch), or this fails.
-# Run by make check with XDM_TOP_BUILDDIR, XDM_TOP_SRCDIR and XDM_MODULE_PATH set.
+# Run by make check with XDM_TOP_BUILDDIR, XDM_TOP_SRCDIR and XDM_MODULE_PATH set;
+# arguments go to pytest (-x, -k NAME, -rA).
 
 set -u
 
 top=${XDM_TOP_BUILDDIR:-.}
 src=${XDM_TOP_SRCDIR:-.}
 py=${PYTHON:-python3}
+# configure's PYTHON is ":" where it found none.
+[ "$py" = ":" ] && py=python3
 
 if ! "$py" -c 'import torch' >/dev/null 2>&1; then
 	echo "SKIP: $py cannot import torch"
@@ -45,4 +48,4 @@ PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH XDM_LIBRARY XDM_TORCH_LIBRARY PYTHONDONTWRITEBYTECODE
 # The suite's host.conf is for the CPU tests: each test here names its stack.
 unset XDM_CONFIG
-exec "$py" -m pytest -v -p no:cacheprovider -rs "$src/tests/gpu"
+exec "$py" -m pytest -v -p no:cacheprovider -rs "$@" "$src/tests/gpu"

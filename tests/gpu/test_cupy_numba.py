@@ -24,6 +24,10 @@ def test_numba_kernel_on_xdm_memory(budget_key, config_file):
     stack = "budget key=%s limit=1G | pool | cuda_async" % budget_key
     r = run('''
         import numpy as np
+        if not hasattr(np, "row_stack"):
+            # numba-cuda 0.30 names np.row_stack, which numpy 2.4 removed;
+            # nothing of xdm's is involved.
+            np.row_stack = np.vstack
         from numba import cuda
 
         @cuda.jit
@@ -61,7 +65,7 @@ def test_cupy_on_two_streams(budget_key, config_file):
     r = run('''
         import cupy, xdm.cupy
         xdm.cupy.use()
-        n = 1 << 22
+        n = 1 << 20     # every value below 2**24: exact in float32
         s1 = cupy.cuda.Stream(non_blocking=True)
         s2 = cupy.cuda.Stream(non_blocking=True)
         with s1:
@@ -85,4 +89,4 @@ def test_cupy_on_two_streams(budget_key, config_file):
     s = r["streams"]
     # Each block lives on the stream that allocated it.
     assert s["b"] == s["s1"] and s["d"] == s["s2"] and s["s1"] != s["s2"], s
-    assert r["allocs"] >= 6 and r["used"] >= 5 * (1 << 22) * 4
+    assert r["allocs"] >= 6 and r["used"] >= 5 * (1 << 20) * 4

@@ -85,6 +85,7 @@ def test_torch_and_cupy_share_one_budget(budget_key, config_file, tmp_path):
     asker = None
     try:
         held = holder.expect("HELD")
+        print("torch's tree read through:", held["mount"] or "xdm.tree (no mount)")
         assert held["tags"].get("torch-holds", 0) >= HOLD, held
         assert held["used"] >= HOLD
         if held["mount"]:
@@ -107,6 +108,8 @@ def test_torch_and_cupy_share_one_budget(budget_key, config_file, tmp_path):
 
         asker.send("retry")
         admitted = asker.expect("ADMITTED")
+        print("CuPy's tree read through:", admitted["mount"] or "xdm.tree (no mount)")
+        print("refusal:", r["message"])
         assert admitted["total"] == WANT
         assert admitted["tags"].get("cupy-wants", 0) >= WANT, admitted
         assert "torch-holds" not in admitted["tags"]

@@ -164,7 +164,7 @@ def test_record_stream_keeps_memory_from_early_reuse():
         n = 4 << 20
         cycles = 1_000_000_000  # about half a second
 
-        def trial(record):
+        def trial(record, cycles):
             side = torch.cuda.Stream()
             x = torch.ones(n, device="cuda")
             address = x.data_ptr()
@@ -181,9 +181,11 @@ def test_record_stream_keeps_memory_from_early_reuse():
             torch.cuda.synchronize()
             return {"reused": reused, "low": low.item(), "high": high.item()}
 
-        control = trial(False)
-        torch.cuda.synchronize()
-        recorded = trial(True)
+        # Every kernel loaded first: CUDA loads a module at its first launch
+        # (lazy loading), which waits for the device and would hide the race.
+        trial(True, 1000)
+        control = trial(False, cycles)
+        recorded = trial(True, cycles)
         report("RESULT", hooks=xdm.torch.hooks(), control=control, recorded=recorded,
                waits=xdm.runtime(0).stats().waits_queued)
     ''')

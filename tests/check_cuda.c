@@ -55,13 +55,6 @@ enum { P = 0xa1, Q = 0x5c, R = 0x3e, A = 0x77, B = 0xc4 };
 static double test_scale = 1.0;
 static bool under_sanitizer;
 
-#define CU_OK(expr)                                                             \
-	do {                                                                    \
-		CUresult cu_r_ = (expr);                                        \
-		ck_assert_msg(cu_r_ == CUDA_SUCCESS, "%s: %s", #expr,           \
-			      ct_result_text(cu_r_));                           \
-	} while (0)
-
 static struct xdm_runtime *runtime(const char *backend)
 {
 	struct xdm_runtime *rt;

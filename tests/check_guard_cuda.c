@@ -27,20 +27,13 @@
 #include <check.h>
 #include <xdm/xdm.h>
 
-#include "tests/cudatest.h"
+#include "tests/cudacheck.h"
 #include "tests/testutil.h"
 
 #define STACK "guard | cuda_async"
 #define BLOCK ((size_t)1 << 20)
 
 enum { FILL = 0x3e, POISON = 0xdd };
-
-#define CU_OK(expr)                                                             \
-	do {                                                                    \
-		CUresult cu_r_ = (expr);                                        \
-		ck_assert_msg(cu_r_ == CUDA_SUCCESS, "%s: %s", #expr,           \
-			      ct_result_text(cu_r_));                           \
-	} while (0)
 
 static struct xdm_runtime *runtime(const char *stack)
 {
@@ -49,14 +42,6 @@ static struct xdm_runtime *runtime(const char *stack)
 	CU_OK(ct_ctx_current());
 	TU_OK(xdm_runtime_create(0, "cuda", stack, &rt));
 	return rt;
-}
-
-static CUstream stream(struct xdm_runtime *rt, xdm_stream_id s)
-{
-	void *h = NULL;
-
-	TU_OK(xdm_stream_handle(rt, s, &h));
-	return (CUstream)h;
 }
 
 static void expect_oob(enum xdm_status st, xdm_generation gen, enum xdm_bounds_side side,
@@ -88,9 +73,9 @@ START_TEST(kernel_write_past_the_end_is_out_of_bounds_after)
 
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "past-end", &b));
 	ck_assert_uint_eq(b.ptr % XDM_DEFAULT_ALIGN, 0);
-	CU_OK(ct_fill(stream(rt, 0), (CUdeviceptr)b.ptr, BLOCK, FILL));
+	CU_OK(ct_fill(ct_stream(rt, 0), (CUdeviceptr)b.ptr, BLOCK, FILL));
 	/* One byte at ptr + bytes: the first byte of the back canary. */
-	CU_OK(ct_oob_write(stream(rt, 0), (CUdeviceptr)b.ptr, BLOCK, 0));
+	CU_OK(ct_oob_write(ct_stream(rt, 0), (CUdeviceptr)b.ptr, BLOCK, 0));
 	snprintf(needle, sizeof(needle), "offset +%zu", BLOCK);
 	expect_oob(xdm_deallocate(rt, &b), b.generation, XDM_SIDE_AFTER, needle);
 	ck_assert_int_eq(b.state, XDM_BLOCK_QUARANTINED);
@@ -105,7 +90,7 @@ START_TEST(kernel_write_before_the_start_is_out_of_bounds_before)
 
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "before-start", &b));
 	/* The kernel adds an unsigned offset: aim it at ptr - 1 directly. */
-	CU_OK(ct_oob_write(stream(rt, 0), (CUdeviceptr)(b.ptr - 1), 0, 0));
+	CU_OK(ct_oob_write(ct_stream(rt, 0), (CUdeviceptr)(b.ptr - 1), 0, 0));
 	expect_oob(xdm_deallocate(rt, &b), b.generation, XDM_SIDE_BEFORE, "offset -1");
 	finish_runtime(rt);
 }
@@ -122,7 +107,7 @@ START_TEST(kernel_write_on_another_stream_is_caught_after_its_wait)
 	TU_OK(xdm_allocate(rt, 4096, 0, "cross", &b));
 	id = xdm_block_id_of(&b);
 	TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_WRITE));
-	CU_OK(ct_spin_fill(stream(rt, 1), (CUdeviceptr)b.ptr, 4097, FILL,
+	CU_OK(ct_spin_fill(ct_stream(rt, 1), (CUdeviceptr)b.ptr, 4097, FILL,
 			   20 * CT_CYCLES_PER_MS));
 	TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_WRITE));
 	expect_oob(xdm_deallocate(rt, &b), b.generation, XDM_SIDE_AFTER, "offset +4096");
@@ -137,7 +122,7 @@ START_TEST(clean_kernel_fill_frees_ok_and_is_poisoned)
 	uint8_t *host;
 
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "clean", &b));
-	CU_OK(ct_fill(stream(rt, 0), (CUdeviceptr)b.ptr, BLOCK, FILL));
+	CU_OK(ct_fill(ct_stream(rt, 0), (CUdeviceptr)b.ptr, BLOCK, FILL));
 	TU_OK(xdm_deallocate(rt, &b));
 	ck_assert_int_eq(b.state, XDM_BLOCK_QUARANTINED);
 
@@ -164,7 +149,7 @@ START_TEST(kernel_write_after_free_is_use_after_free_at_eviction)
 	gen_a = a.generation;
 	pa = (CUdeviceptr)a.ptr;
 	TU_OK(xdm_deallocate(rt, &a));
-	CU_OK(ct_oob_write(stream(rt, 0), pa, 100, 0x42));	/* dangling write */
+	CU_OK(ct_oob_write(ct_stream(rt, 0), pa, 100, 0x42));	/* dangling write */
 	TU_OK(xdm_allocate(rt, 256, 0, "next", &b));
 	ck_assert_int_eq(xdm_deallocate(rt, &b), XDM_E_USE_AFTER_FREE);
 	ck_assert_uint_eq(xdm_last_error()->generation, gen_a);
@@ -179,7 +164,7 @@ START_TEST(check_attribute_finds_a_live_overrun)
 	char buf[600];
 
 	TU_OK(xdm_allocate(rt, 8192, 0, "live", &b));
-	CU_OK(ct_oob_write(stream(rt, 0), (CUdeviceptr)b.ptr, 8192 + 17, 0));
+	CU_OK(ct_oob_write(ct_stream(rt, 0), (CUdeviceptr)b.ptr, 8192 + 17, 0));
 	TU_OK(xdm_layer_attr_store(rt, 0, "check", "1"));
 	TU_OK(xdm_layer_attr_show(rt, 0, "check", buf, sizeof(buf)));
 	ck_assert_msg(strstr(buf, "offset +8209"), "check said: %s", buf);

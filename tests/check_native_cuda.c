@@ -33,15 +33,6 @@
 
 enum { P = 0xa1, Q = 0x5c };
 
-static bool under_sanitizer;
-
-#define CU_OK(expr)                                                             \
-	do {                                                                    \
-		CUresult cu_r_ = (expr);                                        \
-		ck_assert_msg(cu_r_ == CUDA_SUCCESS, "%s: %s", #expr,           \
-			      ct_result_text(cu_r_));                           \
-	} while (0)
-
 static struct xdm_runtime *runtime(const char *stack)
 {
 	struct xdm_runtime *rt;
@@ -49,19 +40,6 @@ static struct xdm_runtime *runtime(const char *stack)
 	CU_OK(ct_ctx_current());
 	TU_OK(xdm_runtime_create(0, "cuda", stack, &rt));
 	return rt;
-}
-
-static size_t count_bytes(CUdeviceptr p, size_t n, uint8_t v)
-{
-	uint8_t *host = malloc(n);
-	size_t same = 0;
-
-	ck_assert_ptr_nonnull(host);
-	CU_OK(ct_drv.cuMemcpyDtoH(host, p, n));
-	for (size_t i = 0; i < n; i++)
-		same += host[i] == v;
-	free(host);
-	return same;
 }
 
 static void finish_runtime(struct xdm_runtime *rt)
@@ -118,7 +96,7 @@ START_TEST(legacy_stream_from_a_thread_without_context)
 		/* The memory is good on the legacy stream, which it belongs to. */
 		CU_OK(ct_fill(CU_STREAM_LEGACY, (CUdeviceptr)c.ptr, BLOCK, P));
 		CU_OK(ct_drv.cuCtxSynchronize());
-		ck_assert_uint_eq(count_bytes((CUdeviceptr)c.ptr, BLOCK, P), BLOCK);
+		ck_assert_uint_eq(ct_count_bytes((CUdeviceptr)c.ptr, BLOCK, P), BLOCK);
 		c.free = true;
 		bare(&c);
 		finish_runtime(rt);
@@ -177,7 +155,7 @@ static size_t side_stream_free(bool name_side)
 	ck_assert_ptr_eq(b, a);
 	CU_OK(ct_fill(CU_STREAM_LEGACY, (CUdeviceptr)b, BLOCK, Q));
 	CU_OK(ct_drv.cuCtxSynchronize());
-	q = count_bytes((CUdeviceptr)b, BLOCK, Q);
+	q = ct_count_bytes((CUdeviceptr)b, BLOCK, Q);
 	TU_OK(xdm_native_free(rt, b, NULL));
 	finish_runtime(rt);
 	CU_OK(ct_drv.cuStreamDestroy(side));
@@ -206,7 +184,7 @@ static Suite *native_cuda_suite(void)
 	tcase_add_test(tc, legacy_stream_from_a_thread_without_context);
 	tcase_add_test(tc, per_thread_stream_is_refused);
 	tcase_add_test(tc, free_naming_a_side_stream_waits_for_it);
-	if (!under_sanitizer) {
+	if (!ct_under_sanitizer()) {
 		tcase_add_test(tc, control_free_naming_legacy_is_overwritten);
 	}
 	suite_add_tcase(s, tc);
@@ -215,29 +193,5 @@ static Suite *native_cuda_suite(void)
 
 int main(int argc, char **argv)
 {
-	const char *san = getenv("XDM_TEST_SANITIZER");
-	SRunner *sr;
-	CUresult r;
-	int rc, failed;
-
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	under_sanitizer = san && *san && strcmp(san, "0") != 0;
-	rc = ct_probe("cuda_async");
-	if (rc || (argc > 1 && strcmp(argv[1], "--probe") == 0))
-		return rc;
-
-	ct_take_gpu_lock();
-	ct_start_watchdog(under_sanitizer ? 420 : 120);
-	r = ct_gpu_init(0);
-	if (r != CUDA_SUCCESS) {
-		printf("ERROR: the tests' own driver setup failed: %s\n%s\n", ct_result_text(r),
-		       ct_gpu.jit_log);
-		return 99;
-	}
-	sr = srunner_create(native_cuda_suite());
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return ct_run_gpu_suite(argc, argv, "cuda_async", native_cuda_suite);
 }

@@ -45,15 +45,6 @@ enum { P = 0xa1, Q = 0x5c, R = 0x3e, S = 0x77 };
 static const char *const upstreams[] = { "cuda_async", "cuda_direct" };
 #define N_UPSTREAMS (int)(sizeof(upstreams) / sizeof(upstreams[0]))
 
-static bool under_sanitizer;
-
-#define CU_OK(expr)                                                             \
-	do {                                                                    \
-		CUresult cu_r_ = (expr);                                        \
-		ck_assert_msg(cu_r_ == CUDA_SUCCESS, "%s: %s", #expr,           \
-			      ct_result_text(cu_r_));                           \
-	} while (0)
-
 static struct xdm_runtime *runtime(const char *pool_params, const char *upstream)
 {
 	struct xdm_runtime *rt;
@@ -79,23 +70,9 @@ static uint64_t attr(struct xdm_runtime *rt, uint32_t layer, const char *name)
 
 #define POOL(rt, name) attr((rt), 0, (name))
 
-/* How many of the first n bytes at p hold v. */
-static size_t count_bytes(CUdeviceptr p, size_t n, uint8_t v)
-{
-	uint8_t *host = malloc(n);
-	size_t same = 0;
-
-	ck_assert_ptr_nonnull(host);
-	CU_OK(ct_drv.cuMemcpyDtoH(host, p, n));
-	for (size_t i = 0; i < n; i++)
-		same += host[i] == v;
-	free(host);
-	return same;
-}
-
 static void expect_bytes(CUdeviceptr p, size_t n, uint8_t v, const char *what)
 {
-	size_t same = count_bytes(p, n, v);
+	size_t same = ct_count_bytes(p, n, v);
 
 	ck_assert_msg(same == n, "%s: %zu of %zu bytes are not 0x%02x", what, n - same, n, v);
 }
@@ -184,8 +161,8 @@ static size_t free_after_write(struct xdm_runtime *rt, bool tracked, size_t *sta
 	ck_assert_uint_eq(b.ptr, id.ptr);
 	CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&b), BLOCK, Q));
 	ct_sync_all(rt);
-	*stale = count_bytes(ct_dev(&b), BLOCK, P);
-	wrong = BLOCK - count_bytes(ct_dev(&b), BLOCK, Q);
+	*stale = ct_count_bytes(ct_dev(&b), BLOCK, P);
+	wrong = BLOCK - ct_count_bytes(ct_dev(&b), BLOCK, Q);
 	TU_OK(xdm_deallocate(rt, &b));
 	return wrong;
 }
@@ -292,7 +269,7 @@ START_TEST(control_unordered_fill_is_overwritten_by_the_late_kernel)
 	CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&a), BLOCK, P, SPIN));
 	CU_OK(ct_fill(ct_stream(rt, 2), ct_dev(&a), BLOCK, Q));
 	ct_sync_all(rt);
-	ck_assert_msg(count_bytes(ct_dev(&a), BLOCK, P) > 0,
+	ck_assert_msg(ct_count_bytes(ct_dev(&a), BLOCK, P) > 0,
 		      "the spinning kernel did not land after an unordered fill: the moved-chunk "
 		      "test is not sensitive");
 	TU_OK(xdm_deallocate(rt, &a));
@@ -338,7 +315,7 @@ static Suite *pool_cuda_suite(void)
 	tcase_add_test(tc, tracked_free_after_a_cross_stream_write_reuses_cleanly);
 	tcase_add_test(tc, moved_chunk_waits_for_the_old_streams_kernel);
 	tcase_add_test(tc, trim_gives_device_memory_back);
-	if (!under_sanitizer) {
+	if (!ct_under_sanitizer()) {
 		tcase_add_test(tc, control_untracked_free_lets_the_write_land);
 		tcase_add_test(tc, control_unordered_fill_is_overwritten_by_the_late_kernel);
 	}
@@ -348,29 +325,5 @@ static Suite *pool_cuda_suite(void)
 
 int main(int argc, char **argv)
 {
-	const char *san = getenv("XDM_TEST_SANITIZER");
-	SRunner *sr;
-	CUresult r;
-	int rc, failed;
-
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	under_sanitizer = san && *san && strcmp(san, "0") != 0;
-	rc = ct_probe("pool | cuda_async");
-	if (rc || (argc > 1 && strcmp(argv[1], "--probe") == 0))
-		return rc;
-
-	ct_take_gpu_lock();
-	ct_start_watchdog(under_sanitizer ? 420 : 120);
-	r = ct_gpu_init(0);
-	if (r != CUDA_SUCCESS) {
-		printf("ERROR: the tests' own driver setup failed: %s\n%s\n", ct_result_text(r),
-		       ct_gpu.jit_log);
-		return 99;
-	}
-	sr = srunner_create(pool_cuda_suite());
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return ct_run_gpu_suite(argc, argv, "pool | cuda_async", pool_cuda_suite);
 }

@@ -29,7 +29,8 @@ tests_check_guard_LDADD = libxdm.la $(CHECK_LIBS)
 if HAVE_CUDA
 check_PROGRAMS += tests/check_guard_cuda
 TESTS += tests/check_guard_cuda
-tests_check_guard_cuda_SOURCES = tests/check_guard_cuda.c tests/cudatest.c tests/cudatest.h
+tests_check_guard_cuda_SOURCES = tests/check_guard_cuda.c tests/cudatest.c tests/cudatest.h \
+	tests/cudacheck.h
 tests_check_guard_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
 tests_check_guard_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_guard_cuda_LDADD = libxdm.la $(CHECK_LIBS)

@@ -265,6 +265,12 @@ uint32_t xdm_runtime_ordinal(const struct xdm_runtime *rt)
 	return rt ? rt->ordinal : UINT32_MAX;
 }
 
+/* Named when published, before the builder returns it, and never renamed. */
+const char *xdm_runtime_name(const struct xdm_runtime *rt)
+{
+	return rt ? rt->name : "";
+}
+
 enum xdm_status xdm_runtime_device(struct xdm_runtime *rt, struct xdm_device_info *out)
 {
 	if (!rt || !out)

@@ -190,27 +190,5 @@ static Suite *guard_cuda_suite(void)
 
 int main(int argc, char **argv)
 {
-	SRunner *sr;
-	CUresult r;
-	int rc, failed;
-
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	rc = ct_probe(STACK);
-	if (rc || (argc > 1 && strcmp(argv[1], "--probe") == 0))
-		return rc;
-
-	ct_take_gpu_lock();
-	ct_start_watchdog(180);
-	r = ct_gpu_init(0);
-	if (r != CUDA_SUCCESS) {
-		printf("ERROR: the tests' own driver setup failed: %s\n%s\n", ct_result_text(r),
-		       ct_gpu.jit_log);
-		return 99;
-	}
-	sr = srunner_create(guard_cuda_suite());
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return ct_run_gpu_suite(argc, argv, STACK, guard_cuda_suite, 180);
 }

@@ -193,5 +193,5 @@ static Suite *native_cuda_suite(void)
 
 int main(int argc, char **argv)
 {
-	return ct_run_gpu_suite(argc, argv, "cuda_async", native_cuda_suite);
+	return ct_run_gpu_suite(argc, argv, "cuda_async", native_cuda_suite, 120);
 }

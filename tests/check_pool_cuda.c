@@ -325,5 +325,5 @@ static Suite *pool_cuda_suite(void)
 
 int main(int argc, char **argv)
 {
-	return ct_run_gpu_suite(argc, argv, "pool | cuda_async", pool_cuda_suite);
+	return ct_run_gpu_suite(argc, argv, "pool | cuda_async", pool_cuda_suite, 120);
 }

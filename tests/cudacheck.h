@@ -75,10 +75,10 @@ static inline bool ct_under_sanitizer(void)
 /*
  * The main of a GPU suite: skip (77) where probe_stack cannot be served,
  * exit 0 for `--probe`; else one suite at a time on the machine, under a
- * watchdog, in one process (CK_NOFORK: CUDA state does not survive fork).
+ * watchdog of watchdog_s (more under a sanitizer), in one process (CK_NOFORK: CUDA state does not survive fork).
  */
 static inline int ct_run_gpu_suite(int argc, char **argv, const char *probe_stack,
-				   Suite *(*make)(void))
+				   Suite *(*make)(void), unsigned int watchdog_s)
 {
 	SRunner *sr;
 	CUresult r;
@@ -90,7 +90,7 @@ static inline int ct_run_gpu_suite(int argc, char **argv, const char *probe_stac
 		return rc;
 
 	ct_take_gpu_lock();
-	ct_start_watchdog(ct_under_sanitizer() ? 420 : 120);
+	ct_start_watchdog(ct_under_sanitizer() ? watchdog_s + 300 : watchdog_s);
 	r = ct_gpu_init(0);
 	if (r != CUDA_SUCCESS) {
 		printf("ERROR: the tests' own driver setup failed: %s\n%s\n", ct_result_text(r),

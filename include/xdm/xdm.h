@@ -146,6 +146,11 @@ XDM_API enum xdm_status xdm_runtime_destroy(struct xdm_runtime *rt);
 
 /* UINT32_MAX for a NULL runtime. */
 XDM_API uint32_t xdm_runtime_ordinal(const struct xdm_runtime *rt);
+/*
+ * The runtime's directory in the introspection tree ("0", or "0.1" for a
+ * second live runtime of ordinal 0), fixed for its life; "" for NULL.
+ */
+XDM_API const char *xdm_runtime_name(const struct xdm_runtime *rt);
 
 XDM_API enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
 				     const char *tag, struct xdm_block *out);

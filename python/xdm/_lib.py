@@ -116,6 +116,7 @@ _PROTOTYPES = {
                                        ctypes.c_char_p, _P(_c_rt)]),
     "xdm_runtime_destroy": (_c_status, [_c_rt]),
     "xdm_runtime_ordinal": (ctypes.c_uint32, [_c_rt]),
+    "xdm_runtime_name": (ctypes.c_char_p, [_c_rt]),
     "xdm_bytes_outstanding": (ctypes.c_size_t, [_c_rt]),
     "xdm_reap_pending": (_c_status, [_c_rt]),
     "xdm_supports_block_use_tracking": (ctypes.c_bool, [_c_rt]),

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from . import _lib
 from . import tags as _tags
-from . import tree as _tree
 from .errors import InvalidArgument, NotSupported, check
 
 _U32_MAX = 2**32 - 1
@@ -126,7 +125,6 @@ class Runtime:
             raise TypeError("get a runtime from xdm.runtime() or xdm.Runtime.create()")
         self._handle = handle
         self._singleton = singleton
-        self._tree_path = None
         self._finalizer = None
         if not singleton:
             # Destroyed when collected or at exit, if not closed before.
@@ -342,23 +340,8 @@ class Runtime:
     @property
     def tree_path(self):
         """This runtime's directory in the tree ("0", or "0.1" for a second
-        runtime of ordinal 0), or None if it is not in the tree."""
-        if self._tree_path is not None:
-            return self._tree_path
-        handle = ctypes.c_void_p()
-        check(_lib.lib().xdm_stream_handle(self._rt, 0, ctypes.byref(handle)))
-        # A stream handle belongs to one runtime: the directory whose stream
-        # 0 has it is this runtime's.
-        for name in _tree.list(""):
-            try:
-                text = _tree.show(name + "/streams/0/handle").strip()
-                found = int(text, 16) if text.startswith("0x") else None
-            except (OSError, ValueError):
-                continue
-            if found is not None and found == handle.value:
-                self._tree_path = name
-                return name
-        return None
+        live runtime of ordinal 0)."""
+        return _decode(_lib.lib().xdm_runtime_name(self._rt))
 
 
 _singletons = {}

@@ -99,6 +99,13 @@ static int reset_stale_show(struct xdm_layer *self, char *buf, size_t len)
 	return show_u64(buf, len, budget_of(self)->reset_stale);
 }
 
+static int unsettled_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	const struct budget_shm *s = budget_of(self)->shm;
+
+	return show_u64(buf, len, atomic_load_explicit(&s->unsettled, memory_order_relaxed));
+}
+
 static int segment_show(struct xdm_layer *self, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "%s\n", budget_of(self)->name);
@@ -195,6 +202,14 @@ const struct xdm_attr budget_attrs[] = {
 		.help = "1 if this layer found the segment left by processes that all died, "
 			"and reset it",
 		.show = reset_stale_show,
+	},
+	{
+		.name = "unsettled",
+		.mode = 0444,
+		.help = "dead processes that died inside a change of their share, still "
+			"counted in used until a scan finds a moment when no live process is "
+			"inside one",
+		.show = unsettled_show,
 	},
 	{
 		.name = "segment",

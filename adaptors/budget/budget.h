@@ -41,6 +41,41 @@ static inline struct budget *budget_of(const struct xdm_layer *self)
 	return xdm_layer_priv(self);
 }
 
+/* ---- faults.c: kill points, in the test build only ---------------------- */
+
+/*
+ * The steps at which a process may die in the middle of changing the
+ * accounting.  The test build of this module (tests/faults/budget.so,
+ * compiled with XDM_BUDGET_FAULTS) stops itself with SIGSTOP at the step
+ * named by $XDM_BUDGET_FAULT, so that a test can look at the segment in
+ * that state and then kill the process there; the installed module has no
+ * trace of it.
+ */
+enum budget_step {
+	BUDGET_STEP_NONE,
+	BUDGET_STEP_RESERVE_BEGUN,	/* begun counted, nothing changed */
+	BUDGET_STEP_RESERVE_SHARED,	/* the shared usage has the bytes */
+	BUDGET_STEP_RESERVE_SLOT,	/* ... and the slot has them */
+	BUDGET_STEP_RELEASE_BEGUN,
+	BUDGET_STEP_RELEASE_SLOT,	/* the slot gave them back */
+	BUDGET_STEP_RELEASE_SHARED,	/* ... and the shared usage */
+	BUDGET_STEP_DETACH_BEGUN,	/* the last detach, under the lock */
+	BUDGET_STEP_DETACH_SLOT,
+	BUDGET_STEP_DETACH_SHARED,
+	BUDGET_STEP_RECLAIM_BEGUN,	/* a reclaimer emptying a dead slot */
+	BUDGET_STEP_RECLAIM_SLOT,
+	BUDGET_STEP_RECLAIM_SHARED,
+	BUDGET_STEP_SETTLE_SHARED,	/* a settlement subtracted, slots not freed */
+	BUDGET_STEP_COUNT
+};
+
+#ifdef XDM_BUDGET_FAULTS
+void budget_fault_at(enum budget_step step);
+#define BUDGET_STEP(step) budget_fault_at(step)
+#else
+#define BUDGET_STEP(step) ((void)0)
+#endif
+
 /* ---- segment.c: the segment's life -------------------------------------- */
 
 /* Map (creating if need be) and attach; fills b->shm, b->slot. */
@@ -58,6 +93,13 @@ int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state);
  * left, *dead those cleared (either may be NULL).
  */
 uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigned int *dead);
+/*
+ * Empty a slot into the shared usage, bracketed as a change (shared.h);
+ * first names the BEGUN step of the caller's three fault steps.
+ */
+void budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budget_step first);
+/* Quiet moments a reclaim looks for before it leaves a dead slot to the next. */
+#define BUDGET_SETTLE_TRIES 1000
 /* Take the robust lock, repairing it after a holder died; 0 or an errno. */
 int budget_lock(struct budget_shm *s);
 void budget_unlock(struct budget_shm *s);
@@ -76,29 +118,51 @@ extern const struct xdm_attr budget_attrs[];
 /* ---- the allocation path ------------------------------------------------ */
 
 /*
+ * Bracket a change of a slot's used and the shared usage (shared.h): begun
+ * before, done after.  The release fence orders begun before the change
+ * for a reclaimer that reads the change and then begun again (a seqlock's
+ * writer side); done's release publishes the change before the count.
+ */
+static inline void budget_slot_begin(struct budget_slot *slot)
+{
+	atomic_fetch_add_explicit(&slot->begun, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+static inline void budget_slot_end(struct budget_slot *slot)
+{
+	atomic_fetch_add_explicit(&slot->done, 1, memory_order_release);
+}
+
+/*
  * Reserve n bytes: a compare-and-swap loop on the shared usage that never
  * lets it pass the limit, so that no interleaving of any processes ever has
  * the device over its budget.  Then the process's own slot, which is what a
- * reclaimer gives back if this process dies; it is charged after the shared
- * counter, so a death between the two leaks n (counted, never freed) rather
- * than letting a reclaim take back bytes that were never reserved.
+ * reclaimer gives back if this process dies.  A death between the two is
+ * settled by the reclaimer (the slot's begun and done disagree).
  */
 static inline bool budget_reserve(struct budget *b, uint64_t n, uint64_t *remaining)
 {
 	struct budget_shm *s = b->shm;
-	uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
-	uint64_t limit, peak;
+	uint64_t used, limit, peak;
 
+	budget_slot_begin(b->slot);
+	BUDGET_STEP(BUDGET_STEP_RESERVE_BEGUN);
+	used = atomic_load_explicit(&s->used, memory_order_relaxed);
 	do {
 		limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
 		if (used > limit || n > limit - used) {
 			*remaining = used > limit ? 0 : limit - used;
+			budget_slot_end(b->slot);
 			return false;
 		}
 	} while (!atomic_compare_exchange_weak_explicit(&s->used, &used, used + n,
 							memory_order_relaxed,
 							memory_order_relaxed));
+	BUDGET_STEP(BUDGET_STEP_RESERVE_SHARED);
 	atomic_fetch_add_explicit(&b->slot->used, n, memory_order_relaxed);
+	BUDGET_STEP(BUDGET_STEP_RESERVE_SLOT);
+	budget_slot_end(b->slot);
 
 	/* peak shares used's cache line, which this CPU now owns: cheap. */
 	used += n;
@@ -110,11 +174,18 @@ static inline bool budget_reserve(struct budget *b, uint64_t n, uint64_t *remain
 	return true;
 }
 
-/* The mirror of budget_reserve, in the order that leaks rather than lies. */
+/* The mirror of budget_reserve: the slot first, then the shared usage. */
 static inline void budget_release(struct budget *b, uint64_t n)
 {
+	struct budget_shm *s = b->shm;
+
+	budget_slot_begin(b->slot);
+	BUDGET_STEP(BUDGET_STEP_RELEASE_BEGUN);
 	atomic_fetch_sub_explicit(&b->slot->used, n, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&b->shm->used, n, memory_order_relaxed);
+	BUDGET_STEP(BUDGET_STEP_RELEASE_SLOT);
+	atomic_fetch_sub_explicit(&s->used, n, memory_order_relaxed);
+	BUDGET_STEP(BUDGET_STEP_RELEASE_SHARED);
+	budget_slot_end(b->slot);
 }
 
 /* ---- credit.c: per-stream credit ---------------------------------------- */

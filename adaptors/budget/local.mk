@@ -12,16 +12,35 @@ adaptors_budget_la_SOURCES = \
 adaptors_budget_la_LDFLAGS = $(module_link_flags)
 adaptors_budget_la_LIBADD = $(module_link_libs) -lrt
 
+# The same module with kill points (faults.c): a process that loads it from
+# tests/faults/.libs stops itself at the step $XDM_BUDGET_FAULT names, so
+# the suite can kill it there.  Built for the tests only, never installed.
+noinst_LTLIBRARIES += tests/faults/budget.la
+tests_faults_budget_la_SOURCES = $(adaptors_budget_la_SOURCES) adaptors/budget/faults.c
+tests_faults_budget_la_CPPFLAGS = $(AM_CPPFLAGS) -DXDM_BUDGET_FAULTS
+tests_faults_budget_la_LDFLAGS = $(module_link_flags) -rpath $(abs_builddir)
+tests_faults_budget_la_LIBADD = $(module_link_libs) -lrt
+
 # The suite runs the budget across real processes: budget_worker is the
 # program each of them execs (-no-install: a real executable, so that its
 # pid is the one the segment records).  The suite includes shared.h to
 # watch the segment from outside.
 check_PROGRAMS += tests/check_budget tests/budget_worker
 TESTS += tests/check_budget
-tests_check_budget_SOURCES = tests/check_budget.c tests/budget_test.h
+tests_check_budget_SOURCES = tests/check_budget.c tests/budget_test.h tests/budget_util.h
 tests_check_budget_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_budget_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_budget_LDADD = libxdm.la $(CHECK_LIBS) -lrt
+
+# A worker killed at every step of a change of the accounting (the test
+# build of the module above), and the usage exact after the reclaim.
+check_PROGRAMS += tests/check_budget_kill
+TESTS += tests/check_budget_kill
+tests_check_budget_kill_SOURCES = tests/check_budget_kill.c tests/budget_test.h \
+	tests/budget_util.h
+tests_check_budget_kill_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_budget_kill_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_check_budget_kill_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 tests_budget_worker_SOURCES = tests/budget_worker.c tests/budget_test.h
 tests_budget_worker_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_budget_worker_LDADD = libxdm.la

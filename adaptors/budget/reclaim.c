@@ -8,12 +8,19 @@
  * reuse: a new process that gets a dead one's pid has a later start time.
  * A zombie is dead too: a process killed with -9 whose parent has not yet
  * waited for it has already given its memory back to the system.
+ *
+ * A process may die anywhere, also between the two atomics of a change of
+ * its share (its slot and the shared usage).  shared.h's begun and done
+ * tell: a dead slot that is not inside a change gives back its used; one
+ * that is, is settled from a quiet moment of the live slots, which says
+ * exactly how much the usage holds beyond them.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,9 +101,107 @@ void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n)
 		;
 }
 
+void budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budget_step first)
+{
+	uint64_t n;
+
+	budget_slot_begin(slot);
+	BUDGET_STEP(first);
+	n = atomic_exchange_explicit(&slot->used, 0, memory_order_relaxed);
+	BUDGET_STEP(first + 1);
+	budget_sub_clamped(&s->used, n);
+	BUDGET_STEP(first + 2);
+	budget_slot_end(slot);
+}
+
+static void slot_free(struct budget_slot *slot)
+{
+	slot->attach = 0;
+	slot->start_time = 0;
+	atomic_store_explicit(&slot->pid, 0, memory_order_release);
+}
+
+static bool slot_inside_change(const struct budget_slot *slot)
+{
+	return atomic_load_explicit(&slot->begun, memory_order_relaxed) !=
+	       atomic_load_explicit(&slot->done, memory_order_relaxed);
+}
+
+/*
+ * One attempt at a moment when no live slot is inside a change: the
+ * seqlock reading of shared.h's begun and done.  Each live slot's done is
+ * read before its begun (an equal pair means every change it began is
+ * finished, and done's acquire makes them visible); then the usage and the
+ * used of every live slot; then begun again, behind an acquire fence, so a
+ * change that began meanwhile and was seen in any of those reads is seen
+ * in begun too.  The dead slots change no more: whatever the usage holds
+ * beyond the live slots is theirs, the excess.
+ */
+static bool settle_snapshot(struct budget_shm *s, const bool *alive, uint64_t *excess)
+{
+	uint64_t begun[BUDGET_SLOTS], sum = 0, used;
+
+	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
+		const struct budget_slot *slot = &s->slots[i];
+		uint64_t done;
+
+		if (!alive[i])
+			continue;
+		done = atomic_load_explicit(&slot->done, memory_order_acquire);
+		begun[i] = atomic_load_explicit(&slot->begun, memory_order_relaxed);
+		if (begun[i] != done)
+			return false;
+	}
+	used = atomic_load_explicit(&s->used, memory_order_relaxed);
+	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
+		if (alive[i])
+			sum += atomic_load_explicit(&s->slots[i].used, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
+		if (alive[i] &&
+		    atomic_load_explicit(&s->slots[i].begun, memory_order_relaxed) != begun[i])
+			return false;
+	/* Below the live slots only if the segment was written over. */
+	*excess = used > sum ? used - sum : 0;
+	return true;
+}
+
+/*
+ * Settle the dead slots that died inside a change: give back the excess of
+ * a quiet moment and free them.  Giving back the excess is idempotent (a
+ * second settlement finds none), so a settler that dies half way leaves
+ * work for the next one and no error.  The live processes run on, so a
+ * quiet moment may not come at once: after BUDGET_SETTLE_TRIES the dead
+ * slots stay, still counted, for the next scan.
+ */
+static uint64_t settle(struct budget_shm *s, const bool *alive)
+{
+	uint64_t excess;
+	int tries;
+
+	for (tries = 0; tries < BUDGET_SETTLE_TRIES; tries++) {
+		if (settle_snapshot(s, alive, &excess))
+			break;
+		sched_yield();
+	}
+	if (tries == BUDGET_SETTLE_TRIES)
+		return 0;
+	budget_sub_clamped(&s->used, excess);
+	BUDGET_STEP(BUDGET_STEP_SETTLE_SHARED);
+	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
+		struct budget_slot *slot = &s->slots[i];
+
+		if (!alive[i] && atomic_load_explicit(&slot->pid, memory_order_relaxed))
+			slot_free(slot);
+	}
+	atomic_store_explicit(&s->unsettled, 0, memory_order_relaxed);
+	return excess;
+}
+
 uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigned int *dead)
 {
-	unsigned int nlive = 0, ndead = 0;
+	unsigned int nlive = 0, ndead = 0, inside = 0;
+	bool alive[BUDGET_SLOTS];
 	uint64_t total = 0;
 
 	atomic_fetch_add_explicit(&s->scans, 1, memory_order_relaxed);
@@ -106,24 +211,38 @@ uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigne
 		pid_t pid = atomic_load_explicit(&slot->pid, memory_order_acquire);
 		uint64_t n;
 
+		alive[i] = pid && slot_alive(pid, slot->start_time);
 		if (!pid)
 			continue;
-		if (slot_alive(pid, slot->start_time)) {
+		if (alive[i]) {
 			nlive++;
 			continue;
 		}
+		if (slot_inside_change(slot)) {
+			inside++;
+			continue;
+		}
 		/*
-		 * Empty the slot before giving its bytes back and free it
-		 * last: a reclaimer that dies half way leaks the bytes (they
-		 * stay counted) but never gives them back twice.
+		 * Died between changes: its used is exactly its share.
+		 * Emptied as its own process would, so that a reclaimer
+		 * that dies half way leaves a slot inside a change, which
+		 * the next one settles.
 		 */
-		n = atomic_exchange_explicit(&slot->used, 0, memory_order_relaxed);
-		budget_sub_clamped(&s->used, n);
-		slot->attach = 0;
-		slot->start_time = 0;
-		atomic_store_explicit(&slot->pid, 0, memory_order_release);
+		n = atomic_load_explicit(&slot->used, memory_order_relaxed);
+		budget_slot_empty(s, slot, BUDGET_STEP_RECLAIM_BEGUN);
+		slot_free(slot);
 		total += n;
 		ndead++;
+	}
+	if (inside) {
+		uint64_t excess;
+
+		atomic_store_explicit(&s->unsettled, inside, memory_order_relaxed);
+		excess = settle(s, alive);
+		if (!atomic_load_explicit(&s->unsettled, memory_order_relaxed)) {
+			total += excess;
+			ndead += inside;
+		}
 	}
 	if (live)
 		*live = nlive;

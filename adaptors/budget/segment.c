@@ -233,10 +233,13 @@ static struct budget_slot *claim_slot(struct budget *b, struct budget_shm *s)
 	}
 	if (!free_slot)
 		return NULL;
-	/* pid last: a claim cut short leaves a free slot. */
+	/* pid last: a claim cut short leaves a free slot.  A slot settled
+	 * after a death inside a change keeps begun != done: reset both. */
 	free_slot->attach = 1;
 	free_slot->start_time = b->start_time;
 	atomic_store_explicit(&free_slot->used, 0, memory_order_relaxed);
+	atomic_store_explicit(&free_slot->begun, 0, memory_order_relaxed);
+	atomic_store_explicit(&free_slot->done, 0, memory_order_relaxed);
 	atomic_store_explicit(&free_slot->pid, b->pid, memory_order_release);
 	return free_slot;
 }
@@ -322,9 +325,7 @@ void budget_detach(struct budget *b)
 			 * are counted here until the process's last budget
 			 * layer leaves: then nothing can free them any more.
 			 */
-			budget_sub_clamped(&s->used,
-					   atomic_exchange_explicit(&slot->used, 0,
-								    memory_order_relaxed));
+			budget_slot_empty(s, slot, BUDGET_STEP_DETACH_BEGUN);
 			slot->start_time = 0;
 			atomic_store_explicit(&slot->pid, 0, memory_order_release);
 		}

@@ -34,7 +34,8 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 
 /* "xdmbudg1": written last by the creator, once everything else is set. */
 #define BUDGET_MAGIC 0x78646d6275646731ull
-#define BUDGET_LAYOUT_VERSION 1u
+/* 2: a slot counts the updates its process begins and ends (begun, done). */
+#define BUDGET_LAYOUT_VERSION 2u
 #define BUDGET_SLOTS 256u
 
 /*
@@ -43,6 +44,13 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
  * slot of a dead process, which reclaim clears.  used is changed by its own
  * process without the lock; only a reclaimer (of a dead process) or the
  * last detach of the process itself empties it.
+ *
+ * A change of used and of the shared usage are two atomics, and a process
+ * killed between them leaves the two disagreeing.  So every such change is
+ * bracketed: begun is counted before it, done after it.  A dead slot with
+ * begun == done died between changes and gives back exactly its used; one
+ * with begun != done died inside one, and the reclaimer settles it from a
+ * snapshot of the live slots instead (reclaim.c).
  */
 struct budget_slot {
 	/* a slot per cache line: processes never write each other's lines */
@@ -50,6 +58,8 @@ struct budget_slot {
 	uint32_t attach;		/* budget layers of this process; under lock */
 	uint64_t start_time;		/* /proc/<pid>/stat field 22; under lock */
 	_Atomic uint64_t used;		/* bytes this process holds */
+	_Atomic uint64_t begun;		/* changes of used or the usage begun */
+	_Atomic uint64_t done;		/* ... and finished */
 };
 
 struct budget_shm {
@@ -58,7 +68,7 @@ struct budget_shm {
 	uint32_t nslots;		/* BUDGET_SLOTS */
 	uint64_t size;			/* sizeof(struct budget_shm) */
 	uint32_t unlinked;		/* under lock: the name is gone, go away */
-	uint32_t reserved;
+	_Atomic uint32_t unsettled;	/* written under lock: dead slots left inside a change */
 	pthread_mutex_t lock;		/* robust, process-shared */
 	_Atomic uint64_t scans;		/* reclaim scans ever started */
 	_Atomic uint64_t last_scan_ns;	/* CLOCK_MONOTONIC start of the latest */

@@ -831,7 +831,7 @@ END_TEST
 
 static const char *const budget_files[] = {
 	"limit", "configured_limit", "used", "credit", "credit_held", "remaining", "peak",
-	"refusals", "processes", "reset_stale", "segment", NULL,
+	"refusals", "processes", "reset_stale", "unsettled", "segment", NULL,
 };
 static const char *const host_files[] = {
 	"bytes_outstanding", "pending_frees", "allocs", "frees", NULL,

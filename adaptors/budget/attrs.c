@@ -38,13 +38,15 @@ static int limit_show(struct xdm_layer *self, char *buf, size_t len)
 /*
  * Lowering below the usage refuses new allocations until enough is freed;
  * raising admits at once: the allocation path reads the limit every time.
- * No lock: a store races only with other stores, and the last one wins.
+ * Under the segment's lock, so that the limit and its check word change
+ * together: stores race only with each other, and the last one wins.
  */
 static int limit_store(struct xdm_layer *self, const char *buf, size_t len)
 {
 	struct budget *b = budget_of(self);
 	char text[LIMIT_TEXT_MAX];
 	uint64_t v;
+	int err;
 
 	if (len == 0 || len >= sizeof(text) || memchr(buf, '\0', len))
 		return -EINVAL;
@@ -52,7 +54,11 @@ static int limit_store(struct xdm_layer *self, const char *buf, size_t len)
 	text[len] = '\0';
 	if (xdm_parse_size(text, b->device_total, &v) != XDM_OK)
 		return -EINVAL;
-	atomic_store_explicit(&b->shm->limit, v, memory_order_relaxed);
+	err = budget_lock(b->shm);
+	if (err)
+		return -EBUSY;
+	budget_set_limit_locked(b->shm, v);
+	budget_unlock(b->shm);
 	return 0;
 }
 

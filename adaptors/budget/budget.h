@@ -83,6 +83,23 @@ enum xdm_status budget_attach(struct budget *b);
 /* Detach; the last process out unlinks the segment. */
 void budget_detach(struct budget *b);
 
+/* Under the lock: the shared limit and its check word (shared.h). */
+static inline void budget_set_limit_locked(struct budget_shm *s, uint64_t limit)
+{
+	atomic_store_explicit(&s->limit, limit, memory_order_relaxed);
+	atomic_store_explicit(&s->limit_check, ~limit, memory_order_relaxed);
+}
+
+/* ---- validate.c: a segment is trusted only once it looks like one ------ */
+
+/*
+ * Under the lock, at attach: the header's and the slots' invariants, the
+ * limit's check word, and (at a quiet moment) a usage that covers every
+ * live slot.  XDM_OK, or XDM_E_CONFIG with a sentence naming the segment
+ * and what is wrong with it.
+ */
+enum xdm_status budget_validate_locked(const struct budget *b, struct budget_shm *s);
+
 /* ---- reclaim.c: dead processes ----------------------------------------- */
 
 /* Field 22 of /proc/<pid>/stat and the state letter; 0 or a negative errno. */
@@ -98,10 +115,21 @@ uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigne
  * first names the BEGUN step of the caller's three fault steps.
  */
 void budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budget_step first);
-/* Quiet moments a reclaim looks for before it leaves a dead slot to the next. */
-#define BUDGET_SETTLE_TRIES 1000
-/* Take the robust lock, repairing it after a holder died; 0 or an errno. */
+/* How long a reclaim looks for a quiet moment before it leaves a dead slot
+ * to the next scan: it holds the lock meanwhile. */
+#define BUDGET_SETTLE_NS 2000000ull
+/*
+ * Take the robust lock, repairing it after a holder died; 0 or an errno:
+ * ETIMEDOUT after BUDGET_LOCK_WAIT_S (a holder stopped, or a lock word
+ * that garbage overwrote), EINVAL for a lock that is no lock.
+ */
 int budget_lock(struct budget_shm *s);
+#define BUDGET_LOCK_WAIT_S 5
+/* Whether no live slot is inside a change: then *used and *live_sum. */
+bool budget_quiet_usage(struct budget_shm *s, const bool *alive, uint64_t *used,
+			uint64_t *live_sum);
+/* Whether the process of a slot still runs. */
+bool budget_slot_alive(pid_t pid, uint64_t start_time);
 void budget_unlock(struct budget_shm *s);
 /* used -= min(n, used): for paths that may meet a leak, never the hot one. */
 void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n);

@@ -8,6 +8,7 @@ adaptors_budget_la_SOURCES = \
 	adaptors/budget/segment.c \
 	adaptors/budget/reclaim.c \
 	adaptors/budget/credit.c \
+	adaptors/budget/validate.c \
 	adaptors/budget/attrs.c
 adaptors_budget_la_LDFLAGS = $(module_link_flags)
 adaptors_budget_la_LIBADD = $(module_link_libs) -lrt
@@ -41,6 +42,13 @@ tests_check_budget_kill_SOURCES = tests/check_budget_kill.c tests/budget_test.h 
 tests_check_budget_kill_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_budget_kill_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_budget_kill_LDADD = libxdm.la $(CHECK_LIBS) -lrt
+
+# Segments that are not what they should be, refused at attach.
+check_PROGRAMS += tests/check_budget_segment
+TESTS += tests/check_budget_segment
+tests_check_budget_segment_SOURCES = tests/check_budget_segment.c tests/budget_util.h
+tests_check_budget_segment_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_budget_segment_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 tests_budget_worker_SOURCES = tests/budget_worker.c tests/budget_test.h
 tests_budget_worker_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_budget_worker_LDADD = libxdm.la

@@ -68,8 +68,7 @@ int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state)
 	return 0;
 }
 
-/* Whether the process that claimed a slot still runs. */
-static bool slot_alive(pid_t pid, uint64_t start_time)
+bool budget_slot_alive(pid_t pid, uint64_t start_time)
 {
 	uint64_t now_start;
 	char state = '?';
@@ -134,12 +133,12 @@ static bool slot_inside_change(const struct budget_slot *slot)
  * finished, and done's acquire makes them visible); then the usage and the
  * used of every live slot; then begun again, behind an acquire fence, so a
  * change that began meanwhile and was seen in any of those reads is seen
- * in begun too.  The dead slots change no more: whatever the usage holds
- * beyond the live slots is theirs, the excess.
+ * in begun too.
  */
-static bool settle_snapshot(struct budget_shm *s, const bool *alive, uint64_t *excess)
+bool budget_quiet_usage(struct budget_shm *s, const bool *alive, uint64_t *used,
+			uint64_t *live_sum)
 {
-	uint64_t begun[BUDGET_SLOTS], sum = 0, used;
+	uint64_t begun[BUDGET_SLOTS], sum = 0;
 
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
 		const struct budget_slot *slot = &s->slots[i];
@@ -152,7 +151,7 @@ static bool settle_snapshot(struct budget_shm *s, const bool *alive, uint64_t *e
 		if (begun[i] != done)
 			return false;
 	}
-	used = atomic_load_explicit(&s->used, memory_order_relaxed);
+	*used = atomic_load_explicit(&s->used, memory_order_relaxed);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
 		if (alive[i])
 			sum += atomic_load_explicit(&s->slots[i].used, memory_order_relaxed);
@@ -161,8 +160,7 @@ static bool settle_snapshot(struct budget_shm *s, const bool *alive, uint64_t *e
 		if (alive[i] &&
 		    atomic_load_explicit(&s->slots[i].begun, memory_order_relaxed) != begun[i])
 			return false;
-	/* Below the live slots only if the segment was written over. */
-	*excess = used > sum ? used - sum : 0;
+	*live_sum = sum;
 	return true;
 }
 
@@ -171,21 +169,21 @@ static bool settle_snapshot(struct budget_shm *s, const bool *alive, uint64_t *e
  * a quiet moment and free them.  Giving back the excess is idempotent (a
  * second settlement finds none), so a settler that dies half way leaves
  * work for the next one and no error.  The live processes run on, so a
- * quiet moment may not come at once: after BUDGET_SETTLE_TRIES the dead
+ * quiet moment may not come at once: after BUDGET_SETTLE_NS the dead
  * slots stay, still counted, for the next scan.
  */
 static uint64_t settle(struct budget_shm *s, const bool *alive)
 {
-	uint64_t excess;
-	int tries;
+	uint64_t start = budget_now_ns(), used, sum, excess;
 
-	for (tries = 0; tries < BUDGET_SETTLE_TRIES; tries++) {
-		if (settle_snapshot(s, alive, &excess))
-			break;
+	while (!budget_quiet_usage(s, alive, &used, &sum)) {
+		if (budget_now_ns() - start >= BUDGET_SETTLE_NS)
+			return 0;
 		sched_yield();
 	}
-	if (tries == BUDGET_SETTLE_TRIES)
-		return 0;
+	/* The dead slots change no more: what the usage holds beyond the
+	 * live ones is theirs (and below them only if garbage got in). */
+	excess = used > sum ? used - sum : 0;
 	budget_sub_clamped(&s->used, excess);
 	BUDGET_STEP(BUDGET_STEP_SETTLE_SHARED);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
@@ -211,7 +209,7 @@ uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigne
 		pid_t pid = atomic_load_explicit(&slot->pid, memory_order_acquire);
 		uint64_t n;
 
-		alive[i] = pid && slot_alive(pid, slot->start_time);
+		alive[i] = pid && budget_slot_alive(pid, slot->start_time);
 		if (!pid)
 			continue;
 		if (alive[i]) {
@@ -253,7 +251,13 @@ uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigne
 
 int budget_lock(struct budget_shm *s)
 {
-	int err = pthread_mutex_lock(&s->lock);
+	struct timespec deadline;
+	int err;
+
+	/* Bounded: a holder that never lets go must not hang every caller. */
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += BUDGET_LOCK_WAIT_S;
+	err = pthread_mutex_clocklock(&s->lock, CLOCK_MONOTONIC, &deadline);
 
 	/*
 	 * The holder died inside.  Every change made under the lock is

@@ -53,6 +53,24 @@ static enum xdm_status errno_status(int err, const struct budget *b, const char 
 	return xdm_error_set_driver(err, "budget: %s %s: %s", what, b->name, msg);
 }
 
+/* Why the lock could not be taken, as a sentence. */
+static enum xdm_status lock_status(int err, const struct budget *b)
+{
+	if (err == ETIMEDOUT)
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: the lock of the shared segment %s was not released "
+				     "in %d s: a process holding it is stopped, or the segment is "
+				     "corrupt",
+				     b->name, BUDGET_LOCK_WAIT_S);
+	if (err == EINVAL || err == ENOTRECOVERABLE)
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: the lock of the shared segment %s is unusable (%s): "
+				     "the segment is corrupt and not used. Remove /dev/shm%s once "
+				     "no process uses it",
+				     b->name, strerror(err), b->name);
+	return errno_status(err, b, "cannot take the lock of");
+}
+
 static int init_lock(pthread_mutex_t *lock)
 {
 	pthread_mutexattr_t attr;
@@ -96,7 +114,7 @@ static enum xdm_status create_segment(struct budget *b, int fd, struct budget_sh
 	s->version = BUDGET_LAYOUT_VERSION;
 	s->nslots = BUDGET_SLOTS;
 	s->size = sizeof(*s);
-	atomic_store_explicit(&s->limit, b->configured_limit, memory_order_relaxed);
+	budget_set_limit_locked(s, b->configured_limit);	/* nobody else can see it yet */
 	atomic_store_explicit(&s->magic, BUDGET_MAGIC, memory_order_release);
 	*out = s;
 	return XDM_OK;
@@ -118,6 +136,33 @@ static void drop_abandoned(struct budget *b, int fd)
 	    mine.st_dev == named.st_dev)
 		shm_unlink(b->name);
 	close(fd2);
+}
+
+/*
+ * No magic after the wait.  A creator that died before writing it had
+ * written at most the header: a segment with anything in its slots, or a
+ * header nobody finished, may be in use by processes that came before
+ * garbage got in, and unlinking it would split their budget.  Only an
+ * empty one is taken for abandoned.
+ */
+static enum xdm_status abandoned_or_corrupt(struct budget *b, int fd, const struct budget_shm *s)
+{
+	bool used = false;
+
+	if (s) {
+		for (unsigned int i = 0; i < BUDGET_SLOTS && !used; i++)
+			used = atomic_load_explicit(&s->slots[i].pid, memory_order_relaxed) != 0;
+		used = used || atomic_load_explicit(&s->used, memory_order_relaxed) ||
+		       s->version != 0 || s->nslots != 0 || s->size != 0;
+	}
+	if (used)
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: the shared segment %s has no magic but holds data: "
+				     "it is corrupt and not used. Remove /dev/shm%s once no "
+				     "process uses it",
+				     b->name, b->name);
+	drop_abandoned(b, fd);
+	return BUDGET_RETRY;
 }
 
 /* Someone else created it: check whose it is, wait for the magic, map it. */
@@ -158,11 +203,23 @@ static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm 
 			if (s == MAP_FAILED)
 				return errno_status(errno, b, "cannot map the shared segment");
 		}
-		if (s && atomic_load_explicit(&s->magic, memory_order_acquire) == BUDGET_MAGIC)
-			break;
+		if (s) {
+			uint64_t magic = atomic_load_explicit(&s->magic, memory_order_acquire);
+
+			if (magic == BUDGET_MAGIC)
+				break;
+			/* The creator writes only the magic there, once. */
+			if (magic != 0) {
+				st = xdm_error_set(XDM_E_CONFIG,
+						   "budget: %s is not an xdm budget segment (its "
+						   "magic is %#" PRIx64 "): it is not used. Remove "
+						   "/dev/shm%s once no process uses it",
+						   b->name, magic, b->name);
+				goto fail;
+			}
+		}
 		if (waited >= BUDGET_READY_WAIT_MS) {
-			st = BUDGET_RETRY;
-			drop_abandoned(b, fd);
+			st = abandoned_or_corrupt(b, fd, s);
 			goto fail;
 		}
 		sleep_ms(1);
@@ -258,15 +315,20 @@ static void take_over(struct budget *b, struct budget_shm *s, unsigned int dead)
 	atomic_store_explicit(&s->used, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->peak, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->refusals, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->limit, b->configured_limit, memory_order_relaxed);
+	budget_set_limit_locked(s, b->configured_limit);
 }
 
 static enum xdm_status attach_locked(struct budget *b, struct budget_shm *s)
 {
 	unsigned int live, dead;
 
-	if (s->unlinked)
+	enum xdm_status st;
+
+	if (s->unlinked == 1)
 		return BUDGET_RETRY;
+	st = budget_validate_locked(b, s);
+	if (st)
+		return st;
 	budget_reclaim_locked(s, &live, &dead);
 	if (!live)
 		take_over(b, s, dead);
@@ -292,7 +354,7 @@ enum xdm_status budget_attach(struct budget *b)
 		err = budget_lock(s);
 		if (err) {
 			munmap(s, sizeof(*s));
-			return errno_status(err, b, "cannot take the lock of");
+			return lock_status(err, b);
 		}
 		st = attach_locked(b, s);
 		budget_unlock(s);

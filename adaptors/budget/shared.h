@@ -34,7 +34,8 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 
 /* "xdmbudg1": written last by the creator, once everything else is set. */
 #define BUDGET_MAGIC 0x78646d6275646731ull
-/* 2: a slot counts the updates its process begins and ends (begun, done). */
+/* 2: a slot counts the changes its process begins and ends (begun, done),
+ * the limit has its check word. */
 #define BUDGET_LAYOUT_VERSION 2u
 #define BUDGET_SLOTS 256u
 
@@ -78,6 +79,12 @@ struct budget_shm {
 	_Atomic uint64_t limit;
 	_Atomic uint64_t peak;
 	_Atomic uint64_t refusals;
+	/*
+	 * ~limit, written with it under the lock: a limit that garbage
+	 * overwrote is told from one a user set (validate.c).  The
+	 * allocation path never reads it.
+	 */
+	_Atomic uint64_t limit_check;
 
 	alignas(64) struct budget_slot slots[BUDGET_SLOTS];
 };

@@ -43,6 +43,14 @@ tests_check_budget_kill_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_budget_kill_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_budget_kill_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 
+# Workers killed at random and restarted while the limit flips; the usage
+# after the reclaim must be 0.  The suite runs it for 3 s.
+check_PROGRAMS += tests/budget_torture
+TESTS += tests/budget_torture
+tests_budget_torture_SOURCES = tests/budget_torture.c tests/budget_test.h
+tests_budget_torture_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_budget_torture_LDADD = libxdm.la
+
 # Segments that are not what they should be, refused at attach.
 check_PROGRAMS += tests/check_budget_segment
 TESTS += tests/check_budget_segment

@@ -321,7 +321,6 @@ static void take_over(struct budget *b, struct budget_shm *s, unsigned int dead)
 static enum xdm_status attach_locked(struct budget *b, struct budget_shm *s)
 {
 	unsigned int live, dead;
-
 	enum xdm_status st;
 
 	if (s->unlinked == 1)

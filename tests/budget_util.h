@@ -294,4 +294,23 @@ static inline void holder_kill(struct worker *w)
 	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
+/*
+ * A suite's main: its segments are named <prefix><pid>-<test>, and
+ * whatever failed, none of keys is left behind.
+ */
+static inline int budget_suite_run(Suite *suite, const char *prefix,
+				   const char *const *keys)
+{
+	char name[128];
+	int rc;
+
+	snprintf(key_prefix, sizeof(key_prefix), "%s%d", prefix, (int)getpid());
+	rc = tu_run_suite(suite);
+	for (int i = 0; keys[i]; i++) {
+		shm_name_of(keys[i], name, sizeof(name));
+		shm_unlink(name);
+	}
+	return rc;
+}
+
 #endif /* XDM_BUDGET_UTIL_H */

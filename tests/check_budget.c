@@ -1102,15 +1102,5 @@ static Suite *budget_suite(void)
 
 int main(void)
 {
-	char name[128];
-	int rc;
-
-	snprintf(key_prefix, sizeof(key_prefix), "ckb%d", (int)getpid());
-	rc = tu_run_suite(budget_suite());
-	/* Whatever failed, leave no segment behind. */
-	for (int i = 0; test_keys[i]; i++) {
-		shm_name_of(test_keys[i], name, sizeof(name));
-		shm_unlink(name);
-	}
-	return rc;
+	return budget_suite_run(budget_suite(), "ckb", test_keys);
 }

@@ -246,14 +246,5 @@ static Suite *kill_suite(void)
 
 int main(void)
 {
-	char name[128];
-	int rc;
-
-	snprintf(key_prefix, sizeof(key_prefix), "ckk%d", (int)getpid());
-	rc = tu_run_suite(kill_suite());
-	for (int i = 0; test_keys[i]; i++) {
-		shm_name_of(test_keys[i], name, sizeof(name));
-		shm_unlink(name);
-	}
-	return rc;
+	return budget_suite_run(kill_suite(), "ckk", test_keys);
 }

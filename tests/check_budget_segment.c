@@ -303,14 +303,5 @@ static Suite *segment_suite(void)
 
 int main(void)
 {
-	char name[128];
-	int rc;
-
-	snprintf(key_prefix, sizeof(key_prefix), "cks%d", (int)getpid());
-	rc = tu_run_suite(segment_suite());
-	for (int i = 0; test_keys[i]; i++) {
-		shm_name_of(test_keys[i], name, sizeof(name));
-		shm_unlink(name);
-	}
-	return rc;
+	return budget_suite_run(segment_suite(), "cks", test_keys);
 }

@@ -871,6 +871,7 @@ static void squat_one(enum squat_kind kind)
 		      squat_names[kind]);
 	ck_assert_msg(strstr(rep->text, sa.name), "%s: the error does not name %s: %s",
 		      squat_names[kind], sa.name, rep->text);
+	printf("check_users: squat %s: the owner was told: %s\n", squat_names[kind], rep->text);
 	snprintf(want, sizeof(want), "uid %u", (unsigned)att.uid);
 	switch (kind) {
 	case SQUAT_GARBAGE:
@@ -1536,6 +1537,46 @@ static bool find_tool(const char *name, char *out, size_t len)
 }
 
 /*
+ * Can the owner build a runtime here at all?  It loads the modules from the
+ * build tree, which must be readable by other users.  NULL, or why not.
+ */
+static const char *owner_probe(char *why, size_t len)
+{
+	char *shared = mmap(NULL, 512, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pid_t parent = getpid(), pid;
+	int status;
+
+	if (shared == MAP_FAILED) {
+		snprintf(why, len, "mmap: %s", strerror(errno));
+		return why;
+	}
+	shared[0] = '\0';
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		struct xdm_runtime *rt;
+
+		become(&own, parent);
+		if (xdm_runtime_create(0, "host", "host", &rt) != XDM_OK) {
+			snprintf(shared, 512, "%s cannot build a runtime (is the build tree "
+				 "readable by other users?): %s", own.name,
+				 xdm_last_error_message());
+			_exit(77);
+		}
+		xdm_runtime_destroy(rt);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0) {
+		snprintf(why, len, "%s", shared[0] ? shared : "the owner's probe failed");
+		munmap(shared, 512);
+		return why;
+	}
+	munmap(shared, 512);
+	return NULL;
+}
+
+/*
  * Can the owner mount a tree here?  In a child: a private namespace, then
  * a grandchild of the owner's that mounts.  NULL, or why not.
  */
@@ -1638,6 +1679,12 @@ int main(void)
 		signal(sigs[i], on_signal);
 	if (!make_user(&own, "own") || !make_user(&att, "att")) {
 		printf("SKIP: useradd could not make the users %s and %s\n", own.name, att.name);
+		remove_users();
+		return 77;
+	}
+	if (owner_probe(why, sizeof(why))) {
+		printf("SKIP: %s\n", why);
+		remove_users();
 		return 77;
 	}
 	no_mount = mount_probe(why, sizeof(why));

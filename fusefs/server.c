@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fusefs/frontend.h"
@@ -106,6 +107,39 @@ out:
 	return f;
 }
 
+/*
+ * A mount point another user owns is theirs, not ours to cover.  A place
+ * such as /tmp/xdm-%p can be guessed and made first by anyone: mounting on
+ * their directory puts the tree where they chose, and their symlink there
+ * would lay it over any directory the link names (root's mount(2) follows
+ * it).  Our own entries and root's are taken; in a sticky directory such as
+ * /tmp nobody else can rename or replace them between this check and the
+ * mount.  (In a world-writable directory without the sticky bit, no check
+ * can help: anyone may swap any entry there.)
+ */
+static int check_owner(const char *dir, char *msg, size_t len)
+{
+	uid_t me = geteuid();
+	struct stat st;
+	int err;
+
+	if (lstat(dir, &st) != 0)
+		goto fail;
+	if (S_ISLNK(st.st_mode) && (st.st_uid == me || st.st_uid == 0) && stat(dir, &st) != 0)
+		goto fail;
+	if (st.st_uid == me || st.st_uid == 0)
+		return 0;
+	snprintf(msg, len, "%s%s belongs to uid %u, not to this process (uid %u): another "
+		 "user's directory is never mounted over", S_ISLNK(st.st_mode) ? "the link " : "",
+		 dir, (unsigned)st.st_uid, (unsigned)me);
+	return -EPERM;
+
+fail:
+	err = -errno;
+	snprintf(msg, len, "%s: %s", dir, strerror(errno));
+	return err;
+}
+
 static int start(const char *dir, void **out, char *msg, size_t len)
 {
 	sigset_t all, old;
@@ -129,6 +163,10 @@ static int start(const char *dir, void **out, char *msg, size_t len)
 	clock_gettime(CLOCK_REALTIME, &s->ctx.started);
 
 	err = fusefs_clear_stale(dir, msg, len);
+	if (err)
+		goto fail;
+	/* After the stale mount is gone: what is under it is what we cover. */
+	err = check_owner(dir, msg, len);
 	if (err)
 		goto fail;
 	err = -EIO;

@@ -35,3 +35,13 @@ tests_check_fusefs_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_fusefs_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 tests_fuse_walk_SOURCES = tests/fuse_walk.c
 endif
+
+# Another local user against a budget segment and a FUSE tree (issue 15):
+# run as root, it makes two throwaway users and drops to each; skips
+# otherwise.  The mount case is left out where a user cannot mount.
+check_PROGRAMS += tests/check_users
+TESTS += tests/check_users
+tests_check_users_SOURCES = tests/check_users.c
+tests_check_users_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_users_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_check_users_LDADD = libxdm.la $(CHECK_LIBS) -lrt

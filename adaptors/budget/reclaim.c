@@ -73,8 +73,14 @@ bool budget_slot_alive(pid_t pid, uint64_t start_time)
 	uint64_t now_start;
 	char state = '?';
 
-	/* EPERM means it exists (someone else's); only ESRCH means gone. */
-	if (kill(pid, 0) != 0 && errno == ESRCH)
+	/*
+	 * ESRCH: gone.  EPERM: the pid is another user's process now.  Every
+	 * holder has the segment owner's uid (join refuses anyone else) and
+	 * so can be signalled by us; a pid we may not signal was reused,
+	 * which the start time alone misses when it happens within the
+	 * dead process's clock tick.
+	 */
+	if (kill(pid, 0) != 0 && (errno == ESRCH || errno == EPERM))
 		return false;
 	if (budget_proc_identity(pid, &now_start, &state) != 0)
 		return false;

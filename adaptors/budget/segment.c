@@ -138,6 +138,37 @@ static void drop_abandoned(struct budget *b, int fd)
 	close(fd2);
 }
 
+/* Never use a segment another user could write, or made to mislead us. */
+static enum xdm_status foreign(const struct budget *b, uid_t owner)
+{
+	return xdm_error_set(XDM_E_CONFIG,
+			     "budget: the shared segment %s belongs to uid %u, not to this "
+			     "process (uid %u); give budget a key= of its own",
+			     b->name, (unsigned)owner, (unsigned)geteuid());
+}
+
+/*
+ * The name exists and cannot be opened: say what is there and whose it is
+ * (a name another user took first is the likely case), not just errno.
+ */
+static enum xdm_status unopenable(struct budget *b, int err)
+{
+	char path[sizeof("/dev/shm") + BUDGET_NAME_MAX];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "/dev/shm%s", b->name);
+	if (lstat(path, &sb) != 0)
+		return errno_status(err, b, "cannot open the shared segment");
+	if (sb.st_uid != geteuid())
+		return foreign(b, sb.st_uid);
+	if (!S_ISREG(sb.st_mode))
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: %s is a %s, not a shared segment: remove it",
+				     path, S_ISLNK(sb.st_mode) ? "symbolic link" :
+				     S_ISDIR(sb.st_mode) ? "directory" : "special file");
+	return errno_status(err, b, "cannot open the shared segment");
+}
+
 /*
  * No magic after the wait.  A creator that died before writing it had
  * written at most the header: a segment with anything in its slots, or a
@@ -177,10 +208,7 @@ static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm 
 	if (fstat(fd, &sb) != 0)
 		return errno_status(errno, b, "cannot stat the shared segment");
 	if (sb.st_uid != geteuid())
-		return xdm_error_set(XDM_E_CONFIG,
-				     "budget: the shared segment %s belongs to uid %u, not to "
-				     "this process (uid %u); give budget a key= of its own",
-				     b->name, (unsigned)sb.st_uid, (unsigned)geteuid());
+		return foreign(b, sb.st_uid);
 	if (sb.st_mode & 077)
 		return xdm_error_set(XDM_E_CONFIG,
 				     "budget: the shared segment %s is open to other users "
@@ -265,7 +293,7 @@ static enum xdm_status open_segment(struct budget *b, struct budget_shm **out)
 	if (fd < 0) {
 		if (errno == ENOENT)	/* its last user unlinked it meanwhile */
 			return BUDGET_RETRY;
-		return errno_status(errno, b, "cannot open the shared segment");
+		return unopenable(b, errno);
 	}
 	st = join_segment(b, fd, out);
 	close(fd);

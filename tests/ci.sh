@@ -1,7 +1,9 @@
 #!/bin/sh
 # The whole test job: a -Werror build and `make check`, the same suite again
-# under AddressSanitizer and UndefinedBehaviorSanitizer, then `make distcheck`
-# (which also builds a module out of tree against the installed headers).
+# under AddressSanitizer and UndefinedBehaviorSanitizer, again under
+# ThreadSanitizer (a build of its own: the two cannot share a process), then
+# `make distcheck` (which also builds a module out of tree against the
+# installed headers).
 # Run from anywhere after tests/install-deps.sh.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,12 +34,15 @@ run_suite build/ci-plain
 echo "== ASan + UBSan build and make check"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	run_suite build/ci-sanitizers --enable-sanitizers
+echo "== ThreadSanitizer build and make check"
+# TSAN_OPTIONS (tests/tsan.supp, halt_on_error) come from the build.
+run_suite build/ci-tsan --enable-tsan
 echo "== make distcheck"
 make -C build/ci-plain -j"$jobs" distcheck >build/ci-plain/distcheck.out 2>&1 ||
 	{ tail -60 build/ci-plain/distcheck.out; exit 1; }
 grep -E 'archives ready|is ready for distribution' build/ci-plain/distcheck.out || true
 # One closing line for machines: check test cases (plus the script tests)
-# of both suites, as counted by their own logs.
+# of the three suites, as counted by their own logs.
 summary() {
 	cat "$1"/tests/*.log 2>/dev/null | awk '
 		/Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+/ {
@@ -46,7 +51,7 @@ summary() {
 				if ($i == "Errors") e += $(i + 1) } }
 		END { printf "%d %d\n", c - f - e, f + e }'
 }
-set -- $(summary build/ci-plain) $(summary build/ci-sanitizers)
+set -- $(summary build/ci-plain) $(summary build/ci-sanitizers) $(summary build/ci-tsan)
 scripts=$(grep -hE '^# (PASS|SKIP):' build/ci-plain/test-suite.log | awk '{print $3}' | paste -sd' ')
 echo "ci: automake results (pass skip) of the plain build: $scripts"
-echo "ci: $(($1 + $3)) passed, $(($2 + $4)) failed"
+echo "ci: $(($1 + $3 + $5)) passed, $(($2 + $4 + $6)) failed"

@@ -2,8 +2,10 @@
 # Install what building and testing xdm needs on Debian 12 (bookworm).
 # Runs apt-get as root, or through sudo when run by another user.
 set -eu
+# libtsan2: ThreadSanitizer's runtime for --enable-tsan (GCC 12 pulls it in
+# already; named because tests/ci.sh's TSan stage needs it).
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev
-      libfuse3-dev fuse3 python3 python3-pytest"
+      libfuse3-dev fuse3 python3 python3-pytest libtsan2"
 as_root=""
 [ "$(id -u)" -eq 0 ] || as_root="sudo"
 export DEBIAN_FRONTEND=noninteractive

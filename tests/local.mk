@@ -19,7 +19,7 @@ tests_check_tree_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 tests_check_native_SOURCES = tests/check_native.c
 tests_check_native_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_native_LDADD = libxdm.la $(CHECK_LIBS)
-EXTRA_DIST += tests/data/host.conf tests/lsan.supp
+EXTRA_DIST += tests/data/host.conf tests/lsan.supp tests/tsan.supp
 
 # The introspection tree through a real FUSE mount (issue 5).  fuse_walk
 # reads a mounted tree from another process (check_fusefs spawns it; it

@@ -37,18 +37,23 @@ fi
 # Under --enable-sanitizers libxdm and the modules are ASan-instrumented and
 # the interpreter is not: ASan's runtime must be loaded first, so preload
 # exactly the runtimes libxdm was linked with.  Python's own allocations
-# never free at exit, so leak detection is off for this process.
-runtimes=$(ldd "$lib" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ { print $3 }' | sort)
-if [ -z "$runtimes" ] && nm -D --undefined-only "$lib" 2>/dev/null | grep -q '__asan_init'; then
+# never free at exit, so leak detection is off for this process.  The same
+# holds for ThreadSanitizer (--enable-tsan): dlopening libtsan later fails
+# for want of static TLS.  It then sees the threads and locks of libxdm and
+# the modules; the interpreter itself is not instrumented.
+runtimes=$(ldd "$lib" 2>/dev/null | awk '/lib(asan|ubsan|tsan)\.so/ { print $3 }' | sort)
+for san in asan tsan; do
+	[ -z "$runtimes" ] || break
+	nm -D --undefined-only "$lib" 2>/dev/null | grep -q "__${san}_init" || continue
 	# Instrumented, but not linked with a shared runtime (clang's default):
 	# the compiler says where its shared one is, or there is none to load.
-	runtimes=$(${CC:-cc} -print-file-name=libasan.so)
+	runtimes=$(${CC:-cc} -print-file-name=lib$san.so)
 	if [ ! -f "$runtimes" ]; then
-		echo "python_tests: SKIP: libxdm is ASan-instrumented and ${CC:-cc} has no" \
-			"shared ASan runtime (libasan.so) to preload into python"
+		echo "python_tests: SKIP: libxdm is instrumented by -fsanitize and ${CC:-cc}" \
+			"has no shared runtime (lib$san.so) to preload into python"
 		exit 77
 	fi
-fi
+done
 if [ -n "$runtimes" ]; then
 	preload=
 	for r in $runtimes; do

@@ -13,6 +13,13 @@
  * function cannot be unregistered, so fini only detaches the layer from its
  * hook, and the hook itself (a few dozen bytes, still reachable from libc's
  * exit list) outlives the layer.
+ *
+ * The hook is registered against this module's own __dso_handle, as atexit()
+ * does, not against none (NULL).  glibc runs it at exit either way, since
+ * the core never unloads a module it registered; were logging.so unloaded,
+ * the hook would run at dlclose instead of calling into unmapped code at
+ * exit.  And ThreadSanitizer's __cxa_atexit (GCC 12) calls a hook
+ * registered with no DSO without its argument, which crashed every exit.
  */
 #include "config.h"
 
@@ -22,6 +29,8 @@
 
 /* glibc's, declared by no header: what atexit() is made of. */
 extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso_handle);
+/* This shared object's handle, defined by the toolchain's crtbeginS.o. */
+extern void *__dso_handle;
 
 struct log_exit_hook {
 	pthread_mutex_t lock;
@@ -47,7 +56,7 @@ enum xdm_status log_exit_hook_add(struct logging *lg)
 	if (pthread_mutex_init(&h->lock, NULL) != 0)
 		goto err_free;
 	h->lg = lg;
-	if (__cxa_atexit(log_exit_run, h, NULL) != 0)
+	if (__cxa_atexit(log_exit_run, h, __dso_handle) != 0)
 		goto err_lock;
 	lg->hook = h;
 	return XDM_OK;

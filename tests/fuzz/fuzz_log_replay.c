@@ -6,8 +6,9 @@
  * The reader judges the adaptor's output, so it must not itself crash, leak
  * or misread: every log it accepts is written back the way the adaptor
  * writes rows (RFC 4180 quoting where a field needs it) and must read back
- * row for row the same; the replay of it must hand back a set of distinct
- * live addresses, no larger than the rows.
+ * row for row the same, and its number fields must have been plain digits;
+ * the replay of it must hand back a set of distinct live addresses, no
+ * larger than the rows.
  */
 #include "config.h"
 
@@ -79,6 +80,66 @@ static void write_log(struct out *o, const struct lr_log *log)
 	}
 }
 
+/* [s, e) is digits of the base (16: "0x" first), at least one. */
+static bool plain_number(const char *s, const char *e, bool hex)
+{
+	if (hex) {
+		if (e - s < 2 || s[0] != '0' || s[1] != 'x')
+			return false;
+		s += 2;
+	}
+	if (s == e)
+		return false;
+	for (; s < e; s++)
+		if (!((*s >= '0' && *s <= '9') ||
+		      (hex && ((*s >= 'a' && *s <= 'f') || (*s >= 'A' && *s <= 'F')))))
+			return false;
+	return true;
+}
+
+/*
+ * Is every number field of the rows in text written as numbers are written:
+ * digits only, the ptr "0x" and hex digits?  A reader that takes "+5",
+ * "\t5" or "0x0x5" would let a formatting bug of the adaptor through.  The
+ * fields are cut here on their own, RFC 4180 style, after the header line;
+ * a quoted field's content is what counts.
+ */
+static bool numbers_plain(const char *text)
+{
+	const char *s = strchr(text, '\n');
+	unsigned int field = 0;
+
+	if (!s)
+		return true;
+	for (s++; *s;) {
+		const char *cs = s, *ce;
+		bool escaped = false;
+
+		if (*s == '"') {
+			for (cs = ++s; *s && !(*s == '"' && s[1] != '"'); s++) {
+				if (*s == '"') {	/* a doubled quote */
+					escaped = true;
+					s++;
+				}
+			}
+			ce = s;
+			if (*s)
+				s++;
+		} else {
+			while (*s && *s != ',' && *s != '\n')
+				s++;
+			ce = s;
+		}
+		/* The action (2) and the tag (7) are text. */
+		if (field != 2 && field != 7 && (escaped || !plain_number(cs, ce, field == 3)))
+			return false;
+		field = *s == '\n' ? 0 : field + 1;
+		if (*s)
+			s++;
+	}
+	return true;
+}
+
 static bool row_eq(const struct lr_row *a, const struct lr_row *b)
 {
 	return a->thread == b->thread && a->time == b->time && !strcmp(a->action, b->action) &&
@@ -102,6 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(log.n == 0 && !log.rows, "a refused log kept rows");
 		goto out;
 	}
+	FUZZ_ASSERT(numbers_plain(text), "a number field that is not plain digits was taken");
 	write_log(&written, &log);
 	FUZZ_ASSERT(lr_parse(written.p, &again, err, sizeof(err)) == 0,
 		    "written back, the log is refused: %s", err);

@@ -12,7 +12,7 @@ fuzz_targets = \
 # The sources are distributed whether or not this build fuzzes; so are the
 # corpora (a directory in EXTRA_DIST is copied whole) and the runner.
 EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus
-noinst_HEADERS += tests/fuzz/fuzz.h
+noinst_HEADERS += tests/fuzz/fuzz.h tests/fuzz/conf_text.h
 
 if FUZZING
 noinst_PROGRAMS = $(fuzz_targets)

@@ -10,8 +10,9 @@ fuzz_targets = \
 	tests/fuzz/fuzz_log_replay
 
 # The sources are distributed whether or not this build fuzzes; so are the
-# corpora (a directory in EXTRA_DIST is copied whole) and the runner.
-EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus
+# corpora and dictionaries (a directory in EXTRA_DIST is copied whole) and
+# the runner.
+EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus tests/fuzz/dict
 noinst_HEADERS += tests/fuzz/fuzz.h tests/fuzz/conf_text.h
 
 if FUZZING

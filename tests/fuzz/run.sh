@@ -68,10 +68,12 @@ for t in $targets; do
 	else
 		limit="-max_total_time=$secs"
 	fi
-	# found/ first: libFuzzer writes new inputs to the first directory.
+	# found/ first: libFuzzer writes new inputs to the first directory.  The
+	# dictionary holds the format's words, which random bytes rarely spell.
 	# -max_len bounds an input (a config is short; 4 KiB holds any real one).
-	"$bin" $limit -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-		-artifact_prefix="$art/" "$found" "$seeds" >"$log" 2>&1 &
+	"$bin" "$limit" -dict="$top/tests/fuzz/dict/$t.dict" -max_len=4096 -timeout=10 \
+		-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" \
+		"$found" "$seeds" >"$log" 2>&1 &
 	pid=$!
 	wait $pid
 	rc=$?

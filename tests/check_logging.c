@@ -384,6 +384,36 @@ START_TEST(tag_quoting_round_trips)
 }
 END_TEST
 
+/*
+ * The reader takes numbers only as the adaptor writes them: a sign, white
+ * space or a second "0x" that strtoull() would skip is refused (found by
+ * tests/fuzz/fuzz_log_replay; its corpus keeps these rows too).
+ */
+START_TEST(reader_refuses_numbers_the_adaptor_never_writes)
+{
+#define HEADER "thread,time,action,ptr,bytes,stream,device,tag,query_id\n"
+	static const char *const refused[] = {
+		HEADER "+1,2,allocate,0x10,16,0,0,t,0\n",
+		HEADER "1,2,allocate,0x0x10,16,0,0,t,0\n",
+		HEADER "1,2,allocate,0x+10,16,0,0,t,0\n",
+		HEADER "1,\"\n2\",allocate,0x10,16,0,0,t,0\n",
+		HEADER "1,2,allocate,0x10,\t16,0,0,t,0\n",
+	};
+	struct lr_log log;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		ck_assert_msg(lr_parse(refused[i], &log, err, sizeof(err)) == -1,
+			      "row %zu taken", i);
+	ck_assert_msg(lr_parse(HEADER "1,2,allocate,0x10,16,0,0,t,0\n", &log, err,
+			       sizeof(err)) == 0, "parse: %s", err);
+	ck_assert_uint_eq(log.n, 1);
+	ck_assert_uint_eq(log.rows[0].ptr, 16);
+	lr_free(&log);
+#undef HEADER
+}
+END_TEST
+
 START_TEST(path_expands_pid_and_device)
 {
 	struct xdm_runtime *rt = NULL;
@@ -647,6 +677,7 @@ static Suite *logging_suite(void)
 	tcase_add_test(tc, replay_memory_matches_live_set);
 	tcase_add_test(tc, allocate_failure_row);
 	tcase_add_test(tc, tag_quoting_round_trips);
+	tcase_add_test(tc, reader_refuses_numbers_the_adaptor_never_writes);
 	tcase_add_test(tc, path_expands_pid_and_device);
 	tcase_add_test(tc, null_sink_counts_and_writes_nothing);
 	tcase_add_test(tc, full_disk_is_told_once_and_harmless);

@@ -1,9 +1,10 @@
 #!/bin/sh
 # The whole test job: a -Werror build and `make check`, the same suite again
 # under AddressSanitizer and UndefinedBehaviorSanitizer, again under
-# ThreadSanitizer (a build of its own: the two cannot share a process), then
-# `make distcheck` (which also builds a module out of tree against the
-# installed headers).
+# ThreadSanitizer (a build of its own: the two cannot share a process), a
+# short run of the libFuzzer targets (tests/fuzz/run.sh, when clang is
+# there), then `make distcheck` (which also builds a module out of tree
+# against the installed headers).
 # Run from anywhere after tests/install-deps.sh.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,12 +38,29 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 echo "== ThreadSanitizer build and make check"
 # TSAN_OPTIONS (tests/tsan.supp, halt_on_error) come from the build.
 run_suite build/ci-tsan --enable-tsan
+# The libFuzzer targets (tests/fuzz), briefly, in a clang build of their own;
+# skipped where no clang with libFuzzer is installed.  Its failures count in
+# the closing line and fail the job, after the other stages have run.
+fuzz_secs=${XDM_CI_FUZZ_SECONDS:-20}
+echo "== libFuzzer targets, ${fuzz_secs} s each"
+rm -rf build/ci-fuzz
+XDM_FUZZ_BUILD="$top/build/ci-fuzz" FUZZ_JOBS=$jobs sh tests/fuzz/run.sh "$fuzz_secs" \
+	>build/ci-fuzz.out 2>&1 || true
+cat build/ci-fuzz.out
+fuzz_counts=$(sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' build/ci-fuzz.out)
+if [ -n "$fuzz_counts" ]; then
+	fuzz_passed=${fuzz_counts% *} fuzz_failed=${fuzz_counts#* }
+elif grep -q '^fuzz: SKIP' build/ci-fuzz.out; then
+	fuzz_passed=0 fuzz_failed=0
+else
+	fuzz_passed=0 fuzz_failed=1	# it did not get as far as running them
+fi
 echo "== make distcheck"
 make -C build/ci-plain -j"$jobs" distcheck >build/ci-plain/distcheck.out 2>&1 ||
 	{ tail -60 build/ci-plain/distcheck.out; exit 1; }
 grep -E 'archives ready|is ready for distribution' build/ci-plain/distcheck.out || true
 # One closing line for machines: check test cases (plus the script tests)
-# of the three suites, as counted by their own logs.
+# of the three suites, as counted by their own logs, and one per fuzz target.
 summary() {
 	cat "$1"/tests/*.log 2>/dev/null | awk '
 		/Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+/ {
@@ -54,4 +72,6 @@ summary() {
 set -- $(summary build/ci-plain) $(summary build/ci-sanitizers) $(summary build/ci-tsan)
 scripts=$(grep -hE '^# (PASS|SKIP):' build/ci-plain/test-suite.log | awk '{print $3}' | paste -sd' ')
 echo "ci: automake results (pass skip) of the plain build: $scripts"
-echo "ci: $(($1 + $3 + $5)) passed, $(($2 + $4 + $6)) failed"
+echo "ci: fuzz targets (pass fail): $fuzz_passed $fuzz_failed"
+echo "ci: $(($1 + $3 + $5 + fuzz_passed)) passed, $(($2 + $4 + $6 + fuzz_failed)) failed"
+[ "$fuzz_failed" -eq 0 ]

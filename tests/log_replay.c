@@ -80,11 +80,18 @@ static char *next_field(const char **p, char *sep)
 	return out;
 }
 
+/*
+ * Digits of base only, as the adaptor writes numbers.  strtoull() alone
+ * would also take a sign, leading white space and, in base 16, a second
+ * "0x": "+5", "\t5" and "0x0x5" are no output of the adaptor, and reading
+ * them would let a formatting bug through (found by tests/fuzz).
+ */
 static int to_u64(const char *text, int base, uint64_t *out)
 {
+	const char *digits = base == 16 ? "0123456789abcdefABCDEF" : "0123456789";
 	char *end;
 
-	if (!*text || *text == '-' || *text == ' ')
+	if (!*text || strspn(text, digits) != strlen(text))
 		return -1;
 	errno = 0;
 	*out = strtoull(text, &end, base);

@@ -147,14 +147,15 @@ extern const struct xdm_attr budget_attrs[];
 
 /*
  * Bracket a change of a slot's used and the shared usage (shared.h): begun
- * before, done after.  The release fence orders begun before the change
- * for a reclaimer that reads the change and then begun again (a seqlock's
- * writer side); done's release publishes the change before the count.
+ * before, done after.  The changes themselves are release operations, so
+ * a reclaimer that reads one with acquire and then reads begun again sees
+ * the begun that came before it (a seqlock's writer side, without a fence:
+ * ThreadSanitizer cannot follow fences); done's release publishes the
+ * change before the count.
  */
 static inline void budget_slot_begin(struct budget_slot *slot)
 {
 	atomic_fetch_add_explicit(&slot->begun, 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
 }
 
 static inline void budget_slot_end(struct budget_slot *slot)
@@ -185,10 +186,10 @@ static inline bool budget_reserve(struct budget *b, uint64_t n, uint64_t *remain
 			return false;
 		}
 	} while (!atomic_compare_exchange_weak_explicit(&s->used, &used, used + n,
-							memory_order_relaxed,
+							memory_order_release,
 							memory_order_relaxed));
 	BUDGET_STEP(BUDGET_STEP_RESERVE_SHARED);
-	atomic_fetch_add_explicit(&b->slot->used, n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->slot->used, n, memory_order_release);
 	BUDGET_STEP(BUDGET_STEP_RESERVE_SLOT);
 	budget_slot_end(b->slot);
 
@@ -209,9 +210,9 @@ static inline void budget_release(struct budget *b, uint64_t n)
 
 	budget_slot_begin(b->slot);
 	BUDGET_STEP(BUDGET_STEP_RELEASE_BEGUN);
-	atomic_fetch_sub_explicit(&b->slot->used, n, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&b->slot->used, n, memory_order_release);
 	BUDGET_STEP(BUDGET_STEP_RELEASE_SLOT);
-	atomic_fetch_sub_explicit(&s->used, n, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&s->used, n, memory_order_release);
 	BUDGET_STEP(BUDGET_STEP_RELEASE_SHARED);
 	budget_slot_end(b->slot);
 }

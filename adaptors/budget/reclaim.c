@@ -102,7 +102,7 @@ void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n)
 	uint64_t cur = atomic_load_explicit(counter, memory_order_relaxed);
 
 	while (!atomic_compare_exchange_weak_explicit(counter, &cur, cur > n ? cur - n : 0,
-						      memory_order_relaxed, memory_order_relaxed))
+						      memory_order_release, memory_order_relaxed))
 		;
 }
 
@@ -112,7 +112,7 @@ void budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budg
 
 	budget_slot_begin(slot);
 	BUDGET_STEP(first);
-	n = atomic_exchange_explicit(&slot->used, 0, memory_order_relaxed);
+	n = atomic_exchange_explicit(&slot->used, 0, memory_order_release);
 	BUDGET_STEP(first + 1);
 	budget_sub_clamped(&s->used, n);
 	BUDGET_STEP(first + 2);
@@ -137,9 +137,9 @@ static bool slot_inside_change(const struct budget_slot *slot)
  * seqlock reading of shared.h's begun and done.  Each live slot's done is
  * read before its begun (an equal pair means every change it began is
  * finished, and done's acquire makes them visible); then the usage and the
- * used of every live slot; then begun again, behind an acquire fence, so a
- * change that began meanwhile and was seen in any of those reads is seen
- * in begun too.
+ * used of every live slot, with acquire (the changes are releases); then
+ * begun again, so a change that began meanwhile and was seen in any of
+ * those reads is seen in begun too.
  */
 bool budget_quiet_usage(struct budget_shm *s, const bool *alive, uint64_t *used,
 			uint64_t *live_sum)
@@ -157,11 +157,10 @@ bool budget_quiet_usage(struct budget_shm *s, const bool *alive, uint64_t *used,
 		if (begun[i] != done)
 			return false;
 	}
-	*used = atomic_load_explicit(&s->used, memory_order_relaxed);
+	*used = atomic_load_explicit(&s->used, memory_order_acquire);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
 		if (alive[i])
-			sum += atomic_load_explicit(&s->slots[i].used, memory_order_relaxed);
-	atomic_thread_fence(memory_order_acquire);
+			sum += atomic_load_explicit(&s->slots[i].used, memory_order_acquire);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
 		if (alive[i] &&
 		    atomic_load_explicit(&s->slots[i].begun, memory_order_relaxed) != begun[i])

@@ -102,20 +102,31 @@ START_TEST(free_is_pending_until_the_use_ends)
 {
 	struct fixture f;
 	struct xdm_block b;
-	struct tu_step use = { .id = 1, .sleep_ms = SLOW, .value = 1 };
+	struct tu_gate gate;
+	struct tu_step use = { .id = 1, .value = 1 };
 
 	setup(&f, "host");
+	tu_gate_init(&gate);
 	TU_OK(xdm_allocate(f.rt, 8192, 0, "t", &b));
 	use.mem = mem(&b);
+	/*
+	 * Stream 1 stands at a gate, so the write behind it has not run when
+	 * the free is asked for, however long this thread is kept off a core
+	 * (a sleeping write would only make that likely).
+	 */
+	tu_gate_hold(f.rt, 1, &gate);
 	slow_use(&f, &b, 1, XDM_ACCESS_WRITE, &use);
 	TU_OK(xdm_deallocate(f.rt, &b));
-	/* The slow write still runs, so the backend cannot have freed yet. */
+	/* The write has not run, so the backend cannot have freed yet. */
 	ck_assert_int_eq(tu_log_pos(&f.log, 1), -1);
 	ck_assert_uint_eq(xdm_bytes_outstanding(f.rt), 8192);
+	tu_gate_open(&gate);
 	TU_OK(xdm_reap_pending(f.rt));
 	ck_assert_int_eq(tu_log_pos(&f.log, 1), 0);
 	ck_assert_uint_eq(xdm_bytes_outstanding(f.rt), 0);
 	TU_OK(xdm_runtime_destroy(f.rt));
+	pthread_cond_destroy(&gate.cond);
+	pthread_mutex_destroy(&gate.lock);
 }
 END_TEST
 

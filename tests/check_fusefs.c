@@ -381,6 +381,15 @@ static const char *rt_path(const struct fx *fx, const char *rel)
 
 /* ---- watchdog ----------------------------------------------------------- */
 
+/*
+ * A watchdog turns a deadlock into a message that names the wait, and
+ * nothing else: a loaded CI machine under ASan has taken half a minute
+ * over a churn that takes a second when idle.  Forked children get half,
+ * so that the parent's watchdog outlives theirs; all stay below the test
+ * case's timeout.
+ */
+#define WATCHDOG_S 240
+
 static const char *watchdog_what = "the test";
 
 static void watchdog_fired(int sig)
@@ -1098,7 +1107,7 @@ static void self_read_while_churning(struct fx *fx)
 	pthread_t reader;
 	atomic_bool stop;
 
-	watchdog_start("reading the tree from its own process while threads churn", 50);
+	watchdog_start("reading the tree from its own process while threads churn", WATCHDOG_S);
 	churn_start(c, fx->rt, &stop);
 	ck_assert_int_eq(pthread_create(&reader, NULL, self_read, &r), 0);
 	ck_assert_int_eq(pthread_join(reader, NULL), 0);
@@ -1152,7 +1161,7 @@ static int forked_child(const struct fx *fx, pid_t parent, const char *own_dir)
 	/* A hang ends the child: SIGALRM's default action, not check's handler,
 	 * which would kill the whole test's process group. */
 	signal(SIGALRM, SIG_DFL);
-	alarm(20);
+	alarm(WATCHDOG_S / 2);
 	snprintf(path, sizeof(path), "%s/pid", fx->dir);
 	snprintf(want, sizeof(want), "%ld\n", (long)parent);
 	if (read_text(path, buf, sizeof(buf)) != 0 || strcmp(buf, want) != 0)
@@ -1205,7 +1214,7 @@ static void fork_and_exit(struct fx *fx)
 	}
 
 	close(pipefd[1]);
-	watchdog_start("waiting for the forked child", 40);
+	watchdog_start("waiting for the forked child", WATCHDOG_S);
 	do
 		n = read(pipefd[0], &result, sizeof(result));
 	while (n < 0 && errno == EINTR);
@@ -1337,7 +1346,7 @@ static void forks_while_read(struct fx *fx)
 			 * whole test's process group.
 			 */
 			signal(SIGALRM, SIG_DFL);
-			alarm(30);
+			alarm(WATCHDOG_S / 2);
 			if (xdm_runtime_create(0, "host", "host", &child_rt) != XDM_OK)
 				_exit(2);
 			/* Every shard lock of the parent's runtime, through the tree. */
@@ -1471,7 +1480,7 @@ static void unmount_with_open_files(struct fx *fx)
 	dfd = open(fx->rtdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ck_assert_msg(dfd >= 0, "open %s: %s", fx->rtdir, strerror(errno));
 
-	watchdog_start("xdm_unmount() with files open", 30);
+	watchdog_start("xdm_unmount() with files open", WATCHDOG_S);
 	TU_OK(xdm_unmount());
 	watchdog_stop();
 	assert_no_mount_at(fx->dir);
@@ -1605,7 +1614,7 @@ static Suite *fusefs_suite(void)
 	tcase_add_test(tc, unmount_then_mount_again);
 	/* Under LeakSanitizer too: fusefs frees the snapshots left open. */
 	tcase_add_test(tc, unmount_with_files_open);
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, 2 * TU_TIMEOUT_S);
 	suite_add_tcase(s, tc);
 	return s;
 }

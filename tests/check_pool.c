@@ -1438,7 +1438,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(errors, bad_attribute_writes_are_invalid_and_change_nothing);
 	tcase_add_test(errors, double_free_is_use_after_free_and_the_pool_is_untouched);
 	tcase_add_test(errors, destroy_with_live_blocks_returns_everything);
-	tcase_set_timeout(threads, 60);
+	tcase_set_timeout(threads, TU_TIMEOUT_S);
 	tcase_add_test(threads, threads_churn_on_their_own_streams);
 	tcase_add_test(threads, threads_churn_while_another_trims);
 	tcase_add_test(threads, max_stored_while_threads_grow);

@@ -517,7 +517,7 @@ static Suite *tracking_suite(void)
 	Suite *s = suite_create("tracking");
 	TCase *tc = tcase_create("contract");
 
-	tcase_set_timeout(tc, 60);
+	tcase_set_timeout(tc, TU_TIMEOUT_S);
 	tcase_add_test(tc, free_waits_for_cross_stream_write);
 	tcase_add_test(tc, free_waits_for_cross_stream_read);
 	tcase_add_test(tc, free_is_pending_until_the_use_ends);

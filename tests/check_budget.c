@@ -78,8 +78,9 @@ static bool segment_exists(const char *test)
 }
 
 /*
- * Map a test's segment, read-only unless writable; waits up to 10 s for
- * it to exist and be ready, as an outside observer must.
+ * Map a test's segment, read-only unless writable; waits (TU_PATIENCE_MS at
+ * most: a loaded machine can take seconds to start a worker) for it to
+ * exist and be ready, as an outside observer must.
  */
 static struct budget_shm *segment_map(const char *test, bool writable)
 {
@@ -89,7 +90,7 @@ static struct budget_shm *segment_map(const char *test, bool writable)
 	int fd = -1;
 
 	shm_name_of(test, name, sizeof(name));
-	for (int i = 0; i < 10000; i++) {
+	for (int i = 0; i < TU_PATIENCE_MS; i++) {
 		fd = shm_open(name, writable ? O_RDWR : O_RDONLY, 0);
 		if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == sizeof(*s))
 			break;
@@ -104,7 +105,7 @@ static struct budget_shm *segment_map(const char *test, bool writable)
 		 0);
 	close(fd);
 	ck_assert_ptr_ne(s, MAP_FAILED);
-	for (int i = 0; i < 10000 && atomic_load(&s->magic) != BUDGET_MAGIC; i++)
+	for (int i = 0; i < TU_PATIENCE_MS && atomic_load(&s->magic) != BUDGET_MAGIC; i++)
 		tu_sleep_ms(1);
 	ck_assert_msg(atomic_load(&s->magic) == BUDGET_MAGIC, "segment %s never got ready",
 		      name);
@@ -1317,7 +1318,7 @@ static Suite *budget_suite(void)
 	suite_add_tcase(s, many);
 
 	tcase_add_test(multi, many_processes_never_exceed);
-	tcase_set_timeout(multi, 120);
+	tcase_set_timeout(multi, 2 * TU_TIMEOUT_S);
 	suite_add_tcase(s, multi);
 
 	tcase_add_test(credit, credit_draws_ahead_and_serves_from_it);
@@ -1329,7 +1330,7 @@ static Suite *budget_suite(void)
 	tcase_add_test(credit, credit_destroy_returns_all);
 	tcase_add_test(credit, credit_zero_is_exact);
 	tcase_add_test(credit, credit_of_another_process);
-	tcase_set_timeout(credit, 60);
+	tcase_set_timeout(credit, TU_TIMEOUT_S);
 	suite_add_tcase(s, credit);
 	return s;
 }

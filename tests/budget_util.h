@@ -61,8 +61,9 @@ static inline bool segment_exists(const char *test)
 }
 
 /*
- * Map a test's segment, read-only unless writable; waits up to 10 s for
- * it to exist and be ready, as an outside observer must.
+ * Map a test's segment, read-only unless writable; waits (TU_PATIENCE_MS at
+ * most: a loaded machine can take seconds to start a worker) for it to
+ * exist and be ready, as an outside observer must.
  */
 static inline struct budget_shm *segment_map(const char *test, bool writable)
 {
@@ -72,7 +73,7 @@ static inline struct budget_shm *segment_map(const char *test, bool writable)
 	int fd = -1;
 
 	shm_name_of(test, name, sizeof(name));
-	for (int i = 0; i < 10000; i++) {
+	for (int i = 0; i < TU_PATIENCE_MS; i++) {
 		fd = shm_open(name, writable ? O_RDWR : O_RDONLY, 0);
 		if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == sizeof(*s))
 			break;
@@ -87,7 +88,7 @@ static inline struct budget_shm *segment_map(const char *test, bool writable)
 		 0);
 	close(fd);
 	ck_assert_ptr_ne(s, MAP_FAILED);
-	for (int i = 0; i < 10000 && atomic_load(&s->magic) != BUDGET_MAGIC; i++)
+	for (int i = 0; i < TU_PATIENCE_MS && atomic_load(&s->magic) != BUDGET_MAGIC; i++)
 		tu_sleep_ms(1);
 	ck_assert_msg(atomic_load(&s->magic) == BUDGET_MAGIC, "segment %s never got ready",
 		      name);

@@ -1083,7 +1083,7 @@ static Suite *budget_suite(void)
 	suite_add_tcase(s, many);
 
 	tcase_add_test(multi, many_processes_never_exceed);
-	tcase_set_timeout(multi, 120);
+	tcase_set_timeout(multi, 2 * TU_TIMEOUT_S);
 	suite_add_tcase(s, multi);
 
 	tcase_add_test(credit, credit_draws_ahead_and_serves_from_it);
@@ -1095,7 +1095,7 @@ static Suite *budget_suite(void)
 	tcase_add_test(credit, credit_destroy_returns_all);
 	tcase_add_test(credit, credit_zero_is_exact);
 	tcase_add_test(credit, credit_of_another_process);
-	tcase_set_timeout(credit, 60);
+	tcase_set_timeout(credit, TU_TIMEOUT_S);
 	suite_add_tcase(s, credit);
 	return s;
 }

@@ -403,6 +403,15 @@ static const char *rt_path(const struct fx *fx, const char *rel)
 
 /* ---- watchdog ----------------------------------------------------------- */
 
+/*
+ * A watchdog turns a deadlock into a message that names the wait, and
+ * nothing else: a loaded CI machine under ASan has taken half a minute
+ * over a churn that takes a second when idle.  Forked children get half,
+ * so that the parent's watchdog outlives theirs; all stay below the test
+ * case's timeout.
+ */
+#define WATCHDOG_S 240
+
 static const char *watchdog_what = "the test";
 
 static void watchdog_fired(int sig)
@@ -453,6 +462,7 @@ struct churner {
 	struct xdm_block live[CHURN_LIVE];
 	int nlive;
 	unsigned long ops;
+	atomic_bool working;	/* it has done an operation, or failed */
 	enum xdm_status failed;	/* the first failure, XDM_OK if none */
 	char why[512];
 };
@@ -485,9 +495,26 @@ static void *churn(void *arg)
 			snprintf(c->why, sizeof(c->why), "%s", xdm_last_error_message());
 			break;
 		}
-		c->ops++;
+		if (!c->ops++)
+			atomic_store(&c->working, true);
 	}
+	/* A churner that failed at once must not keep churn_start waiting. */
+	atomic_store(&c->working, true);
 	return NULL;
+}
+
+/*
+ * Poll flag until it is set; false if TU_PATIENCE_MS pass first.  Only a
+ * hang runs the patience out: a loaded machine delays, it does not stop.
+ */
+static bool wait_flag(atomic_bool *flag)
+{
+	for (int waited = 0; waited < TU_PATIENCE_MS; waited++) {
+		if (atomic_load(flag))
+			return true;
+		tu_sleep_ms(1);
+	}
+	return atomic_load(flag);
 }
 
 static void churn_start(struct churner *c, struct xdm_runtime *rt, atomic_bool *stop)
@@ -498,21 +525,27 @@ static void churn_start(struct churner *c, struct xdm_runtime *rt, atomic_bool *
 		c[i].rt = rt;
 		c[i].index = i;
 		c[i].stop = stop;
+		atomic_init(&c[i].working, false);
 		ck_assert_int_eq(pthread_create(&c[i].thread, NULL, churn, &c[i]), 0);
 	}
+	/*
+	 * What the caller does next must overlap the churn: on a loaded
+	 * machine a new thread may not run for a long while, and a churner
+	 * that first looks at stop after the caller set it never churns.
+	 */
+	for (int i = 0; i < CHURNERS; i++)
+		ck_assert_msg(wait_flag(&c[i].working), "churner %d never ran", i);
 }
 
-/* Stop and join; every churner must have worked and never failed. */
+/* Stop and join; no churner may have failed. */
 static void churn_stop(struct churner *c, atomic_bool *stop)
 {
 	atomic_store(stop, true);
 	for (int i = 0; i < CHURNERS; i++)
 		ck_assert_int_eq(pthread_join(c[i].thread, NULL), 0);
-	for (int i = 0; i < CHURNERS; i++) {
+	for (int i = 0; i < CHURNERS; i++)
 		ck_assert_msg(c[i].failed == XDM_OK, "churner %d: %s (%s)", i,
 			      xdm_strerror(c[i].failed), c[i].why);
-		ck_assert_msg(c[i].ops > 0, "churner %d never ran", i);
-	}
 }
 
 static void churn_free_all(struct churner *c)
@@ -1096,7 +1129,7 @@ static void self_read_while_churning(struct fx *fx)
 	pthread_t reader;
 	atomic_bool stop;
 
-	watchdog_start("reading the tree from its own process while threads churn", 50);
+	watchdog_start("reading the tree from its own process while threads churn", WATCHDOG_S);
 	churn_start(c, fx->rt, &stop);
 	ck_assert_int_eq(pthread_create(&reader, NULL, self_read, &r), 0);
 	ck_assert_int_eq(pthread_join(reader, NULL), 0);
@@ -1150,7 +1183,7 @@ static int forked_child(const struct fx *fx, pid_t parent, const char *own_dir)
 	/* A hang ends the child: SIGALRM's default action, not check's handler,
 	 * which would kill the whole test's process group. */
 	signal(SIGALRM, SIG_DFL);
-	alarm(20);
+	alarm(WATCHDOG_S / 2);
 	snprintf(path, sizeof(path), "%s/pid", fx->dir);
 	snprintf(want, sizeof(want), "%ld\n", (long)parent);
 	if (read_text(path, buf, sizeof(buf)) != 0 || strcmp(buf, want) != 0)
@@ -1203,7 +1236,7 @@ static void fork_and_exit(struct fx *fx)
 	}
 
 	close(pipefd[1]);
-	watchdog_start("waiting for the forked child", 40);
+	watchdog_start("waiting for the forked child", WATCHDOG_S);
 	do
 		n = read(pipefd[0], &result, sizeof(result));
 	while (n < 0 && errno == EINTR);
@@ -1258,7 +1291,7 @@ END_TEST
 struct lister {
 	const char *blocks;
 	atomic_bool stop;
-	unsigned long walks;
+	atomic_bool listed;	/* a whole listing is done */
 };
 
 /* List blocks/ again and again: the server is inside a tree call most of
@@ -1275,7 +1308,7 @@ static void *list_blocks(void *arg)
 		while (readdir(d))
 			;
 		closedir(d);
-		l->walks++;
+		atomic_store(&l->listed, true);
 	}
 	return NULL;
 }
@@ -1311,7 +1344,14 @@ static void forks_while_read(struct fx *fx)
 	snprintf(blocks_rel, sizeof(blocks_rel), "%s/blocks", fx->rtname);
 	for (int i = 0; i < LIVE; i++)
 		TU_OK(xdm_allocate(fx->rt, 256, 0, "forks", &live[i]));
+	atomic_init(&l.listed, false);
 	ck_assert_int_eq(pthread_create(&thread, NULL, list_blocks, &l), 0);
+	/*
+	 * The forks must find the lister at work: one whole listing first
+	 * shows that it reads the mount (a lister still waiting for a core
+	 * when the last fork is done would test nothing).
+	 */
+	ck_assert_msg(wait_flag(&l.listed), "the lister never listed %s", blocks);
 	for (int i = 0; i < 20; i++) {
 		struct xdm_runtime *child_rt;
 		struct xdm_block b;
@@ -1328,7 +1368,7 @@ static void forks_while_read(struct fx *fx)
 			 * whole test's process group.
 			 */
 			signal(SIGALRM, SIG_DFL);
-			alarm(30);
+			alarm(WATCHDOG_S / 2);
 			if (xdm_runtime_create(0, "host", "host", &child_rt) != XDM_OK)
 				_exit(2);
 			/* Every shard lock of the parent's runtime, through the tree. */
@@ -1360,7 +1400,6 @@ static void forks_while_read(struct fx *fx)
 	for (int i = 0; i < LIVE; i++)
 		TU_OK(xdm_deallocate(fx->rt, &live[i]));
 	free(live);
-	ck_assert_msg(l.walks > 0, "the lister never listed %s", blocks);
 	ck_assert_msg(hung == 0, "%d of 20 children forked while %s was listed hung or failed",
 		      hung, blocks);
 }
@@ -1463,7 +1502,7 @@ static void unmount_with_open_files(struct fx *fx)
 	dfd = open(fx->rtdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ck_assert_msg(dfd >= 0, "open %s: %s", fx->rtdir, strerror(errno));
 
-	watchdog_start("xdm_unmount() with files open", 30);
+	watchdog_start("xdm_unmount() with files open", WATCHDOG_S);
 	TU_OK(xdm_unmount());
 	watchdog_stop();
 	assert_no_mount_at(fx->dir);
@@ -1602,7 +1641,7 @@ static Suite *fusefs_suite(void)
 	tcase_add_test(tc, unmount_then_mount_again);
 	/* Under LeakSanitizer too: fusefs frees the snapshots left open. */
 	tcase_add_test(tc, unmount_with_files_open);
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, 2 * TU_TIMEOUT_S);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -34,8 +34,10 @@
 #include "backends/host/stream.h"
 
 /* How long a bounded wait gives a correct implementation: generous, since
- * only a bug makes it run out. */
-#define PATIENCE_MS 10000
+ * only a bug makes it run out, and a loaded machine under a sanitizer can
+ * keep a thread off the cores for seconds.  Below CK_DEFAULT_TIMEOUT (300 s
+ * under make check), so that a hang fails with this file's message. */
+#define PATIENCE_MS 120000
 
 static void sleep_ms(unsigned int ms)
 {

@@ -671,7 +671,7 @@ static Suite *logging_suite(void)
 	Suite *s = suite_create("logging");
 	TCase *tc = tcase_create("host");
 
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, TU_TIMEOUT_S);
 	tcase_add_test(tc, header_is_exact);
 	tcase_add_test(tc, replay_file_matches_live_set);
 	tcase_add_test(tc, replay_memory_matches_live_set);

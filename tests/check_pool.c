@@ -131,7 +131,7 @@ static void touch_run(void *arg)
 	atomic_store(&t->ran, 1);
 }
 
-/* Wait up to ms for t to run; true if it did. */
+/* Wait up to ms for t to run (a safety net, not a timing); true if it did. */
 static bool ran_within(struct touch *t, int ms)
 {
 	for (int waited = 0; waited < ms; waited += 5) {
@@ -397,9 +397,9 @@ START_TEST(idle_chunk_moves_to_another_stream_behind_an_event)
 	ck_assert_uint_eq(waits(rt), w0);
 	read3.mem = mem(&b3);
 	TU_OK(xdm_stream_launch_host(rt, 3, touch_run, &read3));
-	ck_assert_msg(ran_within(&read3, 2000),
-		      "stream 3 did not run within 2 s: the test cannot tell a wait from a "
-		      "stall");
+	ck_assert_msg(ran_within(&read3, TU_PATIENCE_MS),
+		      "stream 3 did not run within %d ms: the test cannot tell a wait from a "
+		      "stall", TU_PATIENCE_MS);
 
 	/* The move. */
 	TU_OK(xdm_allocate(rt, 256 * KIB, 2, "b2", &b2));
@@ -1123,6 +1123,7 @@ struct churn {
 	xdm_stream_id stream;
 	enum xdm_status st;
 	long done;
+	uint64_t live, peak;	/* bytes this thread holds, and the most it held */
 	char msg[sizeof(((struct xdm_error *)0)->message)];
 };
 
@@ -1163,6 +1164,7 @@ static void *churn_run(void *arg)
 					 live[slot].bytes);
 				break;
 			}
+			c->live -= live[slot].bytes;
 			c->st = xdm_deallocate(c->rt, &live[slot]);
 			used[slot] = false;
 			if (c->st)
@@ -1172,6 +1174,9 @@ static void *churn_run(void *arg)
 		if (c->st)
 			break;
 		used[slot] = true;
+		c->live += live[slot].bytes;
+		if (c->live > c->peak)
+			c->peak = c->live;
 		mark[slot] = (unsigned char)(i * CHURN_THREADS + c->stream);
 		mem(&live[slot])[0] = mark[slot];
 		mem(&live[slot])[live[slot].bytes - 1] = mark[slot];
@@ -1196,6 +1201,7 @@ START_TEST(threads_churn_on_their_own_streams)
 	struct churn c[CHURN_THREADS];
 	pthread_t t[CHURN_THREADS];
 	struct xdm_stats st;
+	uint64_t growths, peak = 0;
 
 	for (int i = 0; i < CHURN_THREADS; i++) {
 		c[i] = (struct churn){ .rt = rt, .stream = (xdm_stream_id)i };
@@ -1207,6 +1213,8 @@ START_TEST(threads_churn_on_their_own_streams)
 		ck_assert_msg(c[i].st == XDM_OK, "thread %d after %ld pairs: %s (%s)", i,
 			      c[i].done, xdm_strerror(c[i].st), c[i].msg);
 		ck_assert_int_eq(c[i].done, CHURN_PAIRS);
+		if (c[i].peak > peak)
+			peak = c[i].peak;
 	}
 	xdm_runtime_stats(rt, &st);
 	ck_assert_uint_eq(st.allocs, (uint64_t)CHURN_THREADS * CHURN_PAIRS);
@@ -1218,8 +1226,26 @@ START_TEST(threads_churn_on_their_own_streams)
 	/* Every byte of every chunk is free again, and all of it is the upstream's. */
 	ck_assert_uint_eq(POOL(rt, "free_bytes"), POOL(rt, "reserved"));
 	ck_assert_uint_eq(HOST(rt, "bytes_outstanding"), POOL(rt, "reserved"));
-	ck_assert_uint_ge(POOL(rt, "chunks"), CHURN_THREADS);
-	ck_assert_uint_le(POOL(rt, "chunks"), POOL(rt, "growths"));
+	/*
+	 * How many chunks the threads needed depends on how they interleaved:
+	 * a thread that runs while the others sleep, or after they are done,
+	 * takes the idle chunks they left (a steal) rather than grow, so on a
+	 * loaded machine two chunks can serve all four.  What every schedule
+	 * keeps: nothing was given back (no trim, no max), so every chunk ever
+	 * grown is still held, all of it came from the upstream, and reserved
+	 * never went down; each move queued exactly one event wait; and at any
+	 * moment the blocks a thread held lay in reserved chunks.
+	 */
+	growths = POOL(rt, "growths");
+	ck_assert_uint_ge(growths, 1);
+	ck_assert_uint_eq(POOL(rt, "trimmed"), 0);
+	ck_assert_uint_eq(POOL(rt, "chunks"), growths);
+	ck_assert_uint_eq(HOST(rt, "allocs"), growths);
+	ck_assert_uint_eq(POOL(rt, "reserved_peak"), POOL(rt, "reserved"));
+	ck_assert_uint_eq(st.waits_queued, POOL(rt, "steals"));
+	ck_assert_msg(POOL(rt, "reserved") >= peak,
+		      "reserved %" PRIu64 " is less than the %" PRIu64 " bytes one thread held "
+		      "at once", POOL(rt, "reserved"), peak);
 	printf("churn: %d threads x %d pairs: growths %" PRIu64 ", steals %" PRIu64
 	       ", chunks %" PRIu64 ", reserved %" PRIu64 "\n", CHURN_THREADS, CHURN_PAIRS,
 	       POOL(rt, "growths"), POOL(rt, "steals"), POOL(rt, "chunks"),
@@ -1228,7 +1254,7 @@ START_TEST(threads_churn_on_their_own_streams)
 	ck_assert_uint_eq(POOL(rt, "chunks"), 0);
 	ck_assert_uint_eq(POOL(rt, "reserved"), 0);
 	ck_assert_uint_eq(POOL(rt, "free_bytes"), 0);
-	ck_assert_uint_eq(POOL(rt, "trimmed"), POOL(rt, "growths"));
+	ck_assert_uint_eq(POOL(rt, "trimmed"), growths);
 	sync_all(rt);
 	finish(rt);
 }
@@ -1412,7 +1438,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(errors, bad_attribute_writes_are_invalid_and_change_nothing);
 	tcase_add_test(errors, double_free_is_use_after_free_and_the_pool_is_untouched);
 	tcase_add_test(errors, destroy_with_live_blocks_returns_everything);
-	tcase_set_timeout(threads, 60);
+	tcase_set_timeout(threads, TU_TIMEOUT_S);
 	tcase_add_test(threads, threads_churn_on_their_own_streams);
 	tcase_add_test(threads, threads_churn_while_another_trims);
 	tcase_add_test(threads, max_stored_while_threads_grow);

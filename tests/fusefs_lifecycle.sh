@@ -85,10 +85,15 @@ start() {
 	pids="$pids $bpid"
 }
 
-# wait_for_tree PID: until $D/pid shows PID (10 s at most).
+# Every wait below is for a condition, polled every 0.1 s; the bound (at
+# least 120 s) only turns a hang into a failure.  A loaded machine can keep
+# a starting xdm-bench off the cores for seconds, under ASan longer still.
+patience=1200
+
+# wait_for_tree PID: until $D/pid shows PID.
 wait_for_tree() {
 	i=0
-	while [ "$i" -lt 100 ]; do
+	while [ "$i" -lt "$patience" ]; do
 		if [ "$(cat "$D/pid" 2>/dev/null)" = "$1" ]; then
 			return 0
 		fi
@@ -99,6 +104,20 @@ wait_for_tree() {
 	return 1
 }
 
+# end_hold NAME PID: once the bench has begun its --hold (it says so on
+# stderr), end the hold with SIGTERM, which makes it exit normally.  (A
+# SIGTERM before then ends the bench the default way, mount left behind.)
+end_hold() {
+	i=0
+	until grep -q "holding the runtime" "$tmp/err.$1"; do
+		[ "$i" -lt "$patience" ] || fail "the $1 bench never began its hold"
+		kill -0 "$2" 2>/dev/null || fail "the $1 bench ended before its hold"
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -TERM "$2"
+}
+
 # reap PID: wait for it; its exit status in $rc.
 reap() {
 	wait "$1" 2>/dev/null
@@ -107,7 +126,9 @@ reap() {
 }
 
 # ---- killed: the mount stays, dead ---------------------------------------
-start killed 60
+# The holds are long and ended by a signal: a hold that ran out by itself
+# while this script waited for a core would end the bench too early.
+start killed 3600
 wait_for_tree "$bpid" || fail "the first bench never showed its tree at $D"
 [ "$(mount_type "$D")" = fuse.xdm ] || fail "$D is not a fuse.xdm mount: $(mount_type "$D")"
 [ -f "$D/version" ] || fail "$D/version is missing"
@@ -122,13 +143,14 @@ grep -q "Transport endpoint is not connected" "$tmp/out.stat" ||
 	fail "stat of the dead mount: $(cat "$tmp/out.stat"), not ENOTCONN"
 
 # ---- the next process at the same directory replaces it -------------------
-start second 2
+start second 3600
 second=$bpid
 wait_for_tree "$second" || fail "the second bench never showed its tree over the stale mount"
 [ "$(mount_type "$D")" = fuse.xdm ] || fail "$D is not a fuse.xdm mount under the second bench"
 [ "$(cat "$D/pid")" = "$second" ] || fail "$D/pid is $(cat "$D/pid"), not $second"
 [ -d "$D/0" ] || fail "$D/0 is missing under the second bench"
 [ "$(cat "$D/0/platform")" = host ] || fail "$D/0/platform is not host"
+end_hold second "$second"
 reap "$second"
 [ "$rc" -eq 0 ] || fail "the second bench exited $rc"
 grep -q "the tree is mounted at $D" "$tmp/err.second" ||
@@ -142,19 +164,11 @@ rmdir "$D" || fail "cannot remove $D"
 
 # ---- SIGTERM during --hold: a normal exit, no mount ------------------------
 # The tree is up before the workload runs; the hold, which takes SIGTERM,
-# begins after it: wait for the bench to say so.  (A SIGTERM before then
-# ends the bench the default way, mount left behind, like SIGKILL.)
-start term 60
+# begins after it: end_hold waits for the bench to say so.
+start term 3600
 term=$bpid
 wait_for_tree "$term" || fail "the third bench never showed its tree"
-i=0
-until grep -q "holding the runtime" "$tmp/err.term"; do
-	[ "$i" -lt 300 ] || fail "the third bench never began its hold"
-	kill -0 "$term" 2>/dev/null || fail "the third bench ended before its hold"
-	sleep 0.1
-	i=$((i + 1))
-done
-kill -TERM "$term"
+end_hold term "$term"
 reap "$term"
 [ "$rc" -eq 0 ] || fail "the bench ended by SIGTERM during --hold exited $rc, not 0"
 is_mounted "$D" && fail "a mount is left at $D after SIGTERM ended the hold"
@@ -185,6 +199,8 @@ grep -q "mount" "$tmp/err.empty" && fail "an empty XDM_MOUNT still tried a mount
 # ---- --read-tree: the bench reads its own tree between runs -------------
 # The subject xdm+tree is timed while a thread of the bench walks the whole
 # mount: it must read every file without an error and be compared with xdm.
+# Each timed run of xdm+tree starts once the reader has begun a walk, so
+# there are walks to count however slowly the reader's thread is scheduled.
 "$bench" --platform host --stack "budget key=lifecycle$$ limit=1G | host" -w pair \
 	--sizes 4K -n 200 -r 3 --mount "$D" --read-tree 200 \
 	>"$tmp/out.read" 2>"$tmp/err.read"

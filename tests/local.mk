@@ -20,6 +20,8 @@ tests_check_native_SOURCES = tests/check_native.c
 tests_check_native_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_native_LDADD = libxdm.la $(CHECK_LIBS)
 EXTRA_DIST += tests/data/host.conf tests/lsan.supp tests/tsan.supp
+# Not run by make check: make check itself, repeatedly, under stress-ng.
+EXTRA_DIST += tests/under-load.sh
 
 # The introspection tree through a real FUSE mount (issue 5).  fuse_walk
 # reads a mounted tree from another process (check_fusefs spawns it; it

@@ -32,6 +32,29 @@ static inline char *tu_write_temp(const char *text)
 	return path;
 }
 
+/*
+ * How long a bounded wait gives a correct implementation before the test
+ * calls it a hang.  Only a bug runs it out, so it is generous: on a loaded
+ * CI machine, under a sanitizer, a runnable thread can wait seconds for a
+ * core.  It stays below check's per-test timeout (TU_TIMEOUT_S, and
+ * CK_DEFAULT_TIMEOUT=300 under make check), so that such a test fails with
+ * its own message.
+ */
+#define TU_PATIENCE_MS 120000
+
+/*
+ * check's per-test timeout for a test case that sets one: a hang catcher,
+ * never a speed limit.  Under make check every other case gets
+ * CK_DEFAULT_TIMEOUT (300 s, from AM_TESTS_ENVIRONMENT).  Loaded 2-core CI
+ * machines and the sanitizer build have run single tests for a minute.
+ */
+#define TU_TIMEOUT_S 300
+
+/*
+ * A pause.  Never the way a test learns that something happened (wait on
+ * a condition for that); only a window that lets a missing wait show, with
+ * an assertion that holds however long the pause really was.
+ */
 static inline void tu_sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

@@ -9,7 +9,10 @@
  * mount, as a person or a monitor would.  Its runs interleave with the quiet
  * runs of "xdm", so the ratio of the two is the cost of being read, free of
  * the run-to-run drift that separate processes would add.  Pausing waits
- * for a walk in progress to end: a quiet run is really quiet.
+ * for a walk in progress to end: a quiet run is really quiet.  Starting
+ * waits for the reader to begin a walk: a run of "xdm+tree" is timed only
+ * once it is really read, even where the reader's thread is slow to get a
+ * core, so every run overlaps at least one walk.
  */
 #include "config.h"
 
@@ -35,6 +38,7 @@ struct bench_tree_reader {
 	char root[PATH_MAX];
 	uint64_t interval_ns;
 	uint64_t walks, files, errors, active_ns, since_ns;
+	uint64_t activations, walked;	/* walked: the last activation a walk began in */
 };
 
 static uint64_t to_ns(const struct timespec *t)
@@ -107,6 +111,8 @@ static void *reader_main(void *arg)
 			continue;
 		}
 		r->walking = true;
+		r->walked = r->activations;
+		pthread_cond_broadcast(&r->cond);
 		pthread_mutex_unlock(&r->lock);
 		walk(r, r->root);
 		pthread_mutex_lock(&r->lock);
@@ -121,7 +127,8 @@ static void *reader_main(void *arg)
 			at = to_ns(&now);
 		next.tv_sec = (time_t)(at / 1000000000u);
 		next.tv_nsec = (long)(at % 1000000000u);
-		while (r->active && !r->quit &&
+		/* A new activation (paused and started again) walks at once. */
+		while (r->active && !r->quit && r->walked == r->activations &&
 		       pthread_cond_timedwait(&r->cond, &r->lock, &next) != ETIMEDOUT)
 			;
 	}
@@ -166,16 +173,23 @@ void bench_tree_reader_set(struct bench_ctx *ctx, bool active)
 
 	if (!r)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
 	pthread_mutex_lock(&r->lock);
-	if (active && !r->active)
+	if (active && !r->active) {
+		r->activations++;
+		r->active = true;
+		pthread_cond_broadcast(&r->cond);
+		while (r->walked != r->activations)
+			pthread_cond_wait(&r->cond, &r->lock);
+		clock_gettime(CLOCK_MONOTONIC, &now);
 		r->since_ns = to_ns(&now);
-	else if (!active && r->active)
+	} else if (!active && r->active) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
 		r->active_ns += to_ns(&now) - r->since_ns;
-	r->active = active;
-	pthread_cond_broadcast(&r->cond);
-	while (!active && r->walking)
-		pthread_cond_wait(&r->cond, &r->lock);
+		r->active = false;
+		pthread_cond_broadcast(&r->cond);
+		while (r->walking)
+			pthread_cond_wait(&r->cond, &r->lock);
+	}
 	pthread_mutex_unlock(&r->lock);
 }
 

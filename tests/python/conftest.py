@@ -61,6 +61,6 @@ def run_python(code, env=None):
     full_env = dict(os.environ)
     full_env.update(env or {})
     proc = subprocess.run([sys.executable, "-c", code], env=full_env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, "child failed (%d):\n%s" % (proc.returncode, proc.stderr)
     return proc.stdout

@@ -128,17 +128,28 @@ struct reuse {
  * normally answers with A's address; stream 0 fills B with Q at once.  With
  * the write declared (tracked), the free waits for it and so does B's fill:
  * B holds Q.  Without, the late write lands in B.
+ *
+ * Untracked (the control), stream 1 also stands at a gate until B's fill
+ * has run, so the write lands in B whenever B has A's address, however
+ * long the host thread is kept off its core between the launches: the spin
+ * alone would leave that to timing.  Tracked, a gate could not open before
+ * B's fill runs (the fill waits for the write); the spin makes a missing
+ * wait likely to show, and a correct order never fails.
  */
 static struct reuse free_after_write(struct xdm_runtime *rt, bool tracked)
 {
 	struct xdm_block a, b;
 	struct xdm_block_id id;
+	struct tu_gate gate;
 	struct reuse r;
 
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "a", &a));
 	id = xdm_block_id_of(&a);
+	tu_gate_init(&gate);
 	if (tracked)
 		TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_WRITE));
+	else
+		tu_gate_hold(rt, 1, &gate);
 	CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&a), BLOCK, P, SPIN));
 	if (tracked)
 		TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_WRITE));
@@ -146,7 +157,13 @@ static struct reuse free_after_write(struct xdm_runtime *rt, bool tracked)
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "b", &b));
 	r.reused = b.ptr == id.ptr;
 	CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&b), BLOCK, Q));
+	if (!tracked) {
+		TU_OK(xdm_stream_synchronize(rt, 0));
+		tu_gate_open(&gate);
+	}
 	ct_sync_all(rt);
+	pthread_cond_destroy(&gate.cond);
+	pthread_mutex_destroy(&gate.lock);
 	r.stale = count_bytes(&b, BLOCK, P);
 	r.wrong = BLOCK - count_bytes(&b, BLOCK, Q);
 	TU_OK(xdm_deallocate(rt, &b));

@@ -139,6 +139,7 @@ END_TEST
 static size_t side_stream_free(bool name_side)
 {
 	struct xdm_runtime *rt = runtime("pool | cuda_async");
+	struct tu_gate gate;
 	CUstream side;
 	xdm_stream_id id;
 	void *a, *b;
@@ -149,12 +150,23 @@ static size_t side_stream_free(bool name_side)
 	ck_assert_uint_ge(id, 16);			/* imported, not an owned stream */
 	TU_OK(xdm_native_allocate(rt, BLOCK, NULL, "side", &a));
 	CU_OK(ct_drv.cuStreamSynchronize(CU_STREAM_LEGACY));
+	/* The control holds the slow write at a gate until Q has been
+	 * written, so that it lands late however the host is scheduled. */
+	tu_gate_init(&gate);
+	if (!name_side)
+		tu_gate_hold(rt, id, &gate);
 	CU_OK(ct_spin_fill(side, (CUdeviceptr)a, BLOCK, P, SPIN));
 	TU_OK(xdm_native_free(rt, a, name_side ? (void *)side : NULL));
 	TU_OK(xdm_native_allocate(rt, BLOCK, NULL, "next", &b));
 	ck_assert_ptr_eq(b, a);
 	CU_OK(ct_fill(CU_STREAM_LEGACY, (CUdeviceptr)b, BLOCK, Q));
+	if (!name_side) {
+		CU_OK(ct_drv.cuStreamSynchronize(CU_STREAM_LEGACY));
+		tu_gate_open(&gate);
+	}
 	CU_OK(ct_drv.cuCtxSynchronize());
+	pthread_cond_destroy(&gate.cond);
+	pthread_mutex_destroy(&gate.lock);
 	q = ct_count_bytes((CUdeviceptr)b, BLOCK, Q);
 	TU_OK(xdm_native_free(rt, b, NULL));
 	finish_runtime(rt);

@@ -146,12 +146,18 @@ static size_t free_after_write(struct xdm_runtime *rt, bool tracked, size_t *sta
 {
 	struct xdm_block a, b;
 	struct xdm_block_id id;
+	struct tu_gate gate;
 	size_t wrong;
 
 	TU_OK(xdm_allocate(rt, BLOCK, 0, "a", &a));
 	id = xdm_block_id_of(&a);
+	tu_gate_init(&gate);
+	/* The control holds the write at a gate until B's fill has run, so
+	 * that it lands in B however the host thread is scheduled. */
 	if (tracked)
 		TU_OK(xdm_prepare_block_use(rt, id, 1, XDM_ACCESS_WRITE));
+	else
+		tu_gate_hold(rt, 1, &gate);
 	CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&a), BLOCK, P, SPIN));
 	if (tracked)
 		TU_OK(xdm_finish_block_use(rt, id, 1, XDM_ACCESS_WRITE));
@@ -160,7 +166,13 @@ static size_t free_after_write(struct xdm_runtime *rt, bool tracked, size_t *sta
 	/* The pool reuses at once, on the same stream: always the same address. */
 	ck_assert_uint_eq(b.ptr, id.ptr);
 	CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&b), BLOCK, Q));
+	if (!tracked) {
+		TU_OK(xdm_stream_synchronize(rt, 0));
+		tu_gate_open(&gate);
+	}
 	ct_sync_all(rt);
+	pthread_cond_destroy(&gate.cond);
+	pthread_mutex_destroy(&gate.lock);
 	*stale = ct_count_bytes(ct_dev(&b), BLOCK, P);
 	wrong = BLOCK - ct_count_bytes(ct_dev(&b), BLOCK, Q);
 	TU_OK(xdm_deallocate(rt, &b));
@@ -263,12 +275,20 @@ END_TEST
 START_TEST(control_unordered_fill_is_overwritten_by_the_late_kernel)
 {
 	struct xdm_runtime *rt = runtime("chunk=1M", "cuda_async");
+	struct tu_gate gate;
 	struct xdm_block a;
 
 	TU_OK(xdm_allocate(rt, BLOCK, 1, "a", &a));
+	/* The kernel waits at a gate until the fill has run: late for sure. */
+	tu_gate_init(&gate);
+	tu_gate_hold(rt, 1, &gate);
 	CU_OK(ct_spin_fill(ct_stream(rt, 1), ct_dev(&a), BLOCK, P, SPIN));
 	CU_OK(ct_fill(ct_stream(rt, 2), ct_dev(&a), BLOCK, Q));
+	TU_OK(xdm_stream_synchronize(rt, 2));
+	tu_gate_open(&gate);
 	ct_sync_all(rt);
+	pthread_cond_destroy(&gate.cond);
+	pthread_mutex_destroy(&gate.lock);
 	ck_assert_msg(ct_count_bytes(ct_dev(&a), BLOCK, P) > 0,
 		      "the spinning kernel did not land after an unordered fill: the moved-chunk "
 		      "test is not sensitive");

@@ -29,20 +29,27 @@ run_suite() {
 	make -C "$dir" -j"$jobs" check || show_logs "$dir"
 }
 
+# Each stage says how long it took, so that CI's time is known by stage.
+stage_name="autoreconf" stage_start=$(date +%s)
+stage() {
+	echo "ci: stage '$stage_name' took $(($(date +%s) - stage_start)) s"
+	stage_name=$1 stage_start=$(date +%s)
+	echo "== $1"
+}
 autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
-echo "== build with -Werror and make check"
+stage "build with -Werror and make check"
 run_suite build/ci-plain
-echo "== ASan + UBSan build and make check"
+stage "ASan + UBSan build and make check"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	run_suite build/ci-sanitizers --enable-sanitizers
-echo "== ThreadSanitizer build and make check"
+stage "ThreadSanitizer build and make check"
 # TSAN_OPTIONS (tests/tsan.supp, halt_on_error) come from the build.
 run_suite build/ci-tsan --enable-tsan
 # The libFuzzer targets (tests/fuzz), briefly, in a clang build of their own;
 # skipped where no clang with libFuzzer is installed.  Its failures count in
 # the closing line and fail the job, after the other stages have run.
 fuzz_secs=${XDM_CI_FUZZ_SECONDS:-20}
-echo "== libFuzzer targets, ${fuzz_secs} s each"
+stage "libFuzzer targets, ${fuzz_secs} s each"
 rm -rf build/ci-fuzz
 XDM_FUZZ_BUILD="$top/build/ci-fuzz" FUZZ_JOBS=$jobs sh tests/fuzz/run.sh "$fuzz_secs" \
 	>build/ci-fuzz.out 2>&1 || true
@@ -55,10 +62,11 @@ elif grep -q '^fuzz: SKIP' build/ci-fuzz.out; then
 else
 	fuzz_passed=0 fuzz_failed=1	# it did not get as far as running them
 fi
-echo "== make distcheck"
+stage "make distcheck"
 make -C build/ci-plain -j"$jobs" distcheck >build/ci-plain/distcheck.out 2>&1 ||
 	{ tail -60 build/ci-plain/distcheck.out; exit 1; }
 grep -E 'archives ready|is ready for distribution' build/ci-plain/distcheck.out || true
+stage "summary"
 # One closing line for machines: check test cases (plus the script tests)
 # of the three suites, as counted by their own logs, and one per fuzz target.
 summary() {

@@ -232,22 +232,6 @@ static int list_names(const char *path, struct names *out)
 
 /* ---- mounts ----------------------------------------------------------- */
 
-/* Undo mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-	char *out = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] && s[3]) {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*out++ = *s;
-		}
-	}
-	*out = '\0';
-}
-
 /*
  * Call fn for each mount of this process's namespace: its mount point and
  * its type.  fn returns true to stop.
@@ -267,7 +251,7 @@ static bool each_mount(bool (*fn)(const char *point, const char *type, void *arg
 		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
 		    sscanf(dash + 3, "%127s", type) != 1)
 			continue;
-		unescape(point);
+		tu_mountinfo_unescape(point);
 		stopped = fn(point, type, arg);
 	}
 	fclose(f);

@@ -980,22 +980,6 @@ static const char *private_fuse(char *why, size_t len)
 	return NULL;
 }
 
-/* Undo mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-	char *out = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] && s[3]) {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*out++ = *s;
-		}
-	}
-	*out = '\0';
-}
-
 struct mount_info {
 	int id;
 	char type[64];
@@ -1019,7 +1003,7 @@ static bool mount_info_at(const char *dir, struct mount_info *mi)
 		if (!dash || sscanf(line, "%d %*s %*s %*s %4095s", &id, point) != 2 ||
 		    sscanf(dash + 3, "%63s %255s %511s", type, src, opts) != 3)
 			continue;
-		unescape(point);
+		tu_mountinfo_unescape(point);
 		if (strcmp(point, dir) != 0)
 			continue;
 		mi->id = id;

@@ -177,6 +177,22 @@ static inline void tu_gate_open(struct tu_gate *g)
 	pthread_mutex_unlock(&g->lock);
 }
 
+/* Undo /proc/self/mountinfo's octal escapes (\040 for a space) in place. */
+static inline void tu_mountinfo_unescape(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] && s[3]) {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
 static inline int tu_run_suite(Suite *s)
 {
 	SRunner *sr = srunner_create(s);

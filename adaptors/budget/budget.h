@@ -112,9 +112,10 @@ int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state);
 uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigned int *dead);
 /*
  * Empty a slot into the shared usage, bracketed as a change (shared.h);
- * first names the BEGUN step of the caller's three fault steps.
+ * first names the BEGUN step of the caller's three fault steps.  Returns
+ * the bytes given back.
  */
-void budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budget_step first);
+uint64_t budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budget_step first);
 /* How long a reclaim looks for a quiet moment before it leaves a dead slot
  * to the next scan: it holds the lock meanwhile. */
 #define BUDGET_SETTLE_NS 2000000ull

@@ -106,7 +106,7 @@ void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n)
 		;
 }
 
-void budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budget_step first)
+uint64_t budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budget_step first)
 {
 	uint64_t n;
 
@@ -117,6 +117,7 @@ void budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budg
 	budget_sub_clamped(&s->used, n);
 	BUDGET_STEP(first + 2);
 	budget_slot_end(slot);
+	return n;
 }
 
 static void slot_free(struct budget_slot *slot)
@@ -212,7 +213,6 @@ uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigne
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
 		struct budget_slot *slot = &s->slots[i];
 		pid_t pid = atomic_load_explicit(&slot->pid, memory_order_acquire);
-		uint64_t n;
 
 		alive[i] = pid && budget_slot_alive(pid, slot->start_time);
 		if (!pid)
@@ -231,10 +231,8 @@ uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigne
 		 * that dies half way leaves a slot inside a change, which
 		 * the next one settles.
 		 */
-		n = atomic_load_explicit(&slot->used, memory_order_relaxed);
-		budget_slot_empty(s, slot, BUDGET_STEP_RECLAIM_BEGUN);
+		total += budget_slot_empty(s, slot, BUDGET_STEP_RECLAIM_BEGUN);
 		slot_free(slot);
-		total += n;
 		ndead++;
 	}
 	if (inside) {

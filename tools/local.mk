@@ -38,3 +38,27 @@ tools_xdm_bench_LDADD = libxdm.la -lm
 dist_man_MANS += man/xdm-bench.1
 TESTS += tests/bench_smoke.sh
 EXTRA_DIST += tests/bench_smoke.sh
+
+# xdmctl: every xdm process of the machine, from outside (man/xdmctl.1).
+# It links no module: the budget's lock and liveness test are compiled in
+# from the adaptor's own sources, so that it agrees with a reclaimer on
+# who is dead and takes the segment's lock the way the adaptor does.
+bin_PROGRAMS += tools/xdmctl
+tools_xdmctl_SOURCES = \
+	tools/xdmctl.h \
+	tools/xdmctl_main.c \
+	tools/xdmctl_json.c \
+	tools/xdmctl_segments.h \
+	tools/xdmctl_segments.c \
+	tools/xdmctl_mounts.c \
+	tools/xdmctl_ps.c \
+	tools/xdmctl_budget.c \
+	tools/xdmctl_top.c \
+	tools/xdmctl_timeline.c \
+	tools/xdmctl_snapshot.c \
+	adaptors/budget/liveness.c \
+	adaptors/budget/lock.c
+# A flag of its own gives xdmctl its own objects of the adaptor's files.
+tools_xdmctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/adaptors/budget
+tools_xdmctl_LDADD = libxdm.la -lrt -lm
+dist_man_MANS += man/xdmctl.1

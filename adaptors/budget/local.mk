@@ -7,6 +7,8 @@ adaptors_budget_la_SOURCES = \
 	adaptors/budget/module.c \
 	adaptors/budget/segment.c \
 	adaptors/budget/reclaim.c \
+	adaptors/budget/liveness.c \
+	adaptors/budget/lock.c \
 	adaptors/budget/credit.c \
 	adaptors/budget/validate.c \
 	adaptors/budget/attrs.c

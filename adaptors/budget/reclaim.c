@@ -1,13 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * reclaim.c - telling live processes from dead ones, and giving back what
- * the dead ones held.
- *
- * A process is named by its pid and its start time (field 22 of
- * /proc/<pid>/stat, in clock ticks since boot).  The pair survives pid
- * reuse: a new process that gets a dead one's pid has a later start time.
- * A zombie is dead too: a process killed with -9 whose parent has not yet
- * waited for it has already given its memory back to the system.
+ * reclaim.c - giving back what dead processes held (liveness.c tells them
+ * from live ones).
  *
  * A process may die anywhere, also between the two atomics of a change of
  * its share (its slot and the shared usage).  shared.h's begun and done
@@ -29,73 +23,6 @@
 #include <unistd.h>
 
 #include "budget.h"
-
-int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state)
-{
-	char path[64], buf[1024];
-	unsigned long long start;
-	const char *p;
-	ssize_t n;
-	int fd, field;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return n < 0 ? -errno : -ENOENT;
-	buf[n] = '\0';
-
-	/* The command name (field 2) may hold blanks and parentheses: the
-	 * fields are counted from the last ')'. */
-	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ')
-		return -EINVAL;
-	p += 2;
-	if (state)
-		*state = *p;
-	for (field = 3; field < 22; field++) {
-		p = strchr(p, ' ');
-		if (!p)
-			return -EINVAL;
-		p++;
-	}
-	if (sscanf(p, "%llu", &start) != 1)
-		return -EINVAL;
-	*start_time = start;
-	return 0;
-}
-
-bool budget_slot_alive(pid_t pid, uint64_t start_time)
-{
-	uint64_t now_start;
-	char state = '?';
-
-	/*
-	 * ESRCH: gone.  EPERM: the pid is another user's process now.  Every
-	 * holder has the segment owner's uid (join refuses anyone else) and
-	 * so can be signalled by us; a pid we may not signal was reused,
-	 * which the start time alone misses when it happens within the
-	 * dead process's clock tick.
-	 */
-	if (kill(pid, 0) != 0 && (errno == ESRCH || errno == EPERM))
-		return false;
-	if (budget_proc_identity(pid, &now_start, &state) != 0)
-		return false;
-	if (state == 'Z' || state == 'X')
-		return false;
-	return now_start == start_time;
-}
-
-uint64_t budget_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n)
 {
@@ -250,46 +177,4 @@ uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigne
 	if (dead)
 		*dead = ndead;
 	return total;
-}
-
-int budget_lock(struct budget_shm *s)
-{
-	uint64_t start = budget_now_ns();
-	long pause_us = 10;
-	int err;
-
-	/*
-	 * Bounded: a holder that never lets go must not hang every caller.
-	 * Polled with trylock rather than waited for with timedlock: the lock
-	 * is never taken on the allocation path but by a refusal, and
-	 * ThreadSanitizer follows trylock through a holder's death
-	 * (EOWNERDEAD) where it loses track of a timedlock.
-	 */
-	while ((err = pthread_mutex_trylock(&s->lock)) == EBUSY) {
-		struct timespec pause = { 0, pause_us * 1000 };
-
-		if (budget_now_ns() - start >= BUDGET_LOCK_WAIT_S * 1000000000ull)
-			return ETIMEDOUT;
-		nanosleep(&pause, NULL);
-		if (pause_us < 1000)
-			pause_us *= 2;
-	}
-
-	/*
-	 * The holder died inside.  Every change made under the lock is
-	 * ordered so that any prefix of it leaves the slots valid (see
-	 * budget_reclaim_locked and the attach), so the state is usable as
-	 * it is once the mutex is marked consistent.
-	 */
-	if (err == EOWNERDEAD) {
-		err = pthread_mutex_consistent(&s->lock);
-		if (err)
-			pthread_mutex_unlock(&s->lock);
-	}
-	return err;
-}
-
-void budget_unlock(struct budget_shm *s)
-{
-	pthread_mutex_unlock(&s->lock);
 }

@@ -114,6 +114,7 @@ static enum xdm_status create_segment(struct budget *b, int fd, struct budget_sh
 	s->version = BUDGET_LAYOUT_VERSION;
 	s->nslots = BUDGET_SLOTS;
 	s->size = sizeof(*s);
+	s->device_total = b->device_total;
 	budget_set_limit_locked(s, b->configured_limit);	/* nobody else can see it yet */
 	atomic_store_explicit(&s->magic, BUDGET_MAGIC, memory_order_release);
 	*out = s;

@@ -35,8 +35,9 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 /* "xdmbudg1": written last by the creator, once everything else is set. */
 #define BUDGET_MAGIC 0x78646d6275646731ull
 /* 2: a slot counts the changes its process begins and ends (begun, done),
- * the limit has its check word. */
-#define BUDGET_LAYOUT_VERSION 2u
+ * the limit has its check word.  3: the header has the device's memory,
+ * so that a limit given in % can be set from outside (xdmctl(1)). */
+#define BUDGET_LAYOUT_VERSION 3u
 #define BUDGET_SLOTS 256u
 
 /*
@@ -73,6 +74,8 @@ struct budget_shm {
 	pthread_mutex_t lock;		/* robust, process-shared */
 	_Atomic uint64_t scans;		/* reclaim scans ever started */
 	_Atomic uint64_t last_scan_ns;	/* CLOCK_MONOTONIC start of the latest */
+	uint64_t device_total;		/* bytes of the device's memory, by the creator:
+					 * the base of a limit given in % */
 
 	/* The allocation path's one shared cache line. */
 	alignas(64) _Atomic uint64_t used;

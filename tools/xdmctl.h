@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xdmctl.h - what the commands of xdmctl share: the exit codes, the
+ * options every command takes, and one function per command.
+ *
+ * xdmctl reads what xdm processes publish for anyone of their user to see:
+ * the budget segments in /dev/shm (shared.h), the trees they mount
+ * (xdm-fs(7)) and the CSV logs of the logging adaptor (xdm-logging(7)).
+ * It never loads a module and never builds a runtime: it looks at xdm from
+ * outside, as a person with cat(1) would, only faster.
+ */
+#ifndef XDM_TOOLS_XDMCTL_H
+#define XDM_TOOLS_XDMCTL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* xdmctl(1), EXIT STATUS. */
+enum xdmctl_exit {
+	XDMCTL_EXIT_OK = 0,
+	XDMCTL_EXIT_FAIL = 1,	/* what was asked could not be done */
+	XDMCTL_EXIT_USAGE = 2,	/* a bad command line or a bad input file */
+	XDMCTL_EXIT_NONE = 3,	/* nothing to show: no such device or budget */
+};
+
+/* Options taken before the command as well as after it. */
+struct xdmctl_ctx {
+	bool json;		/* --json: one JSON document on standard output */
+	const char *shm_dir;	/* where the segments are: /dev/shm, or $XDMCTL_SHM_DIR */
+};
+
+/* One command: argv[0] is its name; returns an enum xdmctl_exit. */
+typedef int (*xdmctl_command_fn)(struct xdmctl_ctx *ctx, int argc, char **argv);
+
+int xdmctl_ps(struct xdmctl_ctx *ctx, int argc, char **argv);
+int xdmctl_budget(struct xdmctl_ctx *ctx, int argc, char **argv);
+int xdmctl_top(struct xdmctl_ctx *ctx, int argc, char **argv);
+int xdmctl_timeline(struct xdmctl_ctx *ctx, int argc, char **argv);
+int xdmctl_snapshot(struct xdmctl_ctx *ctx, int argc, char **argv);
+
+/* "xdmctl CMD: " and the sentence, on standard error; returns code. */
+int xdmctl_fail(int code, const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* xdmctl_json.c: a JSON string (quotes and escapes included) on f. */
+void xdmctl_json_string(FILE *f, const char *s);
+
+#endif /* XDM_TOOLS_XDMCTL_H */

@@ -1,0 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* xdmctl_mounts.c - placeholder. */
+#include "config.h"
+
+#include "xdmctl.h"

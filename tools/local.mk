@@ -48,6 +48,7 @@ tools_xdmctl_SOURCES = \
 	tools/xdmctl.h \
 	tools/xdmctl_main.c \
 	tools/xdmctl_json.c \
+	tools/xdmctl_units.c \
 	tools/xdmctl_segments.h \
 	tools/xdmctl_segments.c \
 	tools/xdmctl_mounts.c \

@@ -13,6 +13,7 @@
 #define XDM_TOOLS_XDMCTL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 /* xdmctl(1), EXIT STATUS. */
@@ -41,6 +42,10 @@ int xdmctl_snapshot(struct xdmctl_ctx *ctx, int argc, char **argv);
 /* "xdmctl CMD: " and the sentence, on standard error; returns code. */
 int xdmctl_fail(int code, const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* xdmctl_units.c: bytes as "344.4 MiB" (binary units, one decimal; "512 B"
+ * below 1 KiB), into buf, which it returns. */
+const char *xdmctl_human(unsigned long long bytes, char *buf, size_t len);
 
 /* xdmctl_json.c: a JSON string (quotes and escapes included) on f. */
 void xdmctl_json_string(FILE *f, const char *s);

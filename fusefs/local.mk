@@ -8,6 +8,8 @@ fusefs_fusefs_la_SOURCES = \
 	fusefs/fusefs.h \
 	fusefs/server.c \
 	fusefs/ops.c \
+	fusefs/mountinfo.h \
+	fusefs/mountinfo.c \
 	fusefs/stale.c
 fusefs_fusefs_la_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS)
 fusefs_fusefs_la_LDFLAGS = $(module_link_flags)

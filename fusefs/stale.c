@@ -27,23 +27,27 @@
 #include <time.h>
 
 #include "fusefs/fusefs.h"
+#include "fusefs/mountinfo.h"
 
 extern char **environ;
 
-/* Undo mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-	char *out = s;
+struct type_at {
+	const char *dir;
+	char *type;
+	size_t len;
+	bool found;
+};
 
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] && s[3]) {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*out++ = *s;
-		}
+/* Later lines are mounted over earlier ones: keep the last match. */
+static int match_type(const char *point, const char *type, void *arg)
+{
+	struct type_at *t = arg;
+
+	if (strcmp(point, t->dir) == 0) {
+		snprintf(t->type, t->len, "%s", type);
+		t->found = true;
 	}
-	*out = '\0';
+	return 0;
 }
 
 /*
@@ -52,28 +56,9 @@ static void unescape(char *s)
  */
 static bool mount_type_at(const char *dir, char *type, size_t len)
 {
-	char line[4096], point[PATH_MAX], t[64];
-	bool found = false;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
+	struct type_at t = { dir, type, len, false };
 
-	if (!f)
-		return false;
-	/* Later lines are mounted over earlier ones: keep the last match. */
-	while (fgets(line, sizeof(line), f)) {
-		/* id parent major:minor root POINT options... - TYPE source ... */
-		const char *dash = strstr(line, " - ");
-
-		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
-		    sscanf(dash + 3, "%63s", t) != 1)
-			continue;
-		unescape(point);
-		if (strcmp(point, dir) == 0) {
-			snprintf(type, len, "%s", t);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
+	return fusefs_mountinfo_each(match_type, &t) == 0 && t.found;
 }
 
 /* A stat of a mount point, from a thread that may be left behind. */

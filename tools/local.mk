@@ -52,13 +52,16 @@ tools_xdmctl_SOURCES = \
 	tools/xdmctl_segments.h \
 	tools/xdmctl_segments.c \
 	tools/xdmctl_mounts.c \
+	tools/xdmctl_show.c \
 	tools/xdmctl_ps.c \
 	tools/xdmctl_budget.c \
 	tools/xdmctl_top.c \
 	tools/xdmctl_timeline.c \
 	tools/xdmctl_snapshot.c \
 	adaptors/budget/liveness.c \
-	adaptors/budget/lock.c
+	adaptors/budget/lock.c \
+	fusefs/mountinfo.h \
+	fusefs/mountinfo.c
 # A flag of its own gives xdmctl its own objects of the adaptor's files.
 tools_xdmctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/adaptors/budget
 tools_xdmctl_LDADD = libxdm.la -lrt -lm

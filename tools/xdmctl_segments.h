@@ -62,6 +62,10 @@ struct xdmctl_segment *xdmctl_segment_find(struct xdmctl_segment *segs, size_t n
 
 const char *xdmctl_proc_state_name(enum xdmctl_proc_state state);
 
+/* xdmctl_show.c: a budget's summary line(s), and a budget as a JSON object. */
+void xdmctl_segment_text(FILE *f, const struct xdmctl_segment *seg);
+void xdmctl_segment_json(FILE *f, const struct xdmctl_segment *seg, bool with_procs);
+
 /* ---- xdmctl_mounts.c ---------------------------------------------------- */
 
 #define XDMCTL_RUNTIMES_MAX 32

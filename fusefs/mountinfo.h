@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mountinfo.h - the mounts of this mount namespace, from
+ * /proc/self/mountinfo.  Used by the server (stale.c) and by xdmctl(1),
+ * which links mountinfo.c too: neither ever enters a mount to list it.
+ */
+#ifndef XDM_FUSEFS_MOUNTINFO_H
+#define XDM_FUSEFS_MOUNTINFO_H
+
+/*
+ * Calls fn with every mount's point (unescaped: \040 is a space again) and
+ * type, in the file's order: later mounts lie over earlier ones.  fn
+ * returns 0 to go on, anything else to stop, which is returned.  -errno if
+ * the file cannot be read.
+ */
+int fusefs_mountinfo_each(int (*fn)(const char *point, const char *type, void *arg), void *arg);
+
+#endif /* XDM_FUSEFS_MOUNTINFO_H */

@@ -2,13 +2,14 @@
 # Install what building and testing xdm needs on Debian 12 (bookworm).
 # Runs apt-get as root, or through sudo when run by another user.  clang and
 # libclang-rt-14-dev (libFuzzer's runtime, libclang_rt.fuzzer) are for the
-# fuzz targets of tests/fuzz only.
+# fuzz targets of tests/fuzz only; tmux drives xdmctl top in a real terminal
+# (tests/xdmctl_top.sh).
 set -eu
 # libtsan2: ThreadSanitizer's runtime for --enable-tsan (GCC 12 pulls it in
 # already; named because tests/ci.sh's TSan stage needs it).
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev
       libfuse3-dev fuse3 python3 python3-pytest libtsan2
-      clang libclang-rt-14-dev"
+      clang libclang-rt-14-dev tmux"
 as_root=""
 [ "$(id -u)" -eq 0 ] || as_root="sudo"
 export DEBIAN_FRONTEND=noninteractive

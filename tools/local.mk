@@ -66,3 +66,6 @@ tools_xdmctl_SOURCES = \
 tools_xdmctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/adaptors/budget
 tools_xdmctl_LDADD = libxdm.la -lrt -lm
 dist_man_MANS += man/xdmctl.1
+# ps and budget against live processes; top in a real terminal (tmux).
+TESTS += tests/xdmctl_ps.sh tests/xdmctl_top.sh
+EXTRA_DIST += tests/xdmctl_ps.sh tests/xdmctl_top.sh

@@ -78,3 +78,7 @@ installcheck-local:
 	else \
 	  echo "PASS: tests/out-of-tree.sh"; \
 	fi
+
+# xdmctl on a GPU with real processes (a PyTorch server and training run,
+# an xdm-bench): what the note of the xdmctl work shows.
+EXTRA_DIST += examples/xdmctl_gpu_demo.sh

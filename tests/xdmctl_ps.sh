@@ -181,6 +181,28 @@ assert s == {'key': '$key', 'limit_before': 32 * 2**20, 'limit': b['limit']}, s
 "$ctl" budget "$key" --set max >/dev/null 2>&1 || fail "--set max exited $?"
 check "--set max" "assert b['limit'] == 2**64 - 1, b['limit']"
 "$ctl" budget "$key" --set 64M >/dev/null 2>&1 || fail "--set 64M exited $?"
+# A check word that garbage overwrote: --set refuses to mend the segment.
+# The word is found by its value (~limit), not by an offset.
+flip() {
+	python3 - "/dev/shm/xdm-budget-$key" <<'PY' || fail "cannot find the check word"
+import mmap, struct, sys
+with open(sys.argv[1], "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+    word = struct.pack("<Q", ~(64 << 20) & (2**64 - 1))
+    at = m.find(word)
+    if at < 0:
+        word = struct.pack("<Q", ~(64 << 20) & (2**64 - 1) ^ 1)
+        at = m.find(word)
+    assert at >= 0 and m.find(word, at + 1) < 0
+    m[at:at + 8] = struct.pack("<Q", struct.unpack("<Q", word)[0] ^ 1)
+PY
+}
+flip
+"$ctl" budget "$key" --set 16M >/dev/null 2>"$tmp/corrupt.err"
+[ $? -eq 1 ] || fail "--set on a segment with a bad check word does not exit 1"
+grep -q "does not match its check word" "$tmp/corrupt.err" || fail "$(cat "$tmp/corrupt.err")"
+check "a corrupt segment is not changed" "assert b['limit'] == 64 * 2**20, b['limit']"
+flip
+"$ctl" budget "$key" --set 64M >/dev/null 2>&1 || fail "--set after the repair exited $?"
 
 # ---- a stopped worker, a killed one --------------------------------------
 kill -STOP "$a"

@@ -138,6 +138,15 @@ static int set_limit(struct xdmctl_ctx *ctx, struct xdmctl_segment *seg, const c
 				   err == ETIMEDOUT ? "a process holding it is stopped" : strerror(err));
 	}
 	before = atomic_load_explicit(&s->limit, memory_order_relaxed);
+	/* A segment an attach would refuse is not mended behind its back. */
+	if (atomic_load_explicit(&s->limit_check, memory_order_relaxed) != ~before) {
+		budget_unlock(s);
+		munmap(s, sizeof(*s));
+		return xdmctl_fail(XDMCTL_EXIT_FAIL, "budget",
+				   "the limit of /%s does not match its check word: the segment is "
+				   "corrupt (xdm-budget(7), THE SEGMENT); the limit is unchanged",
+				   seg->name);
+	}
 	budget_set_limit_locked(s, limit);
 	budget_unlock(s);
 	munmap(s, sizeof(*s));

@@ -1,4 +1,6 @@
 # tools/: command-line programs.  xdm-bench uses only the public API.
+# logcsv.[ch], the reader of the logging adaptor's CSV, is compiled into
+# both programs: xdm-bench replays a log, xdmctl draws one.
 bin_PROGRAMS += tools/xdm-bench
 tools_xdm_bench_SOURCES = \
 	tools/bench.h \
@@ -14,6 +16,8 @@ tools_xdm_bench_SOURCES = \
 	tools/bench_cross.c \
 	tools/bench_replay.c \
 	tools/bench_replay_csv.c \
+	tools/logcsv.h \
+	tools/logcsv.c \
 	tools/bench_reserved.c \
 	tools/bench_stats.c \
 	tools/bench_report.c
@@ -56,6 +60,8 @@ tools_xdmctl_SOURCES = \
 	tools/xdmctl_top.c \
 	tools/xdmctl_timeline.c \
 	tools/xdmctl_snapshot.c \
+	tools/logcsv.h \
+	tools/logcsv.c \
 	adaptors/budget/liveness.c \
 	adaptors/budget/lock.c
 # A flag of its own gives xdmctl its own objects of the adaptor's files.

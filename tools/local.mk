@@ -60,8 +60,17 @@ tools_xdmctl_SOURCES = \
 	tools/xdmctl_top.c \
 	tools/xdmctl_timeline.c \
 	tools/xdmctl_snapshot.c \
+	tools/xdmctl_args.h \
+	tools/xdmctl_args.c \
 	tools/logcsv.h \
 	tools/logcsv.c \
+	tools/markup.h \
+	tools/markup.c \
+	tools/timeline.h \
+	tools/timeline_model.c \
+	tools/timeline_format.c \
+	tools/timeline_svg.c \
+	tools/timeline_html.c \
 	adaptors/budget/liveness.c \
 	adaptors/budget/lock.c
 # A flag of its own gives xdmctl its own objects of the adaptor's files.

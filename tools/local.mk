@@ -77,3 +77,7 @@ tools_xdmctl_SOURCES = \
 tools_xdmctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/adaptors/budget
 tools_xdmctl_LDADD = libxdm.la -lrt -lm
 dist_man_MANS += man/xdmctl.1
+# timeline: drawn from logs that tests/timeline_gen.py simulates, whose
+# true figures it knows without reading the CSV back.
+TESTS += tests/xdmctl_timeline.sh
+EXTRA_DIST += tests/xdmctl_timeline.sh tests/timeline_gen.py

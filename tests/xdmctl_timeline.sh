@@ -209,6 +209,23 @@ if peak is None or peak.get("data-bytes") != "0" or "no rows" not in said:
     sys.exit(1)
 PY
 
+# ---- what XML cannot hold: a control character and a byte that is not UTF-8
+printf '%s\n1,10,allocate,0x1000,256,0,0,a\001b\377c,0\n' "$(head -n 1 "$tmp/few.csv")" \
+	>"$tmp/bytes.csv"
+run bytes.svg timeline "$tmp/bytes.csv"
+[ "$rc" -eq 0 ] || fail "timeline of a tag with raw bytes exited $rc"
+"$python" - "$tmp/bytes.svg" <<'PY' || fail "a tag with raw bytes is drawn wrong (above)"
+import sys
+import xml.etree.ElementTree as ET
+
+SVG = "{http://www.w3.org/2000/svg}"
+keys = [g.get("data-key") for g in ET.parse(sys.argv[1]).getroot().iter(SVG + "g")
+        if g.get("class") == "series"]
+if keys != ["a\ufffdb\ufffdc"]:
+    print("FAIL: the tag a\\001b\\377c became %r, not a U+FFFD b U+FFFD c" % keys, file=sys.stderr)
+    sys.exit(1)
+PY
+
 # ---- bad logs: exit 2, one sentence naming FILE:LINE, nothing drawn ------
 header=$(head -n 1 "$tmp/few.csv")
 { echo "thread,time,action"; tail -n +2 "$tmp/few.csv"; } >"$tmp/bad_header.csv"

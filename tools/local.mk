@@ -64,6 +64,8 @@ tools_xdmctl_SOURCES = \
 	tools/xdmctl_args.c \
 	tools/logcsv.h \
 	tools/logcsv.c \
+	tools/utf8.h \
+	tools/utf8.c \
 	tools/markup.h \
 	tools/markup.c \
 	tools/timeline.h \

@@ -9,38 +9,12 @@
 #include <stdint.h>
 
 #include "markup.h"
+#include "utf8.h"
 
-#define REPLACEMENT "\xef\xbf\xbd"	/* U+FFFD in UTF-8 */
-
-/*
- * The length of the UTF-8 sequence at s if it is one XML may hold (no
- * surrogate, no overlong form, not U+FFFE or U+FFFF), else 0.
- */
-static size_t utf8_len(const unsigned char *s)
+/* Whether XML 1.0 may hold c: no control but tab, newline and return; not U+FFFE, U+FFFF. */
+static bool xml_char(uint32_t c)
 {
-	uint32_t c;
-	size_t n;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		n = 2, c = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		n = 3, c = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		n = 4, c = s[0] & 0x07;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)	/* a NUL ends the string here too */
-			return 0;
-		c = c << 6 | (s[i] & 0x3f);
-	}
-	if ((n == 3 && c < 0x800) || (n == 4 && (c < 0x10000 || c > 0x10ffff)))
-		return 0;
-	if ((c >= 0xd800 && c <= 0xdfff) || c == 0xfffe || c == 0xffff)
-		return 0;
-	return n;
+	return (c >= 0x20 || c == '\t' || c == '\n' || c == '\r') && c != 0xfffe && c != 0xffff;
 }
 
 /* What stands for c, where it cannot be written as it is. */
@@ -74,6 +48,7 @@ void markup_text(FILE *f, const char *s, size_t max, bool flat)
 
 	for (size_t chars = 0; *p; chars++) {
 		const char *e = entity(*p);
+		uint32_t c = 0;
 		size_t n;
 
 		if (max && chars == max) {
@@ -90,10 +65,10 @@ void markup_text(FILE *f, const char *s, size_t max, bool flat)
 			p++;
 			continue;
 		}
-		n = *p < 0x20 ? 0 : utf8_len(p);
-		if (n == 0) {
-			fputs(REPLACEMENT, f);
-			p++;
+		n = utf8_char((const char *)p, &c);
+		if (n == 0 || !xml_char(c)) {
+			fputs(UTF8_REPLACEMENT, f);
+			p += n ? n : 1;
 			continue;
 		}
 		fwrite(p, 1, n, f);

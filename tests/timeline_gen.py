@@ -133,6 +133,7 @@ def simulate(rows, ntags, seed):
         "tag_max": tag_max,
         "failures": failures,
         "live_end": total,
+        "live_blocks": len(live),
         "rnd": rnd,
     }
 
@@ -181,6 +182,11 @@ def main():
         "tag_max": sim["tag_max"],
         "failures": sim["failures"],
         "live_end": sim["live_end"],
+        "live_blocks": sim["live_blocks"],
+        "allocations": sum(1 for rs in sim["per_thread"].values() for e in rs
+                           if e[1] == "allocate"),
+        "frees": sum(1 for rs in sim["per_thread"].values() for e in rs
+                     if e[1] in ("free", "free_failure")),
     }
     with open(a.facts, "w", encoding="utf-8") as f:
         json.dump(facts, f)

@@ -62,6 +62,8 @@ tools_xdmctl_SOURCES = \
 	tools/xdmctl_snapshot.c \
 	tools/xdmctl_args.h \
 	tools/xdmctl_args.c \
+	tools/xdmctl_output.h \
+	tools/xdmctl_output.c \
 	tools/logcsv.h \
 	tools/logcsv.c \
 	tools/utf8.h \
@@ -73,6 +75,8 @@ tools_xdmctl_SOURCES = \
 	tools/timeline_format.c \
 	tools/timeline_svg.c \
 	tools/timeline_html.c \
+	tools/pickle.h \
+	tools/pickle.c \
 	adaptors/budget/liveness.c \
 	adaptors/budget/lock.c
 # A flag of its own gives xdmctl its own objects of the adaptor's files.
@@ -83,3 +87,7 @@ dist_man_MANS += man/xdmctl.1
 # true figures it knows without reading the CSV back.
 TESTS += tests/xdmctl_timeline.sh
 EXTRA_DIST += tests/xdmctl_timeline.sh tests/timeline_gen.py
+# snapshot: from the same simulated logs, read back the way PyTorch's
+# memory viewer reads it.
+TESTS += tests/xdmctl_snapshot.sh
+EXTRA_DIST += tests/xdmctl_snapshot.sh

@@ -9,14 +9,12 @@
  */
 #include "config.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "timeline.h"
 #include "xdmctl.h"
 #include "xdmctl_args.h"
+#include "xdmctl_output.h"
 
 #define CMD "timeline"
 
@@ -137,29 +135,15 @@ static int parse(int argc, char **argv, struct timeline_opts *o)
 /* The drawing into o->out, or standard output: an exit code. */
 static int write_out(const struct timeline *tl, const struct timeline_opts *o)
 {
-	FILE *f = stdout;
-	int drawn, err = 0;
+	FILE *f = xdmctl_output_open(CMD, o->out);
+	int drawn;
 
-	if (o->out) {
-		f = fopen(o->out, "w");
-		if (!f)
-			return xdmctl_fail(XDMCTL_EXIT_FAIL, CMD, "cannot write %s: %s", o->out,
-					   strerror(errno));
-	}
+	if (!f)
+		return XDMCTL_EXIT_FAIL;
 	drawn = o->html ? timeline_html(f, tl, &o->view) : timeline_svg(f, tl, &o->view);
-	if (fflush(f) || ferror(f))
-		err = errno ? errno : EIO;
-	if (o->out && fclose(f) && !err)
-		err = errno ? errno : EIO;
-	if (drawn || err) {
-		if (o->out)
-			unlink(o->out);
-		if (drawn)
-			return xdmctl_fail(XDMCTL_EXIT_FAIL, CMD, "out of memory drawing %s", o->log);
-		return xdmctl_fail(XDMCTL_EXIT_FAIL, CMD, "cannot write %s: %s",
-				   o->out ? o->out : "standard output", strerror(err));
-	}
-	return XDMCTL_EXIT_OK;
+	if (drawn)
+		xdmctl_fail(XDMCTL_EXIT_FAIL, CMD, "out of memory drawing %s", o->log);
+	return xdmctl_output_close(CMD, o->out, f, drawn == 0);
 }
 
 int xdmctl_timeline(struct xdmctl_ctx *ctx, int argc, char **argv)

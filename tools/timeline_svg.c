@@ -29,6 +29,8 @@
 #define LEGEND_ROW 18
 #define LEGEND_NAME_CHARS 22	/* a longer name is cut; its <title> has it whole */
 
+#define PEAK_LABEL_WIDTH 240	/* about, in the font of the labels */
+
 #define FAILURE_COLOR "#d00000"
 
 struct frame {
@@ -325,8 +327,9 @@ static void peak(FILE *f, const struct timeline *tl, const struct frame *fr, uns
 	fputs(">\n", f);
 	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222222\" stroke-dasharray=\"4 3\"/>\n",
 		x, fr->top - 4, x, fr->top + fr->height);
-	/* The label goes where there is room: right of the line, else left. */
-	if (x < fr->left + fr->width * 0.6) {
+	/* The label goes right of the line where it fits, else where there is more room. */
+	if (fr->left + fr->width - x >= PEAK_LABEL_WIDTH ||
+	    fr->left + fr->width - x >= x - fr->left) {
 		tx = x + 6;
 		anchor = "start";
 	} else {

@@ -38,7 +38,7 @@ static void usage(FILE *f)
 	      "  --html             an HTML page: the drawing and a table per tag or stream\n"
 	      "  --by tag|stream    what the bands are (default tag)\n"
 	      "  --width PX         of the drawing, 600 to 20000 (default 1200)\n"
-	      "  --height PX        of the drawing, 360 to 20000 (default 520)\n"
+	      "  --height PX        of the drawing, 400 to 20000 (default 520)\n"
 	      "  --top N            keys named at the peak, 0 to 50 (default 5)\n"
 	      "\n"
 	      "See xdmctl(1), TIMELINE.\n",
@@ -55,7 +55,7 @@ static const struct value_opt {
 	[OPT_OUTPUT] = { "--output", "-o", 0, 0 },
 	[OPT_BY] = { "--by", NULL, 0, 0 },
 	[OPT_WIDTH] = { "--width", NULL, 600, 20000 },
-	[OPT_HEIGHT] = { "--height", NULL, 360, 20000 },
+	[OPT_HEIGHT] = { "--height", NULL, 400, 20000 },
 	[OPT_TOP] = { "--top", NULL, 0, 50 },
 };
 

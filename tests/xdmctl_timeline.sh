@@ -15,45 +15,8 @@
 
 set -u
 
-top=${XDM_TOP_BUILDDIR:-.}
-src=${XDM_TOP_SRCDIR:-$(dirname "$0")/..}
-xdmctl=$top/tools/xdmctl
-gen=$src/tests/timeline_gen.py
-if [ ! -x "$xdmctl" ]; then
-	echo "SKIP: $xdmctl is not built"
-	exit 77
-fi
-python=
-for candidate in python3 /usr/bin/python3; do
-	if command -v "$candidate" >/dev/null 2>&1; then
-		python=$candidate
-		break
-	fi
-done
-if [ -z "$python" ]; then
-	echo "SKIP: no python3 to generate logs and read the SVG"
-	exit 77
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/xdmctl_timeline.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
-fail() {
-	echo "FAIL: $*" >&2
-	for f in "$tmp"/err.*; do
-		[ -s "$f" ] && { echo "--- $f" >&2; cat "$f" >&2; }
-	done
-	exit 1
-}
-
-# run NAME ARGS...: xdmctl, stdout to $tmp/NAME, stderr to $tmp/err.NAME,
-# its exit status in $rc.
-run() {
-	name=$1
-	shift
-	"$xdmctl" "$@" >"$tmp/$name" 2>"$tmp/err.$name"
-	rc=$?
-}
+name_of_test=xdmctl_timeline
+. "${XDM_TOP_SRCDIR:-$(dirname "$0")/..}/tests/xdmctl_log_test.sh"
 
 # ---- the figures: a few tags, then more than get a band each -------------
 # many.csv has 20 tags: past 15 the smallest share the "other" band.

@@ -86,7 +86,7 @@ dist_man_MANS += man/xdmctl.1
 # timeline: drawn from logs that tests/timeline_gen.py simulates, whose
 # true figures it knows without reading the CSV back.
 TESTS += tests/xdmctl_timeline.sh
-EXTRA_DIST += tests/xdmctl_timeline.sh tests/timeline_gen.py
+EXTRA_DIST += tests/xdmctl_timeline.sh tests/timeline_gen.py tests/xdmctl_log_test.sh
 # snapshot: from the same simulated logs, read back the way PyTorch's
 # memory viewer reads it.
 TESTS += tests/xdmctl_snapshot.sh

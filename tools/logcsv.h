@@ -80,6 +80,19 @@ static inline const struct logcsv_row *logcsv_at(const struct logcsv *log, size_
 	return &log->rows[log->order[k]];
 }
 
+/*
+ * The replay clock at the k-th row, given the clock at the row before:
+ * the rows' time, except that it never goes back.  The merge keeps each
+ * thread's rows in file order, and a step of the system clock within one
+ * thread would otherwise put a row before the one replayed ahead of it.
+ */
+static inline uint64_t logcsv_clock(const struct logcsv *log, size_t k, uint64_t before)
+{
+	uint64_t t = logcsv_at(log, k)->time;
+
+	return k == 0 || t > before ? t : before;
+}
+
 /* A tag's name, unquoted as the application gave it. */
 static inline const char *logcsv_tag(const struct logcsv *log, uint32_t tag)
 {

@@ -4,10 +4,8 @@
  * (tag or stream) its maximum, its bytes at the peak and its counts, and
  * time cut into columns.
  *
- * The replay is the order of xdm-logging(7) (logcsv.c).  Its clock is the
- * rows' time, except that it never goes back: the merge keeps each
- * thread's rows in file order, and a step of the system clock within one
- * thread would otherwise put a row left of the one before it.
+ * The replay is the order of xdm-logging(7), on the clock of logcsv.h,
+ * which never goes back.
  *
  * A million rows become about a thousand columns.  Each column keeps the
  * state of the moment its total is highest (the state on entering it
@@ -96,12 +94,6 @@ nomem:
 	return LOGCSV_NOMEM;
 }
 
-/* The replay clock at row k, given the clock at the row before. */
-static uint64_t clock_at(const struct logcsv_row *r, size_t k, uint64_t before)
-{
-	return k == 0 || r->time > before ? r->time : before;
-}
-
 /*
  * The first pass: every row checked on the live set, each row's key into
  * row_key[], the keys' maxima and counts, and the first moment of the
@@ -130,7 +122,7 @@ static int replay(struct timeline *tl, const uint32_t *streams, uint32_t *row_ke
 		struct timeline_key *kp;
 		struct logcsv_block gone;
 
-		t = clock_at(r, k, t);
+		t = logcsv_clock(log, k, t);
 		if (k == 0)
 			tl->t0 = t;
 		rc = logcsv_live_step(log, &m, r, key, &gone);
@@ -276,7 +268,7 @@ static int fill_bins(struct timeline *tl, const uint32_t *row_key, size_t peak_k
 		uint32_t key = row_key[k], b;
 		struct timeline_series *s = &tl->series[tl->keys[key].series];
 
-		t = clock_at(r, k, t);
+		t = logcsv_clock(log, k, t);
 		b = timeline_bin(tl, t);
 		while (cb < b) {
 			cb++;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* xdmctl_args.c - options with a value, and bounded numbers (xdmctl_args.h). */
+/* xdmctl_args.c - the command line of the commands that read a log (xdmctl_args.h). */
 #include "config.h"
 
 #include <errno.h>
@@ -45,4 +45,28 @@ int xdmctl_arg_uint(const char *cmd, const char *name, const char *text, unsigne
 	}
 	*out = v;
 	return 0;
+}
+
+bool xdmctl_arg_help(const char *arg)
+{
+	return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+int xdmctl_arg_log(const char *cmd, const char *arg, const char **log)
+{
+	/* "-" alone is a name (a file called -), not an option. */
+	if (arg[0] == '-' && arg[1])
+		return xdmctl_fail(-1, cmd, "unknown option '%s' (xdmctl %s --help lists them)", arg,
+				   cmd);
+	if (*log)
+		return xdmctl_fail(-1, cmd, "one log at a time: '%s', then '%s'", *log, arg);
+	*log = arg;
+	return 0;
+}
+
+int xdmctl_arg_log_given(const char *cmd, const char *log, const char *usage)
+{
+	if (log)
+		return 0;
+	return xdmctl_fail(-1, cmd, "which log? %s", usage);
 }

@@ -171,8 +171,7 @@ static void put_trace(struct snapshot *s, uint32_t device)
 		const struct logcsv_row *r = logcsv_at(log, k);
 		const struct logcsv_row *block;
 
-		/* The clock of xdmctl timeline: the rows' time, never going back. */
-		t = k == 0 || r->time > t ? r->time : t;
+		t = logcsv_clock(log, k, t);
 		if (r->device != device)
 			continue;
 		switch (r->action) {
@@ -353,28 +352,17 @@ static void usage(FILE *f)
 static int parse(int argc, char **argv, const char **log, const char **out)
 {
 	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i];
 		int got;
 
-		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+		if (xdmctl_arg_help(argv[i])) {
 			usage(stdout);
 			return 1;
 		}
 		got = xdmctl_arg_value(CMD, argc, argv, &i, "--output", "-o", out);
-		if (got < 0)
+		if (got < 0 || (got == 0 && xdmctl_arg_log(CMD, argv[i], log)))
 			return -1;
-		if (got > 0)
-			continue;
-		if (arg[0] == '-' && arg[1])
-			return xdmctl_fail(-1, CMD, "unknown option '%s' (xdmctl snapshot --help lists them)",
-					   arg);
-		if (*log)
-			return xdmctl_fail(-1, CMD, "one log at a time: '%s', then '%s'", *log, arg);
-		*log = arg;
 	}
-	if (!*log)
-		return xdmctl_fail(-1, CMD, "which log? xdmctl snapshot LOG.csv -o FILE.pickle");
-	return 0;
+	return xdmctl_arg_log_given(CMD, *log, "xdmctl snapshot LOG.csv -o FILE.pickle");
 }
 
 int xdmctl_snapshot(struct xdmctl_ctx *ctx, int argc, char **argv)

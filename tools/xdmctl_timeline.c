@@ -98,15 +98,15 @@ static int set_value(struct timeline_opts *o, size_t opt, const char *val)
 static int parse(int argc, char **argv, struct timeline_opts *o)
 {
 	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i], *val = NULL;
+		const char *val = NULL;
 		size_t opt;
 		int got = 0;
 
-		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+		if (xdmctl_arg_help(argv[i])) {
 			usage(stdout);
 			return 1;
 		}
-		if (strcmp(arg, "--html") == 0) {
+		if (strcmp(argv[i], "--html") == 0) {
 			o->html = true;
 			continue;
 		}
@@ -115,21 +115,11 @@ static int parse(int argc, char **argv, struct timeline_opts *o)
 					       value_opts[opt].alias, &val);
 		if (got < 0)
 			return -1;
-		if (got > 0) {
-			if (set_value(o, opt - 1, val))
-				return -1;
-			continue;
-		}
-		if (arg[0] == '-' && arg[1])
-			return xdmctl_fail(-1, CMD, "unknown option '%s' (xdmctl timeline --help lists them)",
-					   arg);
-		if (o->log)
-			return xdmctl_fail(-1, CMD, "one log at a time: '%s', then '%s'", o->log, arg);
-		o->log = arg;
+		/* The loop went one past the option that took the word. */
+		if (got > 0 ? set_value(o, opt - 1, val) : xdmctl_arg_log(CMD, argv[i], &o->log))
+			return -1;
 	}
-	if (!o->log)
-		return xdmctl_fail(-1, CMD, "which log? xdmctl timeline LOG.csv");
-	return 0;
+	return xdmctl_arg_log_given(CMD, o->log, "xdmctl timeline LOG.csv");
 }
 
 /* The drawing into o->out, or standard output: an exit code. */

@@ -51,7 +51,8 @@ static int build_script(const struct logcsv *log, struct bench_replay *rp)
 		}
 		if (r->action == LOGCSV_ALLOCATE) {
 			if (!nfree && rp->nslots > UINT32_MAX - 1) {
-				rc = logcsv_say(log, r->line, "more than %u blocks live at once", UINT32_MAX);
+				rc = logcsv_say(log, r->line, "more than %u blocks live at once",
+						UINT32_MAX);
 				goto out;
 			}
 			slot = nfree ? free_slots[nfree - 1] : (uint32_t)rp->nslots;

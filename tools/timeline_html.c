@@ -49,7 +49,8 @@ static void facts(FILE *f, const struct timeline *tl)
 			since, (unsigned long long)tl->peak_line);
 		timeline_bytes(bytes, sizeof(bytes), tl->left_bytes);
 		fprintf(f, " After the last row %llu block%s (%s) were still live.",
-			(unsigned long long)tl->left_blocks, tl->left_blocks == 1 ? "" : "s", bytes);
+			(unsigned long long)tl->left_blocks, tl->left_blocks == 1 ? "" : "s",
+			bytes);
 	} else {
 		fputs(" No block was allocated: there is nothing to draw.", f);
 	}
@@ -62,7 +63,9 @@ static void facts(FILE *f, const struct timeline *tl)
 
 static void table(FILE *f, const struct timeline *tl)
 {
-	fprintf(f, "<table>\n<tr><th class=\"key\">%s</th><th>at the peak</th><th>own maximum</th><th>allocations</th><th>frees</th><th>allocate failures</th></tr>\n",
+	fprintf(f, "<table>\n<tr><th class=\"key\">%s</th><th>at the peak</th>"
+		"<th>own maximum</th><th>allocations</th><th>frees</th>"
+		"<th>allocate failures</th></tr>\n",
 		tl->by == TIMELINE_BY_TAG ? "tag" : "stream");
 	for (uint32_t i = 0; i < tl->nkeys; i++) {
 		const struct timeline_key *k = &tl->keys[tl->rank[i]];
@@ -70,7 +73,8 @@ static void table(FILE *f, const struct timeline *tl)
 
 		fputs("<tr class=\"key\" data-key=\"", f);
 		markup_text(f, k->name, 0, false);
-		fprintf(f, "\"%s><td class=\"key\"><span class=\"swatch\" style=\"background: #%06x\"></span>",
+		fprintf(f, "\"%s><td class=\"key\">"
+			"<span class=\"swatch\" style=\"background: #%06x\"></span>",
 			se->key == TIMELINE_OTHER ? " data-other=\"1\"" : "", se->color);
 		markup_text(f, k->name, 0, true);
 		fputs("</td>", f);
@@ -95,8 +99,8 @@ int timeline_html(FILE *f, const struct timeline *tl, const struct timeline_view
 	struct timeline_view inline_view = *v;
 
 	inline_view.in_html = true;
-	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>Memory over time: ",
-	      f);
+	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+	      "<title>Memory over time: ", f);
 	markup_text(f, v->title, 0, true);
 	fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<h1>Memory over time: ", style);
 	markup_text(f, v->title, 0, true);

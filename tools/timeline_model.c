@@ -82,7 +82,8 @@ static int make_keys(struct timeline *tl, uint32_t **streams_out)
 		if (tl->by == TIMELINE_BY_TAG) {
 			tl->keys[i].name = logcsv_tag(log, i);
 		} else {
-			snprintf(tl->stream_names[i], sizeof(tl->stream_names[i]), "%u", streams[i]);
+			snprintf(tl->stream_names[i], sizeof(tl->stream_names[i]), "%u",
+				 streams[i]);
 			tl->keys[i].name = tl->stream_names[i];
 		}
 	}
@@ -117,8 +118,9 @@ static int replay(struct timeline *tl, const uint32_t *streams, uint32_t *row_ke
 		goto out;
 	for (size_t k = 0; k < log->nrows; k++) {
 		const struct logcsv_row *r = logcsv_at(log, k);
-		uint32_t key = r->action == LOGCSV_ALLOCATE || r->action == LOGCSV_ALLOCATE_FAILURE ?
-				       key_of(tl, streams, r) : 0;
+		bool allocates = r->action == LOGCSV_ALLOCATE ||
+				 r->action == LOGCSV_ALLOCATE_FAILURE;
+		uint32_t key = allocates ? key_of(tl, streams, r) : 0;
 		struct timeline_key *kp;
 		struct logcsv_block gone;
 

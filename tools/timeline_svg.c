@@ -85,7 +85,8 @@ static void head(FILE *f, const struct timeline *tl, const struct timeline_view 
 
 	if (!v->in_html)
 		fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" height=\"%u\" viewBox=\"0 0 %u %u\" font-family=\"sans-serif\" font-size=\"12\"",
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" height=\"%u\""
+		" viewBox=\"0 0 %u %u\" font-family=\"sans-serif\" font-size=\"12\"",
 		v->width, v->height, v->width, v->height);
 	fprintf(f, " data-by=\"%s\"", key_word(tl));
 	attr_u64(f, "data-rows", log->nrows);
@@ -104,17 +105,18 @@ static void head(FILE *f, const struct timeline *tl, const struct timeline_view 
 	fputs(">\n<title>Memory over time: ", f);
 	markup_text(f, v->title, 0, true);
 	fputs("</title>\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n", f);
-	fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">Memory over time: ",
-		PLOT_LEFT);
+	fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">"
+		"Memory over time: ", PLOT_LEFT);
 	markup_text(f, v->title, 80, true);
 	fputs("</text>\n", f);
 	if (tl->has_peak) {
 		timeline_bytes(peak, sizeof(peak), tl->peak_bytes);
 		timeline_duration(at, sizeof(at), tl->peak_time - tl->t0);
 	}
-	fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555555\">live bytes by %s; %llu rows of %llu thread%s",
-		PLOT_LEFT, key_word(tl), (unsigned long long)log->nrows,
-		(unsigned long long)log->threads, log->threads == 1 ? "" : "s");
+	fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555555\">"
+		"live bytes by %s; %llu rows of %llu thread%s", PLOT_LEFT, key_word(tl),
+		(unsigned long long)log->nrows, (unsigned long long)log->threads,
+		log->threads == 1 ? "" : "s");
 	if (tl->has_peak)
 		fprintf(f, "; peak %s at %s", peak, at);
 	fputs("</text>\n", f);
@@ -156,8 +158,8 @@ static void time_axis(FILE *f, const struct timeline *tl, const struct frame *fr
 		double x = fr->left + (double)t / ((double)span + 1.0) * tl->nbins;
 
 		timeline_time_tick(label, sizeof(label), t, span, step);
-		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444444\"/>",
-			x, bottom, x, bottom + 4);
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\""
+			" stroke=\"#444444\"/>", x, bottom, x, bottom + 4);
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" data-since-ns=\"%llu\">%s</text>\n", x,
 			bottom + 28, (unsigned long long)t, label);
 		/* Up to the last row; no step past it (nor past 2^64). */
@@ -308,7 +310,8 @@ static void peak(FILE *f, const struct timeline *tl, const struct frame *fr, uns
 
 	if (!tl->has_peak) {
 		fputs("<g id=\"peak\" data-bytes=\"0\"/>\n", f);
-		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555555\">%s</text>\n",
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\""
+			" fill=\"#555555\">%s</text>\n",
 			fr->left + fr->width / 2, fr->top + fr->height / 2,
 			tl->log->nrows ? "No block was allocated in this log: nothing to draw." :
 					 "The log has no rows: nothing to draw.");
@@ -325,7 +328,8 @@ static void peak(FILE *f, const struct timeline *tl, const struct frame *fr, uns
 	attr_u64(f, "data-line", tl->peak_line);
 	attr_u64(f, "data-column", pb);
 	fputs(">\n", f);
-	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222222\" stroke-dasharray=\"4 3\"/>\n",
+	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222222\""
+		" stroke-dasharray=\"4 3\"/>\n",
 		x, fr->top - 4, x, fr->top + fr->height);
 	/* The label goes right of the line where it fits, else where there is more room. */
 	if (fr->left + fr->width - x >= PEAK_LABEL_WIDTH ||
@@ -336,7 +340,8 @@ static void peak(FILE *f, const struct timeline *tl, const struct frame *fr, uns
 		tx = x - 6;
 		anchor = "end";
 	}
-	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-weight=\"bold\" %s>peak %s at %s</text>\n",
+	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-weight=\"bold\" %s>"
+		"peak %s at %s</text>\n",
 		tx, fr->top + 12, anchor, HALO, bytes, since);
 	for (unsigned int n = 0; n < top; n++) {
 		uint32_t best = UINT32_MAX;
@@ -372,7 +377,8 @@ static void legend(FILE *f, const struct timeline *tl, const struct frame *fr)
 
 	fprintf(f, "<g id=\"legend\">\n<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">%s</text>",
 		x, fr->top, key_word(tl));
-	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555555\">own maximum</text>\n",
+	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555555\">"
+		"own maximum</text>\n",
 		right, fr->top);
 	for (uint32_t i = 0; i < tl->nseries; i++) {
 		const struct timeline_series *se = &tl->series[tl->nseries - 1 - i];
@@ -395,7 +401,8 @@ static void legend(FILE *f, const struct timeline *tl, const struct frame *fr)
 				fputs("&#10;", f);
 			markup_text(f, key->name, 0, true);
 		}
-		fprintf(f, "</title><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"#%06x\"/>",
+		fprintf(f, "</title><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\""
+			" fill=\"#%06x\"/>",
 			x, y - 10, se->color);
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 18, y);
 		if (se->key == TIMELINE_OTHER)
@@ -408,10 +415,11 @@ static void legend(FILE *f, const struct timeline *tl, const struct frame *fr)
 	if (tl->failures) {
 		double y = fr->top + LEGEND_ROW * (tl->nseries + 1.5);
 
-		fprintf(f, "<g class=\"legend-item\"><path d=\"M%.1f,%.1fv10\" stroke=\"%s\" stroke-width=\"1.5\"/>",
+		fprintf(f, "<g class=\"legend-item\"><path d=\"M%.1f,%.1fv10\" stroke=\"%s\""
+			" stroke-width=\"1.5\"/>",
 			x + 6, y - 10, FAILURE_COLOR);
-		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">allocate failures: %llu</text></g>\n", x + 18,
-			y, (unsigned long long)tl->failures);
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">allocate failures: %llu</text></g>\n",
+			x + 18, y, (unsigned long long)tl->failures);
 	}
 	fputs("</g>\n", f);
 }

@@ -56,8 +56,8 @@ int xdmctl_arg_log(const char *cmd, const char *arg, const char **log)
 {
 	/* "-" alone is a name (a file called -), not an option. */
 	if (arg[0] == '-' && arg[1])
-		return xdmctl_fail(-1, cmd, "unknown option '%s' (xdmctl %s --help lists them)", arg,
-				   cmd);
+		return xdmctl_fail(-1, cmd, "unknown option '%s' (xdmctl %s --help lists them)",
+				   arg, cmd);
 	if (*log)
 		return xdmctl_fail(-1, cmd, "one log at a time: '%s', then '%s'", *log, arg);
 	*log = arg;

@@ -281,10 +281,11 @@ static int collect_left(struct snapshot *s, const struct logcsv_live *m)
 		return LOGCSV_NOMEM;
 	}
 	for (size_t i = 0; i <= m->mask; i++) {
-		uint32_t k = m->e[i].value;
+		const struct logcsv_block *b = &m->e[i];
 
-		if (m->e[i].ptr)
-			s->left[n++] = (struct left){ logcsv_at(s->log, k)->device, k, m->e[i].ptr };
+		if (b->ptr)
+			s->left[n++] = (struct left){ logcsv_at(s->log, b->value)->device, b->value,
+						      b->ptr };
 	}
 	s->nleft = n;
 	qsort(s->left, n, sizeof(*s->left), by_device_address);
@@ -342,7 +343,7 @@ static void usage(FILE *f)
 	      "Write a logging adaptor's CSV as the pickled memory snapshot that PyTorch's\n"
 	      "memory viewer reads (pytorch.org/memory_viz); PyTorch is not needed.\n"
 	      "\n"
-	      "  -o, --output FILE  write FILE, not standard output (which must not be a terminal)\n"
+	      "  -o, --output FILE  write FILE, not standard output (not a terminal)\n"
 	      "\n"
 	      "See xdmctl(1), SNAPSHOT.\n",
 	      f);

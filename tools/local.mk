@@ -1,4 +1,6 @@
 # tools/: command-line programs.  xdm-bench uses only the public API.
+# logcsv.[ch], the reader of the logging adaptor's CSV, is compiled into
+# both programs: xdm-bench replays a log, xdmctl draws one.
 bin_PROGRAMS += tools/xdm-bench
 tools_xdm_bench_SOURCES = \
 	tools/bench.h \
@@ -14,6 +16,8 @@ tools_xdm_bench_SOURCES = \
 	tools/bench_cross.c \
 	tools/bench_replay.c \
 	tools/bench_replay_csv.c \
+	tools/logcsv.h \
+	tools/logcsv.c \
 	tools/bench_reserved.c \
 	tools/bench_stats.c \
 	tools/bench_report.c
@@ -58,6 +62,23 @@ tools_xdmctl_SOURCES = \
 	tools/xdmctl_top.c \
 	tools/xdmctl_timeline.c \
 	tools/xdmctl_snapshot.c \
+	tools/xdmctl_args.h \
+	tools/xdmctl_args.c \
+	tools/xdmctl_output.h \
+	tools/xdmctl_output.c \
+	tools/logcsv.h \
+	tools/logcsv.c \
+	tools/utf8.h \
+	tools/utf8.c \
+	tools/markup.h \
+	tools/markup.c \
+	tools/timeline.h \
+	tools/timeline_model.c \
+	tools/timeline_format.c \
+	tools/timeline_svg.c \
+	tools/timeline_html.c \
+	tools/pickle.h \
+	tools/pickle.c \
 	adaptors/budget/liveness.c \
 	adaptors/budget/lock.c \
 	fusefs/mountinfo.h \
@@ -69,3 +90,11 @@ dist_man_MANS += man/xdmctl.1
 # ps and budget against live processes; top in a real terminal (tmux).
 TESTS += tests/xdmctl_ps.sh tests/xdmctl_top.sh
 EXTRA_DIST += tests/xdmctl_ps.sh tests/xdmctl_top.sh
+# timeline: drawn from logs that tests/timeline_gen.py simulates, whose
+# true figures it knows without reading the CSV back.
+TESTS += tests/xdmctl_timeline.sh
+EXTRA_DIST += tests/xdmctl_timeline.sh tests/timeline_gen.py tests/xdmctl_log_test.sh
+# snapshot: from the same simulated logs, read back the way PyTorch's
+# memory viewer reads it.
+TESTS += tests/xdmctl_snapshot.sh
+EXTRA_DIST += tests/xdmctl_snapshot.sh

@@ -12,66 +12,13 @@
 # own.  Checks of trees are made only where /dev/fuse and fusefs.so exist.
 #
 # Exit 0 pass, 1 fail.  Run by make check from the build directory, with
-# XDM_TOP_BUILDDIR, XDM_MODULE_PATH and XDM_CONFIG set by the harness.
+# XDM_TOP_BUILDDIR, XDM_TOP_SRCDIR, XDM_MODULE_PATH and XDM_CONFIG set by
+# the harness.
 
 set -u
 
-top=${XDM_TOP_BUILDDIR:-.}
-ctl=$top/tools/xdmctl
-worker=$top/tests/budget_worker
-bench=$top/tools/xdm-bench
-key=xdmctl-ps-$$
-stack="budget key=$key limit=64M | host"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/xdmctl_ps.XXXXXX") || exit 1
-pids=
-cleanup() {
-	exec 3>&- 4>&- 2>/dev/null
-	for p in $pids; do
-		kill -CONT "$p" 2>/dev/null
-		kill -9 "$p" 2>/dev/null
-	done
-	for p in $pids; do
-		wait "$p" 2>/dev/null
-	done
-	# A killed process leaves its tree mounted: take every one of ours
-	# away (mountinfo, since a dead tree cannot even be stat'ed).
-	awk -v t="$tmp/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo |
-		while read -r d; do
-			umount -l "$d" 2>/dev/null || fusermount3 -u -z "$d" 2>/dev/null
-		done
-	rm -f "/dev/shm/xdm-budget-$key"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT PIPE TERM
-
-fail() {
-	echo "FAIL: $*" >&2
-	for f in "$tmp"/*.out "$tmp"/*.err; do
-		[ -s "$f" ] && { echo "--- $f" >&2; cat "$f" >&2; }
-	done
-	exit 1
-}
-
-tree=no
-if [ -c /dev/fuse ] && [ -r /dev/fuse ] && [ -w /dev/fuse ] &&
-	[ -e "$top/fusefs/.libs/fusefs.so" ]; then
-	tree=yes
-fi
-
-# A generous bound on every wait: it only turns a hang into a failure.
-patience=1200
-
-# wait_for FILE TEXT: until FILE holds TEXT.
-wait_for() {
-	i=0
-	until grep -q "$2" "$1" 2>/dev/null; do
-		[ "$i" -lt "$patience" ] || fail "$1 never said '$2'"
-		sleep 0.1
-		i=$((i + 1))
-	done
-}
+name_of_test=xdmctl-ps
+. "${XDM_TOP_SRCDIR:-$(dirname "$0")/..}/tests/xdmctl_live_test.sh"
 
 # check NAME PYTHON: runs PYTHON with the JSON of `xdmctl --json ps` as doc
 # and this run's budget as b (its processes by pid in p); an assert that
@@ -94,22 +41,10 @@ PY
 }
 
 MiB=1048576
-mkfifo "$tmp/a.in" "$tmp/b.in" || fail "mkfifo"
-if [ "$tree" = yes ]; then
-	XDM_MOUNT="$tmp/mnt-%p" "$worker" hold host "$stack" $((8 * MiB)) \
-		<"$tmp/a.in" >"$tmp/a.out" 2>"$tmp/a.err" &
-else
-	"$worker" hold host "$stack" $((8 * MiB)) <"$tmp/a.in" >"$tmp/a.out" 2>"$tmp/a.err" &
-fi
-a=$!
-pids="$pids $a"
-exec 3>"$tmp/a.in"
-"$worker" hold host "$stack" $((4 * MiB)) <"$tmp/b.in" >"$tmp/b.out" 2>"$tmp/b.err" &
-b=$!
-pids="$pids $b"
-exec 4>"$tmp/b.in"
-wait_for "$tmp/a.out" ready
-wait_for "$tmp/b.out" ready
+start_worker a $((8 * MiB)) 3 "$tmp/mnt-%p"
+a=$wpid
+start_worker b $((4 * MiB)) 4
+b=$wpid
 
 # ---- two live workers --------------------------------------------------
 check "two workers" "
@@ -156,7 +91,7 @@ grep -q "limit *67108864" "$tmp/budget.txt" || fail "budget: $(cat "$tmp/budget.
 grep -q "processes *3: 3 live, 0 stopped, 0 dead" "$tmp/budget.txt" ||
 	fail "budget: $(cat "$tmp/budget.txt")"
 # A unique start of the key names it too.
-"$ctl" budget --set 32M "xdmctl-ps-$$" >"$tmp/set.out" 2>&1 || fail "--set 32M exited $?"
+"$ctl" budget --set 32M "${key%?}" >"$tmp/set.out" 2>&1 || fail "--set 32M exited $?"
 grep -q "limit 64.0 MiB -> 32.0 MiB" "$tmp/set.out" || fail "--set said: $(cat "$tmp/set.out")"
 check "--set 32M" "assert b['limit'] == 32 * 2**20, b['limit']"
 if [ "$tree" = yes ]; then

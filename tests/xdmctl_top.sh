@@ -7,60 +7,24 @@
 # main screen back); --iterations prints plain frames without a terminal.
 #
 # Exit 0 pass, 1 fail, 77 skip (no tmux).  Run by make check from the
-# build directory, with XDM_TOP_BUILDDIR and XDM_MODULE_PATH set.
+# build directory, with XDM_TOP_BUILDDIR, XDM_TOP_SRCDIR and XDM_MODULE_PATH
+# set.
 
 set -u
-
-top=${XDM_TOP_BUILDDIR:-.}
-ctl=$top/tools/xdmctl
-worker=$top/tests/budget_worker
-key=xdmctl-top-$$
-stack="budget key=$key limit=64M | host"
 
 if ! command -v tmux >/dev/null 2>&1; then
 	echo "SKIP: tmux is not installed"
 	exit 77
 fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/xdmctl_top.XXXXXX") || exit 1
+name_of_test=xdmctl-top
+. "${XDM_TOP_SRCDIR:-$(dirname "$0")/..}/tests/xdmctl_live_test.sh"
 sock=xdmctl-top-$$
 tm() { tmux -L "$sock" "$@"; }
-pids=
-cleanup() {
-	tm kill-server 2>/dev/null
-	exec 3>&- 2>/dev/null
-	for p in $pids; do
-		kill -9 "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	# A killed process leaves its tree mounted: take every one of ours
-	# away (mountinfo, since a dead tree cannot even be stat'ed).
-	awk -v t="$tmp/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo |
-		while read -r d; do
-			umount -l "$d" 2>/dev/null || fusermount3 -u -z "$d" 2>/dev/null
-		done
-	rm -f "/dev/shm/xdm-budget-$key"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT PIPE TERM
+kill_tmux() { tm kill-server 2>/dev/null; }
+show_pane() { tm capture-pane -p -t top 2>/dev/null | sed 's/^/pane: /' >&2; }
+cleanup_first=kill_tmux
+fail_more=show_pane
 
-fail() {
-	echo "FAIL: $*" >&2
-	tm capture-pane -p -t top 2>/dev/null | sed 's/^/pane: /' >&2
-	for f in "$tmp"/*.out "$tmp"/*.err; do
-		[ -s "$f" ] && { echo "--- $f" >&2; cat "$f" >&2; }
-	done
-	exit 1
-}
-
-tree=no
-if [ -c /dev/fuse ] && [ -r /dev/fuse ] && [ -w /dev/fuse ] &&
-	[ -e "$top/fusefs/.libs/fusefs.so" ]; then
-	tree=yes
-fi
-
-patience=1200
 # pane_has TEXT: until the pane shows TEXT (a grep -E pattern).
 pane_has() {
 	i=0
@@ -71,22 +35,8 @@ pane_has() {
 	done
 }
 
-mkfifo "$tmp/w.in" || fail "mkfifo"
-if [ "$tree" = yes ]; then
-	XDM_MOUNT="$tmp/mnt" "$worker" hold host "$stack" 8388608 \
-		<"$tmp/w.in" >"$tmp/w.out" 2>"$tmp/w.err" &
-else
-	"$worker" hold host "$stack" 8388608 <"$tmp/w.in" >"$tmp/w.out" 2>"$tmp/w.err" &
-fi
-w=$!
-pids="$pids $w"
-exec 3>"$tmp/w.in"
-i=0
-until grep -q ready "$tmp/w.out" 2>/dev/null; do
-	[ "$i" -lt "$patience" ] || fail "the worker never became ready"
-	sleep 0.1
-	i=$((i + 1))
-done
+start_worker w 8388608 3 "$tmp/mnt"
+w=$wpid
 
 # Batch mode: two plain frames, no escape sequences.
 "$ctl" top -n 2 -d 0.1 >"$tmp/batch.out" 2>"$tmp/batch.err" || fail "top -n 2 exited $?"

@@ -89,7 +89,7 @@ tools_xdmctl_LDADD = libxdm.la -lrt -lm
 dist_man_MANS += man/xdmctl.1
 # ps and budget against live processes; top in a real terminal (tmux).
 TESTS += tests/xdmctl_ps.sh tests/xdmctl_top.sh
-EXTRA_DIST += tests/xdmctl_ps.sh tests/xdmctl_top.sh
+EXTRA_DIST += tests/xdmctl_ps.sh tests/xdmctl_top.sh tests/xdmctl_live_test.sh
 # timeline: drawn from logs that tests/timeline_gen.py simulates, whose
 # true figures it knows without reading the CSV back.
 TESTS += tests/xdmctl_timeline.sh

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "logcsv.h"
+#include "xdmctl.h"
 
 /* Series drawn at most: past it the smallest keys share one, "other". */
 #define TIMELINE_MAX_SERIES 16
@@ -89,8 +90,7 @@ int timeline_svg(FILE *f, const struct timeline *tl, const struct timeline_view 
 /* timeline_html.c: the page, the drawing inline, then the table. */
 int timeline_html(FILE *f, const struct timeline *tl, const struct timeline_view *v);
 
-/* timeline_format.c: numbers for people. */
-void timeline_bytes(char *buf, size_t len, uint64_t bytes);
+/* timeline_format.c: numbers for people (bytes: xdmctl_human()). */
 /* A tick's label: "512 MiB", "1.5 GiB", as few decimals as it needs. */
 void timeline_bytes_tick(char *buf, size_t len, uint64_t bytes);
 void timeline_duration(char *buf, size_t len, uint64_t ns);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * timeline_format.c - numbers for the people reading a timeline: bytes in
- * binary units, durations in s, ms, us or ns, the steps of the axes' ticks
- * and the colours of the keys.
+ * timeline_format.c - numbers for the people reading a timeline: the byte
+ * ticks of the axes (other byte counts are xdmctl_human()'s), durations in
+ * s, ms, us or ns, the steps of the ticks and the colours of the keys.
  */
 #include "config.h"
 
@@ -12,20 +12,6 @@
 #include "timeline.h"
 
 static const char *const byte_units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-
-/* "344.4 MiB": the largest unit the value reaches, one decimal; bytes exact. */
-void timeline_bytes(char *buf, size_t len, uint64_t bytes)
-{
-	unsigned int u = 0;
-
-	while (u + 1 < sizeof(byte_units) / sizeof(byte_units[0]) && bytes >> (10 * (u + 1)))
-		u++;
-	if (u == 0)
-		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-	else
-		snprintf(buf, len, "%.1f %s", (double)bytes / (double)(UINT64_C(1) << (10 * u)),
-			 byte_units[u]);
-}
 
 void timeline_bytes_tick(char *buf, size_t len, uint64_t bytes)
 {

@@ -22,7 +22,7 @@ static void cell_bytes(FILE *f, uint64_t bytes)
 {
 	char human[32];
 
-	timeline_bytes(human, sizeof(human), bytes);
+	xdmctl_human(bytes, human, sizeof(human));
 	fprintf(f, "<td data-bytes=\"%llu\">%s</td>", (unsigned long long)bytes, human);
 }
 
@@ -43,11 +43,11 @@ static void facts(FILE *f, const struct timeline *tl)
 		fprintf(f, " (%llu of them free_failure)", (unsigned long long)tl->free_failures);
 	fprintf(f, ", %llu allocate failures.", (unsigned long long)tl->failures);
 	if (tl->has_peak) {
-		timeline_bytes(bytes, sizeof(bytes), tl->peak_bytes);
+		xdmctl_human(tl->peak_bytes, bytes, sizeof(bytes));
 		timeline_duration(since, sizeof(since), tl->peak_time - tl->t0);
 		fprintf(f, " The peak, %s live, came %s after the first row (line %llu).", bytes,
 			since, (unsigned long long)tl->peak_line);
-		timeline_bytes(bytes, sizeof(bytes), tl->left_bytes);
+		xdmctl_human(tl->left_bytes, bytes, sizeof(bytes));
 		fprintf(f, " After the last row %llu block%s (%s) were still live.",
 			(unsigned long long)tl->left_blocks, tl->left_blocks == 1 ? "" : "s",
 			bytes);

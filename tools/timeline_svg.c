@@ -110,7 +110,7 @@ static void head(FILE *f, const struct timeline *tl, const struct timeline_view 
 	markup_text(f, v->title, 80, true);
 	fputs("</text>\n", f);
 	if (tl->has_peak) {
-		timeline_bytes(peak, sizeof(peak), tl->peak_bytes);
+		xdmctl_human(tl->peak_bytes, peak, sizeof(peak));
 		timeline_duration(at, sizeof(at), tl->peak_time - tl->t0);
 	}
 	fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555555\">"
@@ -319,7 +319,7 @@ static void peak(FILE *f, const struct timeline *tl, const struct frame *fr, uns
 	}
 	pb = timeline_bin(tl, tl->peak_time);
 	x = fr->left + pb + 0.5;
-	timeline_bytes(bytes, sizeof(bytes), tl->peak_bytes);
+	xdmctl_human(tl->peak_bytes, bytes, sizeof(bytes));
 	timeline_duration(since, sizeof(since), tl->peak_time - tl->t0);
 	fputs("<g id=\"peak\"", f);
 	attr_u64(f, "data-bytes", tl->peak_bytes);
@@ -357,7 +357,7 @@ static void peak(FILE *f, const struct timeline *tl, const struct frame *fr, uns
 		if (best == UINT32_MAX)
 			break;
 		shown[best] = true;
-		timeline_bytes(bytes, sizeof(bytes), tl->keys[best].at_peak);
+		xdmctl_human(tl->keys[best].at_peak, bytes, sizeof(bytes));
 		fprintf(f, "<text class=\"peak-key\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" %s",
 			tx, fr->top + 28 + 14.0 * n, anchor, HALO);
 		attr_key(f, "data-key", tl->keys[best].name);
@@ -384,7 +384,7 @@ static void legend(FILE *f, const struct timeline *tl, const struct frame *fr)
 		const struct timeline_series *se = &tl->series[tl->nseries - 1 - i];
 		double y = fr->top + LEGEND_ROW * (i + 1);
 
-		timeline_bytes(max, sizeof(max), se->max);
+		xdmctl_human(se->max, max, sizeof(max));
 		fputs("<g class=\"legend-item\"", f);
 		if (se->key == TIMELINE_OTHER)
 			fputs(" data-key=\"other\"", f);

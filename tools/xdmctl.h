@@ -39,6 +39,16 @@ int xdmctl_top(struct xdmctl_ctx *ctx, int argc, char **argv);
 int xdmctl_timeline(struct xdmctl_ctx *ctx, int argc, char **argv);
 int xdmctl_snapshot(struct xdmctl_ctx *ctx, int argc, char **argv);
 
+/*
+ * In a command's getopt_long() loop, the cases every command shares:
+ * 'j' (--json), 'h' (--help: usage on stdout) and '?' (an unknown option:
+ * usage on stderr).  Returns XDMCTL_OPT_OWN for any other c, the command's
+ * own; XDMCTL_OPT_NEXT to read on; else the exit code to return now.
+ */
+#define XDMCTL_OPT_OWN (-1)
+#define XDMCTL_OPT_NEXT (-2)
+int xdmctl_option_shared(struct xdmctl_ctx *ctx, int c, void (*usage)(FILE *f));
+
 /* "xdmctl CMD: " and the sentence, on standard error; returns code. */
 int xdmctl_fail(int code, const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -180,20 +180,12 @@ int xdmctl_budget(struct xdmctl_ctx *ctx, int argc, char **argv)
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			ctx->json = true;
-			break;
-		case 's':
-			set = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return XDMCTL_EXIT_OK;
-		default:
-			usage(stderr);
-			return XDMCTL_EXIT_USAGE;
-		}
+		rc = xdmctl_option_shared(ctx, c, usage);
+		if (rc == XDMCTL_OPT_NEXT)
+			continue;
+		if (rc != XDMCTL_OPT_OWN)
+			return rc;
+		set = optarg;	/* 's', the one option of budget's own */
 	}
 	if (optind < argc)
 		device = argv[optind++];

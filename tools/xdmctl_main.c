@@ -40,6 +40,23 @@ int xdmctl_fail(int code, const char *cmd, const char *fmt, ...)
 	return code;
 }
 
+int xdmctl_option_shared(struct xdmctl_ctx *ctx, int c, void (*usage)(FILE *f))
+{
+	switch (c) {
+	case 'j':
+		ctx->json = true;
+		return XDMCTL_OPT_NEXT;
+	case 'h':
+		usage(stdout);
+		return XDMCTL_EXIT_OK;
+	case '?':
+		usage(stderr);
+		return XDMCTL_EXIT_USAGE;
+	default:
+		return XDMCTL_OPT_OWN;
+	}
+}
+
 static void usage(FILE *f)
 {
 	fputs("Usage: xdmctl [--json] COMMAND [ARGS...]\n"
@@ -75,6 +92,7 @@ int main(int argc, char **argv)
 	struct xdmctl_ctx ctx = { .json = false, .shm_dir = "/dev/shm" };
 	const struct command *cmd;
 	const char *dir = getenv("XDMCTL_SHM_DIR");
+	char prog[32];
 	int i = 1;
 
 	if (dir && *dir)
@@ -116,5 +134,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return xdmctl_fail(XDMCTL_EXIT_USAGE, NULL, "no command '%s'", argv[i]);
 	}
+	/* getopt_long() names argv[0] in its complaints: "xdmctl ps: ...". */
+	snprintf(prog, sizeof(prog), "xdmctl %s", cmd->name);
+	argv[i] = prog;
 	return cmd->run(&ctx, argc - i, argv + i);
 }

@@ -156,25 +156,18 @@ int xdmctl_ps(struct xdmctl_ctx *ctx, int argc, char **argv)
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			ctx->json = true;
-			break;
-		case 't':
-			errno = 0;
-			timeout_ms = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || timeout_ms < 1 || timeout_ms > 600000)
-				return xdmctl_fail(XDMCTL_EXIT_USAGE, "ps",
-						   "--timeout '%s' is not a number of milliseconds from 1 to 600000",
-						   optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return XDMCTL_EXIT_OK;
-		default:
-			usage(stderr);
-			return XDMCTL_EXIT_USAGE;
-		}
+		rc = xdmctl_option_shared(ctx, c, usage);
+		if (rc == XDMCTL_OPT_NEXT)
+			continue;
+		if (rc != XDMCTL_OPT_OWN)
+			return rc;
+		/* 't', the one option of ps's own */
+		errno = 0;
+		timeout_ms = strtol(optarg, &end, 10);
+		if (errno || end == optarg || *end || timeout_ms < 1 || timeout_ms > 600000)
+			return xdmctl_fail(XDMCTL_EXIT_USAGE, "ps",
+					   "--timeout '%s' is not a number of milliseconds from 1 to 600000",
+					   optarg);
 	}
 	if (optind < argc)
 		return xdmctl_fail(XDMCTL_EXIT_USAGE, "ps", "takes no argument ('%s')", argv[optind]);

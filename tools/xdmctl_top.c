@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -31,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "xdmctl_args.h"
 #include "xdmctl_segments.h"
 
 #define TOP_TREE_TIMEOUT_MS 500
@@ -323,7 +325,8 @@ static int wait_key(struct top *t, int sigfd)
 	}
 }
 
-static int parse_args(struct top *t, int argc, char **argv)
+/* XDMCTL_OPT_NEXT to run, or the exit code to return now. */
+static int parse_args(struct xdmctl_ctx *ctx, struct top *t, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "delay", required_argument, NULL, 'd' },
@@ -331,38 +334,33 @@ static int parse_args(struct top *t, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	unsigned long n;
 	char *end;
-	int c;
+	int c, rc;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "d:n:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'd':
-			errno = 0;
-			t->delay_s = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(t->delay_s >= 0.1 && t->delay_s <= 3600))
-				return xdmctl_fail(XDMCTL_EXIT_USAGE, "top",
-						   "--delay '%s' is not a number of seconds from 0.1 to 3600",
-						   optarg);
-			break;
-		case 'n':
-			errno = 0;
-			t->iterations = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || t->iterations < 1)
-				return xdmctl_fail(XDMCTL_EXIT_USAGE, "top",
-						   "--iterations '%s' is not a count of 1 or more", optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		default:
-			usage(stderr);
-			return XDMCTL_EXIT_USAGE;
+		rc = xdmctl_option_shared(ctx, c, usage);
+		if (rc == XDMCTL_OPT_NEXT)
+			continue;
+		if (rc != XDMCTL_OPT_OWN)
+			return rc;
+		if (c == 'n') {
+			if (xdmctl_arg_uint("top", "--iterations", optarg, 1, LONG_MAX, &n))
+				return XDMCTL_EXIT_USAGE;
+			t->iterations = (long)n;
+			continue;
 		}
+		errno = 0;
+		t->delay_s = strtod(optarg, &end);
+		if (errno || end == optarg || *end || !(t->delay_s >= 0.1 && t->delay_s <= 3600))
+			return xdmctl_fail(XDMCTL_EXIT_USAGE, "top",
+					   "--delay '%s' is not a number of seconds from 0.1 to 3600",
+					   optarg);
 	}
 	if (optind < argc)
 		return xdmctl_fail(XDMCTL_EXIT_USAGE, "top", "takes no argument ('%s')", argv[optind]);
-	return 0;
+	return XDMCTL_OPT_NEXT;
 }
 
 int xdmctl_top(struct xdmctl_ctx *ctx, int argc, char **argv)
@@ -371,9 +369,9 @@ int xdmctl_top(struct xdmctl_ctx *ctx, int argc, char **argv)
 	sigset_t set, old;
 	int rc, sigfd = -1;
 
-	rc = parse_args(&t, argc, argv);
-	if (rc)
-		return rc < 0 ? XDMCTL_EXIT_OK : rc;
+	rc = parse_args(ctx, &t, argc, argv);
+	if (rc != XDMCTL_OPT_NEXT)
+		return rc;
 	if (ctx->json)
 		return xdmctl_fail(XDMCTL_EXIT_USAGE, "top", "has no --json: use ps --json in a loop");
 	t.batch = t.iterations > 0 || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO);

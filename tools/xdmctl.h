@@ -12,6 +12,7 @@
 #ifndef XDM_TOOLS_XDMCTL_H
 #define XDM_TOOLS_XDMCTL_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -40,14 +41,15 @@ int xdmctl_timeline(struct xdmctl_ctx *ctx, int argc, char **argv);
 int xdmctl_snapshot(struct xdmctl_ctx *ctx, int argc, char **argv);
 
 /*
- * In a command's getopt_long() loop, the cases every command shares:
- * 'j' (--json), 'h' (--help: usage on stdout) and '?' (an unknown option:
- * usage on stderr).  Returns XDMCTL_OPT_OWN for any other c, the command's
- * own; XDMCTL_OPT_NEXT to read on; else the exit code to return now.
+ * getopt_long() for a command, the options every command takes handled
+ * here: --json ('j'), --help ('h': usage on stdout) and an unknown option
+ * (usage on stderr).  Returns the next of the command's own options, or -1
+ * at the end, and then *rc is XDMCTL_OPT_NEXT to go on or the exit code to
+ * return now.  The caller sets optind to 1 before the first call.
  */
-#define XDMCTL_OPT_OWN (-1)
 #define XDMCTL_OPT_NEXT (-2)
-int xdmctl_option_shared(struct xdmctl_ctx *ctx, int c, void (*usage)(FILE *f));
+int xdmctl_next_option(struct xdmctl_ctx *ctx, int argc, char **argv, const char *shortopts,
+		       const struct option *longopts, void (*usage)(FILE *f), int *rc);
 
 /* "xdmctl CMD: " and the sentence, on standard error; returns code. */
 int xdmctl_fail(int code, const char *cmd, const char *fmt, ...)

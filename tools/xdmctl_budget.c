@@ -176,17 +176,13 @@ int xdmctl_budget(struct xdmctl_ctx *ctx, int argc, char **argv)
 	size_t nmounts = 0;
 	const char *device = NULL, *set = NULL;
 	size_t nsegs = 0;
-	int c, rc;
+	int rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		rc = xdmctl_option_shared(ctx, c, usage);
-		if (rc == XDMCTL_OPT_NEXT)
-			continue;
-		if (rc != XDMCTL_OPT_OWN)
-			return rc;
-		set = optarg;	/* 's', the one option of budget's own */
-	}
+	while (xdmctl_next_option(ctx, argc, argv, "h", longopts, usage, &rc) != -1)
+		set = optarg;	/* --set, the one option of budget's own */
+	if (rc != XDMCTL_OPT_NEXT)
+		return rc;
 	if (optind < argc)
 		device = argv[optind++];
 	if (optind < argc)

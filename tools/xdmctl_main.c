@@ -40,21 +40,30 @@ int xdmctl_fail(int code, const char *cmd, const char *fmt, ...)
 	return code;
 }
 
-int xdmctl_option_shared(struct xdmctl_ctx *ctx, int c, void (*usage)(FILE *f))
+int xdmctl_next_option(struct xdmctl_ctx *ctx, int argc, char **argv, const char *shortopts,
+		       const struct option *longopts, void (*usage)(FILE *f), int *rc)
 {
-	switch (c) {
-	case 'j':
-		ctx->json = true;
-		return XDMCTL_OPT_NEXT;
-	case 'h':
-		usage(stdout);
-		return XDMCTL_EXIT_OK;
-	case '?':
-		usage(stderr);
-		return XDMCTL_EXIT_USAGE;
-	default:
-		return XDMCTL_OPT_OWN;
+	int c;
+
+	*rc = XDMCTL_OPT_NEXT;
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			ctx->json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			*rc = XDMCTL_EXIT_OK;
+			return -1;
+		case '?':
+			usage(stderr);
+			*rc = XDMCTL_EXIT_USAGE;
+			return -1;
+		default:
+			return c;
+		}
 	}
+	return -1;
 }
 
 static void usage(FILE *f)

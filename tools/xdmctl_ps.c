@@ -152,16 +152,11 @@ int xdmctl_ps(struct xdmctl_ctx *ctx, int argc, char **argv)
 	size_t nsegs = 0, nmounts = 0;
 	long timeout_ms = MOUNT_TIMEOUT_MS;
 	char *end;
-	int c, rc;
+	int rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		rc = xdmctl_option_shared(ctx, c, usage);
-		if (rc == XDMCTL_OPT_NEXT)
-			continue;
-		if (rc != XDMCTL_OPT_OWN)
-			return rc;
-		/* 't', the one option of ps's own */
+	while (xdmctl_next_option(ctx, argc, argv, "h", longopts, usage, &rc) != -1) {
+		/* --timeout, the one option of ps's own */
 		errno = 0;
 		timeout_ms = strtol(optarg, &end, 10);
 		if (errno || end == optarg || *end || timeout_ms < 1 || timeout_ms > 600000)
@@ -169,6 +164,8 @@ int xdmctl_ps(struct xdmctl_ctx *ctx, int argc, char **argv)
 					   "--timeout '%s' is not a number of milliseconds from 1 to 600000",
 					   optarg);
 	}
+	if (rc != XDMCTL_OPT_NEXT)
+		return rc;
 	if (optind < argc)
 		return xdmctl_fail(XDMCTL_EXIT_USAGE, "ps", "takes no argument ('%s')", argv[optind]);
 	rc = xdmctl_segments_read(ctx, "ps", &segs, &nsegs);

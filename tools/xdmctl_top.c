@@ -339,12 +339,7 @@ static int parse_args(struct xdmctl_ctx *ctx, struct top *t, int argc, char **ar
 	int c, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "d:n:h", longopts, NULL)) != -1) {
-		rc = xdmctl_option_shared(ctx, c, usage);
-		if (rc == XDMCTL_OPT_NEXT)
-			continue;
-		if (rc != XDMCTL_OPT_OWN)
-			return rc;
+	while ((c = xdmctl_next_option(ctx, argc, argv, "d:n:h", longopts, usage, &rc)) != -1) {
 		if (c == 'n') {
 			if (xdmctl_arg_uint("top", "--iterations", optarg, 1, LONG_MAX, &n))
 				return XDMCTL_EXIT_USAGE;
@@ -358,6 +353,8 @@ static int parse_args(struct xdmctl_ctx *ctx, struct top *t, int argc, char **ar
 					   "--delay '%s' is not a number of seconds from 0.1 to 3600",
 					   optarg);
 	}
+	if (rc != XDMCTL_OPT_NEXT)
+		return rc;
 	if (optind < argc)
 		return xdmctl_fail(XDMCTL_EXIT_USAGE, "top", "takes no argument ('%s')", argv[optind]);
 	return XDMCTL_OPT_NEXT;

@@ -35,8 +35,9 @@ time.sleep(600)
 PY
 pids="$pids $!"
 
-# The training run: a small MLP, its phases tagged, every allocation logged.
-python3 - "$out" >"$out/train.log" 2>&1 <<'PY' &
+# The training run: a small MLP, its phases tagged, every allocation logged;
+# its tree at /tmp/xdm-train.
+XDM_MOUNT=/tmp/xdm-train python3 - "$out" >"$out/train.log" 2>&1 <<'PY' &
 import sys, time, xdm, xdm.torch
 out = sys.argv[1]
 xdm.torch.use(stack="budget limit=90%% | logging path=%s/train-%%p.csv | pool | cuda_async" % out)
@@ -58,14 +59,14 @@ for step in range(40):
         opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
     time.sleep(0.05)
-print("trained, loss %.4f" % loss.item(), flush=True)
+print("trained, loss %.6g" % loss.item(), flush=True)
 PY
 train=$!
 pids="$pids $train"
 
 # The bench: random churn on the same budget, its tree at /tmp/xdm-bench.
 tools/xdm-bench --stack "budget limit=90% | pool | cuda_async" -w random -n 200000 -r 20 \
-	--mount /tmp/xdm-bench >"$out/bench.log" 2>&1 &
+	--anchors off --mount /tmp/xdm-bench >"$out/bench.log" 2>&1 &
 pids="$pids $!"
 
 until grep -q ready "$out/server.log" 2>/dev/null; do sleep 0.2; done

@@ -58,6 +58,8 @@ for step in range(40):
         opt.step()
         opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
+    if step == 2:
+        print("training", flush=True)
     time.sleep(0.05)
 print("trained, loss %.6g" % loss.item(), flush=True)
 PY
@@ -65,12 +67,12 @@ train=$!
 pids="$pids $train"
 
 # The bench: random churn on the same budget, its tree at /tmp/xdm-bench.
-tools/xdm-bench --stack "budget limit=90% | pool | cuda_async" -w random -n 200000 -r 20 \
+tools/xdm-bench --stack "budget limit=90% | pool | cuda_async" -w random -n 200000 -r 3000 \
 	--anchors off --mount /tmp/xdm-bench >"$out/bench.log" 2>&1 &
 pids="$pids $!"
 
 until grep -q ready "$out/server.log" 2>/dev/null; do sleep 0.2; done
-sleep 3
+until grep -q training "$out/train.log" 2>/dev/null; do sleep 0.2; done
 tools/xdmctl ps >"$out/ps.txt" 2>&1
 tools/xdmctl --json ps >"$out/ps.json" 2>&1
 tools/xdmctl top -n 2 -d 1 >"$out/top.txt" 2>&1

@@ -13,6 +13,7 @@
 set -u
 
 out=${1:?usage: xdmctl_gpu_demo.sh OUTDIR}
+rm -rf "$out"
 mkdir -p "$out"
 top=$(pwd)
 src=${XDM_TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -67,7 +68,7 @@ train=$!
 pids="$pids $train"
 
 # The bench: random churn on the same budget, its tree at /tmp/xdm-bench.
-tools/xdm-bench --stack "budget limit=90% | pool | cuda_async" -w random -n 200000 -r 3000 \
+tools/xdm-bench --stack "budget limit=90% | pool | cuda_async" -w random -n 1000000 -r 600 \
 	--anchors off --mount /tmp/xdm-bench >"$out/bench.log" 2>&1 &
 pids="$pids $!"
 

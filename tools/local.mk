@@ -87,6 +87,9 @@ tools_xdmctl_SOURCES = \
 tools_xdmctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/adaptors/budget
 tools_xdmctl_LDADD = libxdm.la -lrt -lm
 dist_man_MANS += man/xdmctl.1
+# What xdmctl timeline drew of a PyTorch training run on the GPU machine
+# (examples/xdmctl_gpu_demo.sh), rendered to PNG; README shows it.
+EXTRA_DIST += doc/xdmctl-timeline.png
 # ps and budget against live processes; top in a real terminal (tmux).
 TESTS += tests/xdmctl_ps.sh tests/xdmctl_top.sh
 EXTRA_DIST += tests/xdmctl_ps.sh tests/xdmctl_top.sh tests/xdmctl_live_test.sh

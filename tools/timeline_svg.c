@@ -296,6 +296,16 @@ static void failures(FILE *f, const struct timeline *tl, const struct frame *fr)
 /* A label that reads on any band: a white halo under the letters. */
 #define HALO "stroke=\"#ffffff\" stroke-width=\"3\" paint-order=\"stroke\""
 
+/* How many keys the peak names: the top ones that hold bytes at it. */
+static unsigned int peak_labels(const struct timeline *tl, unsigned int top)
+{
+	unsigned int n = 0;
+
+	for (uint32_t i = 0; i < tl->nkeys && n < top; i++)
+		n += tl->keys[i].at_peak != 0;
+	return n;
+}
+
 /*
  * The peak: a line at its column, its bytes, its time and its top keys.
  * shown: a flag for each key, false.
@@ -340,6 +350,14 @@ static void peak(FILE *f, const struct timeline *tl, const struct frame *fr, uns
 		tx = x - 6;
 		anchor = "end";
 	}
+	/*
+	 * A pale card under the labels: the halo keeps them readable where
+	 * paint-order is drawn, the card everywhere else (librsvg, printers).
+	 */
+	fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"#ffffff\""
+		" fill-opacity=\"0.8\"/>\n",
+		anchor[0] == 's' ? tx - 3 : tx - PEAK_LABEL_WIDTH + 3, fr->top, PEAK_LABEL_WIDTH,
+		18.0 + 14.0 * peak_labels(tl, top));
 	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-weight=\"bold\" %s>"
 		"peak %s at %s</text>\n",
 		tx, fr->top + 12, anchor, HALO, bytes, since);

@@ -44,13 +44,13 @@ int logcsv_say(const struct logcsv *log, uint64_t line, const char *fmt, ...)
 	va_list ap;
 
 	if (line)
-		fprintf(stderr, "%s: %s:%llu: ", log->who, log->path, (unsigned long long)line);
+		fprintf(log->complaints, "%s: %s:%llu: ", log->who, log->path, (unsigned long long)line);
 	else
-		fprintf(stderr, "%s: %s: ", log->who, log->path);
+		fprintf(log->complaints, "%s: %s: ", log->who, log->path);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vfprintf(log->complaints, fmt, ap);
 	va_end(ap);
-	fputs(".\n", stderr);
+	fputs(".\n", log->complaints);
 	return LOGCSV_BAD;
 }
 
@@ -209,7 +209,7 @@ static int next_field(struct reader *r, uint64_t row_line, struct field *f, char
 {
 	const char *s = r->p;
 
-	f->quoted = *s == '"';
+	f->quoted = s < r->end && *s == '"';
 	if (f->quoted) {
 		f->start = ++s;
 		for (;;) {
@@ -544,24 +544,36 @@ static int merge(struct logcsv *log)
 	return LOGCSV_OK;
 }
 
-int logcsv_load(struct logcsv *log, const char *who, const char *path)
+int logcsv_parse(struct logcsv *log, const char *who, const char *path, const char *text,
+		 size_t len, FILE *complaints)
 {
-	size_t len = 0;
-	char *text = NULL;
 	int rc;
 
 	memset(log, 0, sizeof(*log));
 	log->who = who;
 	log->path = path;
-	rc = slurp(log, &text, &len);
-	if (rc)
-		return rc;
+	log->complaints = complaints;
 	rc = parse(log, text, len);
-	free(text);
 	if (rc == LOGCSV_OK)
 		rc = merge(log);
 	if (rc)
 		logcsv_free(log);
+	return rc;
+}
+
+int logcsv_load(struct logcsv *log, const char *who, const char *path)
+{
+	struct logcsv named = { .who = who, .path = path, .complaints = stderr };
+	size_t len = 0;
+	char *text = NULL;
+	int rc;
+
+	memset(log, 0, sizeof(*log));
+	rc = slurp(&named, &text, &len);
+	if (rc)
+		return rc;
+	rc = logcsv_parse(log, who, path, text, len, stderr);
+	free(text);
 	return rc;
 }
 

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum logcsv_action {
 	LOGCSV_ALLOCATE,
@@ -57,6 +58,7 @@ struct logcsv_tags {
 
 struct logcsv {
 	const char *who;	/* the prefix of every complaint */
+	FILE *complaints;	/* where they go: stderr but for the fuzz target */
 	const char *path;
 	struct logcsv_row *rows;	/* grouped by thread, file order within each */
 	size_t nrows;
@@ -72,6 +74,12 @@ struct logcsv {
  * or an error said on standard error as "WHO: PATH:LINE: sentence.".
  */
 int logcsv_load(struct logcsv *log, const char *who, const char *path);
+/*
+ * The same for a log already in memory: text[0, len) named path in the
+ * complaints, which go to complaints (a fuzz target's /dev/null).
+ */
+int logcsv_parse(struct logcsv *log, const char *who, const char *path, const char *text,
+		 size_t len, FILE *complaints);
 void logcsv_free(struct logcsv *log);
 
 /* The k-th row of the replay order. */

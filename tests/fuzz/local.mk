@@ -7,7 +7,8 @@ fuzz_targets = \
 	tests/fuzz/fuzz_stack \
 	tests/fuzz/fuzz_size \
 	tests/fuzz/fuzz_tree_store \
-	tests/fuzz/fuzz_log_replay
+	tests/fuzz/fuzz_log_replay \
+	tests/fuzz/fuzz_logcsv
 
 # The sources are distributed whether or not this build fuzzes; so are the
 # corpora and dictionaries (a directory in EXTRA_DIST is copied whole) and
@@ -49,6 +50,11 @@ tests_fuzz_fuzz_tree_store_LDADD = libxdm.la
 tests_fuzz_fuzz_log_replay_SOURCES = tests/fuzz/fuzz_log_replay.c tests/log_replay.c \
 	tests/log_replay.h
 tests_fuzz_fuzz_log_replay_LDFLAGS = $(fuzz_link_flags)
+
+# The programs' reader of the same log (tools/logcsv.c), compiled in from
+# tools/ as xdm-bench and xdmctl compile it.
+tests_fuzz_fuzz_logcsv_SOURCES = tests/fuzz/fuzz_logcsv.c tools/logcsv.c tools/logcsv.h
+tests_fuzz_fuzz_logcsv_LDFLAGS = $(fuzz_link_flags)
 
 # What run.sh needs built: the targets and the modules fuzz_tree_store loads.
 fuzz_modules = backends/host.la backends/pool.la adaptors/budget.la \

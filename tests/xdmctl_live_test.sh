@@ -16,6 +16,11 @@ key=$name_of_test-$$
 stack="budget key=$key limit=64M | host"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/$name_of_test.XXXXXX") || exit 1
+# xdmctl reads the trees of this run only: other tests mount trees beside
+# this one, and a reader of theirs would be a process they do not expect
+# (a fork while their server answers a stranger, say).
+XDMCTL_TREES_UNDER=$tmp
+export XDMCTL_TREES_UNDER
 pids=
 # cleanup_first: what the sourcing script undoes before the rest (a tmux
 # server, say); empty by default.

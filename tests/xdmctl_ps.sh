@@ -55,6 +55,7 @@ assert p[$a]['bytes'] == 8 * 2**20 and p[$b]['bytes'] == 4 * 2**20
 assert p[$a]['state'] == 'live' and p[$b]['state'] == 'live'
 assert p[$a]['command'] == 'budget_worker', p[$a]['command']
 assert p[$b]['mount'] is None
+assert all(t['path'].startswith('$tmp/') for t in doc['trees']), doc['trees']
 if '$tree' == 'yes':
     assert p[$a]['mount'] == '$tmp/mnt-$a', p[$a]['mount']
     t = [t for t in doc['trees'] if t['path'] == '$tmp/mnt-$a']

@@ -53,7 +53,7 @@ fi
 case $ctl in /*) ;; *) ctl=$(pwd)/$ctl ;; esac
 tm new-session -d -s top -x 160 -y 40 sh || fail "tmux cannot start"
 for how in q C-c; do
-	tm send-keys -t top "clear; '$ctl' top -d 0.2; echo top-ended-\$?; stty -a | tr ' ' '\\n' | grep -Ex -- '-?(icanon|echo)' | tr '\\n' ' '; echo" Enter
+	tm send-keys -t top "clear; XDMCTL_TREES_UNDER='$tmp' '$ctl' top -d 0.2; echo top-ended-\$?; stty -a | tr ' ' '\\n' | grep -Ex -- '-?(icanon|echo)' | tr '\\n' ' '; echo" Enter
 	pane_has "^xdmctl top - .* - q quits"
 	pane_has "^ +$w budget_worker +live +8.0 MiB"
 	if [ "$tree" = yes ]; then

@@ -29,6 +29,7 @@ enum xdmctl_exit {
 struct xdmctl_ctx {
 	bool json;		/* --json: one JSON document on standard output */
 	const char *shm_dir;	/* where the segments are: /dev/shm, or $XDMCTL_SHM_DIR */
+	const char *trees_under;	/* $XDMCTL_TREES_UNDER: only trees below it; NULL: all */
 };
 
 /* One command: argv[0] is its name; returns an enum xdmctl_exit. */

@@ -199,7 +199,7 @@ int xdmctl_budget(struct xdmctl_ctx *ctx, int argc, char **argv)
 		goto out;
 	}
 	/* The processes' trees, as ps shows them; without them, none. */
-	if (xdmctl_mounts_read(false, BUDGET_TREE_TIMEOUT_MS, &mounts, &nmounts) == 0)
+	if (xdmctl_mounts_read(ctx, false, BUDGET_TREE_TIMEOUT_MS, &mounts, &nmounts) == 0)
 		xdmctl_segments_link_mounts(seg, 1, mounts, nmounts);
 	if (ctx->json) {
 		xdmctl_segment_json(stdout, seg, true);

@@ -106,6 +106,9 @@ int main(int argc, char **argv)
 
 	if (dir && *dir)
 		ctx.shm_dir = dir;
+	dir = getenv("XDMCTL_TREES_UNDER");
+	if (dir && *dir)
+		ctx.trees_under = dir;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			ctx.json = true;

@@ -33,14 +33,25 @@
 struct mount_list {
 	struct xdmctl_mount *m;
 	size_t n, cap;
+	const char *under;	/* only trees below this directory; NULL: all */
 };
+
+/* Whether point is dir or below it ("/a/b" is below "/a", "/ab" is not). */
+static bool below(const char *point, const char *dir)
+{
+	size_t len = strlen(dir);
+
+	while (len > 1 && dir[len - 1] == '/')
+		len--;
+	return strncmp(point, dir, len) == 0 && (point[len] == '\0' || point[len] == '/');
+}
 
 /* A tree mounted over another at the same point hides it: keep the last. */
 static int collect(const char *point, const char *type, void *arg)
 {
 	struct mount_list *l = arg;
 
-	if (strcmp(type, TREE_TYPE) != 0)
+	if (strcmp(type, TREE_TYPE) != 0 || (l->under && !below(point, l->under)))
 		return 0;
 	for (size_t i = 0; i < l->n; i++) {
 		if (strcmp(l->m[i].path, point) == 0)
@@ -235,10 +246,10 @@ static void gather(struct xdmctl_mount *m, struct reader *r, size_t n, int timeo
 	free(pf);
 }
 
-int xdmctl_mounts_read(bool with_runtimes, int timeout_ms, struct xdmctl_mount **out,
-		       size_t *n)
+int xdmctl_mounts_read(const struct xdmctl_ctx *ctx, bool with_runtimes, int timeout_ms,
+		       struct xdmctl_mount **out, size_t *n)
 {
-	struct mount_list l = { NULL, 0, 0 };
+	struct mount_list l = { NULL, 0, 0, ctx->trees_under };
 	struct reader *r = NULL;
 	int rc;
 

@@ -171,7 +171,7 @@ int xdmctl_ps(struct xdmctl_ctx *ctx, int argc, char **argv)
 	rc = xdmctl_segments_read(ctx, "ps", &segs, &nsegs);
 	if (rc)
 		return rc;
-	rc = xdmctl_mounts_read(false, (int)timeout_ms, &mounts, &nmounts);
+	rc = xdmctl_mounts_read(ctx, false, (int)timeout_ms, &mounts, &nmounts);
 	if (rc) {
 		/* The budgets are still worth showing. */
 		fprintf(stderr, "xdmctl: ps: the mounted trees cannot be listed: %s\n",

@@ -93,10 +93,12 @@ struct xdmctl_mount {
  * process that is killed if it has not answered within timeout_ms: the
  * server of a tree is a thread of the process it describes, and a stopped
  * process would hang a reader forever.  with_runtimes reads the runtime
- * directories too (for top); otherwise only pid.  0, or -errno.
+ * directories too (for top); otherwise only pid.  Trees outside
+ * ctx->trees_under, when it is set, are neither listed nor read.  0, or
+ * -errno.
  */
-int xdmctl_mounts_read(bool with_runtimes, int timeout_ms, struct xdmctl_mount **out,
-		       size_t *n);
+int xdmctl_mounts_read(const struct xdmctl_ctx *ctx, bool with_runtimes, int timeout_ms,
+		       struct xdmctl_mount **out, size_t *n);
 
 /* The mount served by pid, or NULL. */
 const struct xdmctl_mount *xdmctl_mount_of(const struct xdmctl_mount *mounts, size_t n,

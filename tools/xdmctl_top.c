@@ -157,7 +157,7 @@ static int frame(struct xdmctl_ctx *ctx, struct top *t, FILE *f)
 	rc = xdmctl_segments_read(ctx, "top", &segs, &nsegs);
 	if (rc)
 		return rc;
-	if (xdmctl_mounts_read(true, TOP_TREE_TIMEOUT_MS, &mounts, &nmounts) != 0)
+	if (xdmctl_mounts_read(ctx, true, TOP_TREE_TIMEOUT_MS, &mounts, &nmounts) != 0)
 		nmounts = 0;
 	xdmctl_segments_link_mounts(segs, nsegs, mounts, nmounts);
 	t->now = now_s();

@@ -18,7 +18,10 @@
 
 #include "tests/fuzz/fuzz.h"
 
-/* Fraction digits the reference multiplies out exactly: 10^16 * 101 * 2^64 < 2^128. */
+/*
+ * Fraction digits the reference multiplies out exactly: 10^16 * 101 * 2^64
+ * < 2^128 for a percentage, and a unit's whole part is bounded first.
+ */
 #define REF_DIGITS 16
 
 typedef unsigned __int128 u128;
@@ -150,6 +153,13 @@ static struct ref reference(const char *s, uint64_t base)
 		if (whole > UINT64_MAX)
 			return r;
 	}
+	/*
+	 * A whole part that a unit alone takes past 2^64 is refused: that also
+	 * keeps (whole * den + frac) * m below 2^128 (at most 2^64 * 10^16 *
+	 * 2^40 would not be).
+	 */
+	if (!percent && whole * m > UINT64_MAX)
+		return r;
 	kept = nfp < REF_DIGITS ? nfp : REF_DIGITS;
 	for (size_t i = 0; i < kept; i++)
 		frac = frac * 10 + (u128)(fp[i] - '0');

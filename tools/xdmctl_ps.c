@@ -35,13 +35,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-static int by_pid(const void *a, const void *b)
-{
-	const struct xdmctl_proc *x = a, *y = b;
-
-	return (x->pid > y->pid) - (x->pid < y->pid);
-}
-
 /* Whether some budget's process serves this tree. */
 static bool tree_has_budget(const struct xdmctl_mount *m, const struct xdmctl_segment *segs,
 			    size_t nsegs)
@@ -179,8 +172,6 @@ int xdmctl_ps(struct xdmctl_ctx *ctx, int argc, char **argv)
 		nmounts = 0;
 	}
 	xdmctl_segments_link_mounts(segs, nsegs, mounts, nmounts);
-	for (size_t i = 0; i < nsegs; i++)
-		qsort(segs[i].procs, segs[i].nprocs, sizeof(segs[i].procs[0]), by_pid);
 	if (ctx->json)
 		print_json(segs, nsegs, mounts, nmounts);
 	else

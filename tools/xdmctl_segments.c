@@ -140,6 +140,13 @@ out:
 	close(fd);
 }
 
+static int by_pid(const void *a, const void *b)
+{
+	const struct xdmctl_proc *x = a, *y = b;
+
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
 static int by_key(const void *a, const void *b)
 {
 	const struct xdmctl_segment *x = a, *y = b;
@@ -184,6 +191,7 @@ int xdmctl_segments_read(const struct xdmctl_ctx *ctx, const char *cmd,
 		snprintf(seg->key, sizeof(seg->key), "%s", d->d_name + strlen(prefix));
 		snprintf(seg->path, sizeof(seg->path), "%s/%s", ctx->shm_dir, d->d_name);
 		read_segment(seg);
+		qsort(seg->procs, seg->nprocs, sizeof(seg->procs[0]), by_pid);
 	}
 	closedir(dir);
 	if (count)

@@ -45,7 +45,8 @@ struct xdmctl_segment {
 };
 
 /*
- * Every "xdm-budget-*" file of ctx->shm_dir, sorted by key.  A segment that
+ * Every "xdm-budget-*" file of ctx->shm_dir, sorted by key, each one's
+ * processes by pid.  A segment that
  * cannot be read (another user's, or not a budget) is listed with the
  * reason in unreadable.  0, or a sentence said and XDMCTL_EXIT_FAIL.
  */

@@ -180,9 +180,14 @@ grep -q "no budget has the key 'no-such-key-$$'" "$tmp/none.err" || fail "$(cat 
 mkdir "$tmp/shm"
 head -c 100 /dev/zero >"$tmp/shm/xdm-budget-short"
 : >"$tmp/shm/not-a-budget"
+# A FIFO is never opened: the open would wait for a writer forever.
+mkfifo "$tmp/shm/xdm-budget-fifo" || fail "mkfifo"
 XDMCTL_SHM_DIR=$tmp/shm "$ctl" ps >"$tmp/shm.out" 2>&1 || fail "ps over bad segments exited $?"
-grep -q "budget short: /xdm-budget-short is 100 bytes, not a segment" "$tmp/shm.out" ||
+grep -q "budget short: /xdm-budget-short is a file of 100 bytes, not a segment" "$tmp/shm.out" ||
 	fail "ps over a bad segment said: $(cat "$tmp/shm.out")"
+grep -q "budget fifo: /xdm-budget-fifo is no plain file" "$tmp/shm.out" ||
+	fail "ps over a FIFO said: $(cat "$tmp/shm.out")"
+rm -f "$tmp/shm/xdm-budget-fifo"
 grep -q "not-a-budget" "$tmp/shm.out" && fail "ps listed a file that is no budget's"
 XDMCTL_SHM_DIR=$tmp/shm "$ctl" budget short --set 1M >/dev/null 2>"$tmp/shm.err"
 [ $? -eq 1 ] || fail "--set on a bad segment does not exit 1"

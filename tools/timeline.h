@@ -96,6 +96,8 @@ void timeline_bytes_tick(char *buf, size_t len, uint64_t bytes);
 void timeline_duration(char *buf, size_t len, uint64_t ns);
 /* Tick steps: a power of two of bytes, {1, 2, 5} x 10^n of ns; about n ticks. */
 uint64_t timeline_bytes_step(uint64_t top, unsigned int n);
+/* The least multiple of step at or above v, or UINT64_MAX past it. */
+uint64_t timeline_round_up(uint64_t v, uint64_t step);
 uint64_t timeline_time_step(uint64_t span, unsigned int n);
 /* A tick's label: value in the unit that fits span, with the decimals step needs. */
 void timeline_time_tick(char *buf, size_t len, uint64_t value, uint64_t span, uint64_t step);

@@ -69,9 +69,17 @@ uint64_t timeline_bytes_step(uint64_t top, unsigned int n)
 	uint64_t step = 1;
 
 	/* The smallest power of two that cuts top into at most n steps. */
-	while (step < (UINT64_C(1) << 62) && (top + step - 1) / step > n)
+	while (step < (UINT64_C(1) << 62) && top / step + (top % step != 0) > n)
 		step <<= 1;
 	return step;
+}
+
+uint64_t timeline_round_up(uint64_t v, uint64_t step)
+{
+	uint64_t q = v / step + (v % step != 0);
+
+	/* Near 2^64 the next multiple does not exist: the top of the range. */
+	return q > UINT64_MAX / step ? UINT64_MAX : q * step;
 }
 
 uint64_t timeline_time_step(uint64_t span, unsigned int n)

@@ -455,7 +455,7 @@ int timeline_svg(FILE *f, const struct timeline *tl, const struct timeline_view 
 
 	/* About six grid lines; the top one at or above the peak. */
 	fr.ystep = timeline_bytes_step(tl->peak_bytes, 6);
-	fr.ytop = (tl->peak_bytes + fr.ystep - 1) / fr.ystep * fr.ystep;
+	fr.ytop = timeline_round_up(tl->peak_bytes, fr.ystep);
 	if (fr.ytop == 0)
 		fr.ytop = fr.ystep;
 	if (!below || !shown) {

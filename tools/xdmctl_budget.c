@@ -137,6 +137,13 @@ static int set_limit(struct xdmctl_ctx *ctx, struct xdmctl_segment *seg, const c
 				   seg->name,
 				   err == ETIMEDOUT ? "a process holding it is stopped" : strerror(err));
 	}
+	/* The last process left since the listing: the name is gone with it. */
+	if (s->unlinked) {
+		budget_unlock(s);
+		munmap(s, sizeof(*s));
+		return xdmctl_fail(XDMCTL_EXIT_NONE, "budget",
+				   "/%s went away (its last process left): nothing to set", seg->name);
+	}
 	before = atomic_load_explicit(&s->limit, memory_order_relaxed);
 	/* A segment an attach would refuse is not mended behind its back. */
 	if (atomic_load_explicit(&s->limit_check, memory_order_relaxed) != ~before) {

@@ -1,24 +1,41 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * xdmctl_json.c - the one piece of JSON that needs care: strings.  Command
- * names and tags are whatever a process or a user chose, so every byte
- * outside printable ASCII is escaped and the document stays valid JSON
- * (and ASCII) whatever they hold.
+ * names, paths and keys are whatever a process or a user chose, so the
+ * document stays valid JSON whatever they hold: UTF-8 passes as it is,
+ * control characters, quotes and backslashes are escaped, and a byte that
+ * is not UTF-8 becomes U+FFFD (JSON text is Unicode; a lone byte has no
+ * honest spelling in it).
  */
 #include "config.h"
 
+#include "utf8.h"
 #include "xdmctl.h"
 
 void xdmctl_json_string(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7f)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
+	while (*s) {
+		unsigned char c = (unsigned char)*s;
+		uint32_t cp;
+		size_t n;
+
+		if (c == '"' || c == '\\') {
+			fprintf(f, "\\%c", c);
+			s++;
+		} else if (c < 0x20 || c == 0x7f) {
+			fprintf(f, "\\u%04x", c);
+			s++;
+		} else if (c < 0x80) {
+			fputc(c, f);
+			s++;
+		} else if ((n = utf8_char(s, &cp)) != 0) {
+			fwrite(s, 1, n, f);
+			s += n;
+		} else {
+			fputs("\\ufffd", f);
+			s++;
+		}
 	}
 	fputc('"', f);
 }

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "fusefs/mountinfo.h"
 #include "xdmctl_segments.h"
 
@@ -43,20 +44,27 @@ static bool below(const char *point, const char *dir)
 
 	while (len > 1 && dir[len - 1] == '/')
 		len--;
+	if (len == 1 && dir[0] == '/')
+		return true;	/* every absolute path is below the root */
 	return strncmp(point, dir, len) == 0 && (point[len] == '\0' || point[len] == '/');
 }
 
-/* A tree mounted over another at the same point hides it: keep the last. */
+/*
+ * A mount over another at the same point hides it: only the last line of a
+ * point counts, and an xdm tree that something else covers is not listed.
+ */
 static int collect(const char *point, const char *type, void *arg)
 {
 	struct mount_list *l = arg;
 
+	for (size_t i = 0; i < l->n; i++) {
+		if (strcmp(l->m[i].path, point) == 0) {
+			l->m[i] = l->m[--l->n];
+			break;
+		}
+	}
 	if (strcmp(type, TREE_TYPE) != 0 || (l->under && !below(point, l->under)))
 		return 0;
-	for (size_t i = 0; i < l->n; i++) {
-		if (strcmp(l->m[i].path, point) == 0)
-			return 0;
-	}
 	if (l->n == l->cap) {
 		size_t ncap = l->cap ? l->cap * 2 : 4;
 		struct xdmctl_mount *bigger = realloc(l->m, ncap * sizeof(*l->m));
@@ -199,23 +207,16 @@ static void start_reader(struct xdmctl_mount *m, bool with_runtimes, struct read
 	r->fd = p[0];
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads every child's answer into its mount until done or the deadline. */
 static void gather(struct xdmctl_mount *m, struct reader *r, size_t n, int timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	uint64_t deadline = budget_now_ns() + (uint64_t)timeout_ms * 1000000;
 	struct pollfd *pf = calloc(n, sizeof(*pf));
 
 	for (;;) {
 		size_t k = 0;
-		long long left = deadline - now_ms();
+		uint64_t now = budget_now_ns();
+		int left = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
 
 		for (size_t i = 0; i < n; i++) {
 			if (r[i].fd >= 0 && pf)
@@ -223,7 +224,7 @@ static void gather(struct xdmctl_mount *m, struct reader *r, size_t n, int timeo
 		}
 		if (k == 0 || left <= 0 || !pf)
 			break;
-		if (poll(pf, k, (int)left) < 0 && errno != EINTR)
+		if (poll(pf, k, left) < 0 && errno != EINTR)
 			break;
 		for (size_t i = 0; i < n; i++) {
 			ssize_t got;
@@ -246,6 +247,25 @@ static void gather(struct xdmctl_mount *m, struct reader *r, size_t n, int timeo
 	free(pf);
 }
 
+/*
+ * Waits a little for a child, then leaves it.  SIGKILL ends a wait for a
+ * FUSE answer only while the request is queued: once the server has read
+ * it, the kernel waits for the answer whatever the signal, and a child of
+ * a stopped server stays until the server runs again.  Such a child is
+ * reaped by a later call (top's next frame), or by init once xdmctl exits.
+ */
+static void reap(pid_t child)
+{
+	for (int tries = 0; tries < 50; tries++) {
+		struct timespec pause = { 0, 2000000 };
+		pid_t got = waitpid(child, NULL, WNOHANG);
+
+		if (got == child || (got < 0 && errno != EINTR))
+			return;
+		nanosleep(&pause, NULL);
+	}
+}
+
 int xdmctl_mounts_read(const struct xdmctl_ctx *ctx, bool with_runtimes, int timeout_ms,
 		       struct xdmctl_mount **out, size_t *n)
 {
@@ -253,6 +273,9 @@ int xdmctl_mounts_read(const struct xdmctl_ctx *ctx, bool with_runtimes, int tim
 	struct reader *r = NULL;
 	int rc;
 
+	/* Children left by an earlier call whose wait has ended since. */
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
 	rc = fusefs_mountinfo_each(collect, &l);
 	if (rc)
 		goto fail;
@@ -282,8 +305,7 @@ int xdmctl_mounts_read(const struct xdmctl_ctx *ctx, bool with_runtimes, int tim
 			if (r[i].fd >= 0)
 				close(r[i].fd);
 		}
-		while (waitpid(r[i].child, NULL, 0) < 0 && errno == EINTR)
-			;
+		reap(r[i].child);
 	}
 	free(r);
 	*out = l.m;
@@ -315,4 +337,16 @@ void xdmctl_segments_link_mounts(struct xdmctl_segment *segs, size_t nsegs,
 								: xdmctl_mount_of(mounts, nmounts, p->pid);
 		}
 	}
+}
+
+bool xdmctl_tree_has_budget(const struct xdmctl_mount *m, const struct xdmctl_segment *segs,
+			    size_t nsegs)
+{
+	for (size_t i = 0; i < nsegs; i++) {
+		for (size_t k = 0; k < segs[i].nprocs; k++) {
+			if (segs[i].procs[k].mount == m)
+				return true;
+		}
+	}
+	return false;
 }

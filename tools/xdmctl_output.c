@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "xdmctl.h"
@@ -31,7 +32,10 @@ int xdmctl_output_close(const char *cmd, const char *path, FILE *f, bool written
 	if (path && fclose(f) && !err)
 		err = errno ? errno : EIO;
 	if (err || !written) {
-		if (path)
+		struct stat st;
+
+		/* Only a plain file is ours to remove: -o /dev/full stays. */
+		if (path && lstat(path, &st) == 0 && S_ISREG(st.st_mode))
 			unlink(path);
 		if (!err)
 			return XDMCTL_EXIT_FAIL;

@@ -2,7 +2,7 @@
 /*
  * xdmctl_output.h - where the commands that turn a log into a file write
  * it: -o FILE, or standard output.  A file that cannot be written whole
- * is removed, never left cut short.
+ * is removed (a plain file; a device is left alone), never left cut short.
  */
 #ifndef XDM_TOOLS_XDMCTL_OUTPUT_H
 #define XDM_TOOLS_XDMCTL_OUTPUT_H

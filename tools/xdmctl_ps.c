@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xdmctl_args.h"
 #include "xdmctl_segments.h"
 
 #define MOUNT_TIMEOUT_MS 1000
@@ -33,19 +34,6 @@ static void usage(FILE *f)
 	      "  --json        one JSON document\n"
 	      "  --timeout MS  how long a tree may take to answer (default 1000)\n",
 	      f);
-}
-
-/* Whether some budget's process serves this tree. */
-static bool tree_has_budget(const struct xdmctl_mount *m, const struct xdmctl_segment *segs,
-			    size_t nsegs)
-{
-	for (size_t i = 0; i < nsegs; i++) {
-		for (size_t k = 0; k < segs[i].nprocs; k++) {
-			if (segs[i].procs[k].mount == m)
-				return true;
-		}
-	}
-	return false;
 }
 
 static const char *tree_trouble(const struct xdmctl_mount *m)
@@ -94,7 +82,7 @@ static void print_text(const struct xdmctl_segment *segs, size_t nsegs,
 		const struct xdmctl_mount *m = &mounts[i];
 		const char *trouble = tree_trouble(m);
 
-		if (!trouble && tree_has_budget(m, segs, nsegs))
+		if (!trouble && xdmctl_tree_has_budget(m, segs, nsegs))
 			continue;
 		if (others++ == 0)
 			printf("\nother xdm trees (no budget, or unreadable):\n  %8s  %s\n", "PID", "TREE");
@@ -125,7 +113,7 @@ static void print_json(const struct xdmctl_segment *segs, size_t nsegs,
 			xdmctl_json_string(stdout, trouble);
 		} else {
 			printf(", \"pid\": %d, \"budget\": %s", (int)mounts[i].pid,
-			       tree_has_budget(&mounts[i], segs, nsegs) ? "true" : "false");
+			       xdmctl_tree_has_budget(&mounts[i], segs, nsegs) ? "true" : "false");
 		}
 		fputc('}', stdout);
 	}
@@ -143,19 +131,14 @@ int xdmctl_ps(struct xdmctl_ctx *ctx, int argc, char **argv)
 	struct xdmctl_segment *segs = NULL;
 	struct xdmctl_mount *mounts = NULL;
 	size_t nsegs = 0, nmounts = 0;
-	long timeout_ms = MOUNT_TIMEOUT_MS;
-	char *end;
+	unsigned long timeout_ms = MOUNT_TIMEOUT_MS;
 	int rc;
 
 	optind = 1;
 	while (xdmctl_next_option(ctx, argc, argv, "h", longopts, usage, &rc) != -1) {
 		/* --timeout, the one option of ps's own */
-		errno = 0;
-		timeout_ms = strtol(optarg, &end, 10);
-		if (errno || end == optarg || *end || timeout_ms < 1 || timeout_ms > 600000)
-			return xdmctl_fail(XDMCTL_EXIT_USAGE, "ps",
-					   "--timeout '%s' is not a number of milliseconds from 1 to 600000",
-					   optarg);
+		if (xdmctl_arg_uint("ps", "--timeout", optarg, 1, 600000, &timeout_ms))
+			return XDMCTL_EXIT_USAGE;
 	}
 	if (rc != XDMCTL_OPT_NEXT)
 		return rc;

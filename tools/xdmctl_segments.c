@@ -58,49 +58,73 @@ static void read_comm(pid_t pid, char *buf, size_t len)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
-static void read_proc(const struct budget_slot *slot, pid_t pid, struct xdmctl_proc *p)
+/*
+ * One slot's process into *p; false when the slot changed hands while it
+ * was read (a detach and an attach between the two reads of pid), which
+ * would pair one process's pid with another's start time.
+ */
+static bool read_proc(const struct budget_slot *slot, struct xdmctl_proc *p)
 {
+	_Atomic int32_t *pidp = (_Atomic int32_t *)&slot->pid;
+	/* pid is claimed last: a pid seen with acquire has its start time. */
+	int32_t pid = atomic_load_explicit(pidp, memory_order_acquire);
 	uint64_t start;
 	char state = '?';
 
+	if (pid <= 0)
+		return false;
 	p->pid = pid;
 	p->start_time = slot->start_time;
 	p->used = load(&slot->used);
+	if (atomic_load_explicit(pidp, memory_order_acquire) != pid)
+		return false;
 	if (!budget_slot_alive(pid, p->start_time)) {
 		p->state = XDMCTL_PROC_DEAD;
 		snprintf(p->comm, sizeof(p->comm), "?");
-		return;
+		return true;
 	}
 	read_comm(pid, p->comm, sizeof(p->comm));
 	/* T: stopped by a signal; t: by a debugger. */
 	p->state = budget_proc_identity(pid, &start, &state) == 0 && (state == 'T' || state == 't')
 			   ? XDMCTL_PROC_STOPPED
 			   : XDMCTL_PROC_LIVE;
+	return true;
 }
 
-/* What a segment holds, or why it cannot be read, into seg. */
-static void read_segment(struct xdmctl_segment *seg)
+/*
+ * What a segment holds, or why it cannot be read, into seg.  The file is
+ * examined before it is opened: /dev/shm is everyone's, and an open of a
+ * FIFO named like a segment would wait for a writer forever.  A segment
+ * truncated under the mapping faults the reader, as it faults every
+ * process of that budget (xdm-budget(7), THE SEGMENT).
+ */
+static void read_segment(int dirfd, const char *name, struct xdmctl_segment *seg)
 {
 	struct budget_shm *s = MAP_FAILED;
 	struct stat st;
 	int fd;
 
-	fd = open(seg->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		snprintf(seg->unreadable, sizeof(seg->unreadable), "cannot be examined: %s",
+			 strerror(errno));
+		return;
+	}
+	seg->owner = st.st_uid;
+	if (!S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(*s)) {
+		snprintf(seg->unreadable, sizeof(seg->unreadable),
+			 "is %s of %lld bytes, not a segment of this xdm's layout (%zu bytes)",
+			 S_ISREG(st.st_mode) ? "a file" : "no plain file", (long long)st.st_size,
+			 sizeof(*s));
+		return;
+	}
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
 		snprintf(seg->unreadable, sizeof(seg->unreadable), "cannot be opened: %s",
 			 strerror(errno));
 		return;
 	}
-	if (fstat(fd, &st) != 0) {
-		snprintf(seg->unreadable, sizeof(seg->unreadable), "cannot be examined: %s",
-			 strerror(errno));
-		goto out;
-	}
-	seg->owner = st.st_uid;
-	if (!S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(*s)) {
-		snprintf(seg->unreadable, sizeof(seg->unreadable),
-			 "is %lld bytes, not a segment of this xdm's layout (%zu bytes)",
-			 (long long)st.st_size, sizeof(*s));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(*s)) {
+		snprintf(seg->unreadable, sizeof(seg->unreadable), "changed while it was read");
 		goto out;
 	}
 	s = mmap(NULL, sizeof(*s), PROT_READ, MAP_SHARED, fd, 0);
@@ -127,13 +151,8 @@ static void read_segment(struct xdmctl_segment *seg)
 	seg->refusals = load(&s->refusals);
 	seg->device_total = s->device_total;
 	seg->unsettled = atomic_load_explicit(&s->unsettled, memory_order_relaxed);
-	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
-		/* pid is claimed last: a pid seen with acquire has its start time. */
-		int32_t pid = atomic_load_explicit(&s->slots[i].pid, memory_order_acquire);
-
-		if (pid > 0)
-			read_proc(&s->slots[i], pid, &seg->procs[seg->nprocs++]);
-	}
+	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
+		seg->nprocs += read_proc(&s->slots[i], &seg->procs[seg->nprocs]);
 out:
 	if (s != MAP_FAILED)
 		munmap(s, sizeof(*s));
@@ -190,7 +209,7 @@ int xdmctl_segments_read(const struct xdmctl_ctx *ctx, const char *cmd,
 		snprintf(seg->name, sizeof(seg->name), "%s", d->d_name);
 		snprintf(seg->key, sizeof(seg->key), "%s", d->d_name + strlen(prefix));
 		snprintf(seg->path, sizeof(seg->path), "%s/%s", ctx->shm_dir, d->d_name);
-		read_segment(seg);
+		read_segment(dirfd(dir), d->d_name, seg);
 		qsort(seg->procs, seg->nprocs, sizeof(seg->procs[0]), by_pid);
 	}
 	closedir(dir);

@@ -105,6 +105,10 @@ int xdmctl_mounts_read(const struct xdmctl_ctx *ctx, bool with_runtimes, int tim
 const struct xdmctl_mount *xdmctl_mount_of(const struct xdmctl_mount *mounts, size_t n,
 					   pid_t pid);
 
+/* Whether some budget's process serves this tree (after the link below). */
+bool xdmctl_tree_has_budget(const struct xdmctl_mount *m, const struct xdmctl_segment *segs,
+			    size_t nsegs);
+
 /* Sets each process's mount in the segments. */
 void xdmctl_segments_link_mounts(struct xdmctl_segment *segs, size_t nsegs,
 				 const struct xdmctl_mount *mounts, size_t nmounts);

@@ -23,6 +23,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 
 /* Device ordinals a snapshot lists, an empty list for each one below the last. */
 #define MAX_DEVICES 4096
+#define NO_ROW UINT32_MAX
 
 /* The strings written more than once: memo ids; a tag's is K_COUNT + its index. */
 enum key {
@@ -96,6 +98,13 @@ struct snapshot {
 	const struct logcsv *log;
 	FILE *f;
 	uint32_t *alloc_of;	/* per replay position: a free's allocate, as a position */
+	/*
+	 * Each device's rows as a chain of replay positions, so that writing
+	 * the traces reads every row once however many devices the log names.
+	 */
+	uint32_t first[MAX_DEVICES];	/* NO_ROW: the device has none */
+	uint32_t *next;		/* per replay position: its device's next row */
+	uint64_t *clock;	/* per replay position: logcsv_clock() there */
 	struct left *left;	/* live after the last row, by device and address */
 	size_t nleft;
 	uint32_t ndevices;	/* the highest ordinal logged, plus one */
@@ -164,16 +173,13 @@ static void put_trace(struct snapshot *s, uint32_t device)
 {
 	const struct logcsv *log = s->log;
 	struct pickle_list trace;
-	uint64_t t = 0;
 
 	pickle_list_begin(&trace, s->f);
-	for (size_t k = 0; k < log->nrows; k++) {
+	for (uint32_t k = s->first[device]; k != NO_ROW; k = s->next[k]) {
 		const struct logcsv_row *r = logcsv_at(log, k);
 		const struct logcsv_row *block;
+		uint64_t t = s->clock[k];
 
-		t = logcsv_clock(log, k, t);
-		if (r->device != device)
-			continue;
 		switch (r->action) {
 		case LOGCSV_ALLOCATE:
 			put_event(s, &trace, K_SEGMENT_ALLOC, r, t);
@@ -300,20 +306,27 @@ static int collect_left(struct snapshot *s, const struct logcsv_live *m)
 static int replay(struct snapshot *s)
 {
 	const struct logcsv *log = s->log;
+	static_assert(MAX_DEVICES <= 4096, "last[] lives on the stack");
+	uint32_t last[MAX_DEVICES];
 	struct logcsv_live m;
+	uint64_t t = 0;
 	int rc;
 
-	if (log->nrows > UINT32_MAX)
-		return logcsv_say(log, 0, "has more than %u rows, more than a snapshot can number",
+	if (log->nrows >= UINT32_MAX)
+		return logcsv_say(log, 0, "has %u rows or more, more than a snapshot can number",
 				  UINT32_MAX);
 	s->alloc_of = malloc((log->nrows ? log->nrows : 1) * sizeof(*s->alloc_of));
-	if (!s->alloc_of) {
+	s->next = malloc((log->nrows ? log->nrows : 1) * sizeof(*s->next));
+	s->clock = malloc((log->nrows ? log->nrows : 1) * sizeof(*s->clock));
+	if (!s->alloc_of || !s->next || !s->clock) {
 		logcsv_say(log, 0, "out of memory for the snapshot of %zu rows", log->nrows);
 		return LOGCSV_NOMEM;
 	}
 	rc = logcsv_live_init(log, &m);
 	if (rc)
 		return rc;
+	for (uint32_t d = 0; d < MAX_DEVICES; d++)
+		last[d] = s->first[d] = NO_ROW;
 	for (size_t k = 0; k < log->nrows; k++) {
 		const struct logcsv_row *r = logcsv_at(log, k);
 		struct logcsv_block gone = { 0 };
@@ -325,6 +338,14 @@ static int replay(struct snapshot *s)
 		}
 		if (r->device >= s->ndevices)
 			s->ndevices = r->device + 1;
+		t = logcsv_clock(log, k, t);
+		s->clock[k] = t;
+		s->next[k] = NO_ROW;
+		if (last[r->device] == NO_ROW)
+			s->first[r->device] = (uint32_t)k;
+		else
+			s->next[last[r->device]] = (uint32_t)k;
+		last[r->device] = (uint32_t)k;
 		rc = logcsv_live_step(log, &m, r, (uint32_t)k, &gone);
 		if (rc)
 			goto out;
@@ -407,6 +428,8 @@ int xdmctl_snapshot(struct xdmctl_ctx *ctx, int argc, char **argv)
 out:
 	free(s.memo);
 	free(s.alloc_of);
+	free(s.next);
+	free(s.clock);
 	free(s.left);
 	logcsv_free(&log);
 	return rc;

@@ -32,14 +32,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "xdmctl_args.h"
 #include "xdmctl_segments.h"
 
 #define TOP_TREE_TIMEOUT_MS 500
 
-/* What one process counted in the previous frame, for its rates. */
+/*
+ * What one row counted in the previous frame, for its rates: a process
+ * and the budget it is shown under (a process on two devices' budgets has
+ * a row, and counts, under each).
+ */
 struct sample {
 	pid_t pid;
+	uint64_t key;		/* a hash of the budget's key; 0 under "no budget" */
 	uint64_t allocs;
 };
 
@@ -71,10 +77,7 @@ static void usage(FILE *f)
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)budget_now_ns() / 1e9;
 }
 
 /* The runtimes of a tree that belong to a budget: those of its device, if
@@ -99,19 +102,31 @@ static void tree_totals(const struct xdmctl_mount *m, const char *key, uint64_t 
 	}
 }
 
-static void remember(struct top *t, pid_t pid, uint64_t allocs)
+/* FNV-1a of a budget's key, never 0: 0 is "no budget". */
+static uint64_t key_hash(const char *key)
+{
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+
+	if (!key)
+		return 0;
+	for (; *key; key++)
+		h = (h ^ (unsigned char)*key) * UINT64_C(0x100000001b3);
+	return h ? h : 1;
+}
+
+static void remember(struct top *t, pid_t pid, uint64_t key, uint64_t allocs)
 {
 	if (t->nnext == t->cap)
-		return;		/* more processes than slots: no rate for the rest */
-	t->next[t->nnext++] = (struct sample){ pid, allocs };
+		return;		/* more rows than slots: no rate for the rest */
+	t->next[t->nnext++] = (struct sample){ pid, key, allocs };
 }
 
 /* Allocations per second since the previous frame, or -1 if unknown. */
-static double rate(const struct top *t, pid_t pid, uint64_t allocs)
+static double rate(const struct top *t, pid_t pid, uint64_t key, uint64_t allocs)
 {
 	for (size_t i = 0; i < t->nprev; i++) {
-		if (t->prev[i].pid == pid && allocs >= t->prev[i].allocs &&
-		    t->now > t->prev_time)
+		if (t->prev[i].pid == pid && t->prev[i].key == key &&
+		    allocs >= t->prev[i].allocs && t->now > t->prev_time)
 			return (double)(allocs - t->prev[i].allocs) / (t->now - t->prev_time);
 	}
 	return -1;
@@ -130,8 +145,8 @@ static void row(FILE *f, struct top *t, pid_t pid, const char *comm, const char 
 		return;
 	}
 	tree_totals(m, key, &bytes, &blocks, &allocs, &failures);
-	remember(t, pid, allocs);
-	r = rate(t, pid, allocs);
+	remember(t, pid, key_hash(key), allocs);
+	r = rate(t, pid, key_hash(key), allocs);
 	if (r < 0)
 		snprintf(per_s, sizeof(per_s), "-");
 	else
@@ -183,12 +198,7 @@ static int frame(struct xdmctl_ctx *ctx, struct top *t, FILE *f)
 		}
 	}
 	for (size_t i = 0; i < nmounts; i++) {
-		bool has_budget = false;
-
-		for (size_t s = 0; s < nsegs; s++)
-			for (size_t k = 0; k < segs[s].nprocs; k++)
-				has_budget |= segs[s].procs[k].mount == &mounts[i];
-		if (has_budget || mounts[i].err)
+		if (mounts[i].err || xdmctl_tree_has_budget(&mounts[i], segs, nsegs))
 			continue;
 		if (others++ == 0) {
 			fputs("\nno budget:\n", f);
@@ -304,11 +314,19 @@ static int wait_key(struct top *t, int sigfd)
 		if (pf[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
-			if (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si) && si.ssi_signo == SIGWINCH) {
+			if (read(sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+				return 1;
+			if (si.ssi_signo == SIGWINCH) {
 				terminal_size(t);
 				return 0;	/* redraw at the new size */
 			}
-			return 1;
+			if (si.ssi_signo == SIGTSTP) {
+				/* Ctrl-Z: the shell gets its terminal back while we are stopped. */
+				terminal_leave(t);
+				raise(SIGSTOP);
+				return terminal_enter(t) ? 1 : 0;
+			}
+			return 1;	/* SIGINT, SIGTERM, SIGHUP, SIGQUIT */
 		}
 		if (pf[1].revents & (POLLHUP | POLLERR))
 			return 1;
@@ -383,7 +401,10 @@ int xdmctl_top(struct xdmctl_ctx *ctx, int argc, char **argv)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
 	sigaddset(&set, SIGWINCH);
+	if (!t.batch)
+		sigaddset(&set, SIGTSTP);
 	sigprocmask(SIG_BLOCK, &set, &old);
 	sigfd = signalfd(-1, &set, SFD_CLOEXEC);
 	if (sigfd < 0) {
@@ -391,6 +412,18 @@ int xdmctl_top(struct xdmctl_ctx *ctx, int argc, char **argv)
 		goto out_mask;
 	}
 	if (!t.batch) {
+		/*
+		 * One look before the screen is taken: what stops the first
+		 * frame is said where the user can read it, not on a screen
+		 * that leaving wipes.
+		 */
+		struct xdmctl_segment *segs = NULL;
+		size_t nsegs = 0;
+
+		rc = xdmctl_segments_read(ctx, "top", &segs, &nsegs);
+		free(segs);
+		if (rc)
+			goto out_sigfd;
 		terminal_size(&t);
 		rc = terminal_enter(&t);
 		if (rc)
@@ -404,6 +437,10 @@ int xdmctl_top(struct xdmctl_ctx *ctx, int argc, char **argv)
 			break;
 		if (wait_key(&t, sigfd))
 			break;
+	}
+	if (rc && t.raw) {
+		terminal_leave(&t);
+		xdmctl_fail(rc, "top", "stopped: a frame could not be read (xdmctl ps says why)");
 	}
 	terminal_leave(&t);
 out_sigfd:

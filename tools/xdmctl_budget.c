@@ -74,7 +74,9 @@ static struct budget_shm *map_writable(const struct xdmctl_segment *seg, int *rc
 {
 	struct budget_shm *s;
 	struct stat st;
-	int fd = open(seg->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	char why[160];
+	/* O_NONBLOCK: a FIFO put in its place since the listing must not block. */
+	int fd = open(seg->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
 	if (fd < 0) {
 		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget", "/%s cannot be opened for writing: %s%s",
@@ -82,7 +84,7 @@ static struct budget_shm *map_writable(const struct xdmctl_segment *seg, int *rc
 				  errno == EACCES ? " (it is another user's budget)" : "");
 		return NULL;
 	}
-	if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof(*s)) {
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(*s)) {
 		close(fd);
 		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget",
 				  "/%s changed under us: it is no longer a budget segment", seg->name);
@@ -95,12 +97,10 @@ static struct budget_shm *map_writable(const struct xdmctl_segment *seg, int *rc
 				  strerror(errno));
 		return NULL;
 	}
-	if (atomic_load_explicit(&s->magic, memory_order_acquire) != BUDGET_MAGIC ||
-	    s->version != BUDGET_LAYOUT_VERSION || s->nslots != BUDGET_SLOTS ||
-	    s->size != sizeof(*s)) {
+	if (!xdmctl_segment_layout_ok(s, why, sizeof(why))) {
 		munmap(s, sizeof(*s));
-		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget",
-				  "/%s changed under us: it is no longer a budget segment", seg->name);
+		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget", "/%s changed under us: it %s",
+				  seg->name, why);
 		return NULL;
 	}
 	return s;

@@ -91,6 +91,22 @@ static bool read_proc(const struct budget_slot *slot, struct xdmctl_proc *p)
 	return true;
 }
 
+bool xdmctl_segment_layout_ok(struct budget_shm *s, char *why, size_t len)
+{
+	if (atomic_load_explicit(&s->magic, memory_order_acquire) != BUDGET_MAGIC) {
+		snprintf(why, len, "is not ready (being created, or abandoned by its creator)");
+		return false;
+	}
+	if (s->version != BUDGET_LAYOUT_VERSION || s->nslots != BUDGET_SLOTS ||
+	    s->size != sizeof(*s)) {
+		snprintf(why, len,
+			 "has layout version %u with %u slots; this xdmctl reads version %u, %u slots",
+			 s->version, s->nslots, BUDGET_LAYOUT_VERSION, BUDGET_SLOTS);
+		return false;
+	}
+	return true;
+}
+
 /*
  * What a segment holds, or why it cannot be read, into seg.  The file is
  * examined before it is opened: /dev/shm is everyone's, and an open of a
@@ -133,18 +149,8 @@ static void read_segment(int dirfd, const char *name, struct xdmctl_segment *seg
 			 strerror(errno));
 		goto out;
 	}
-	if (atomic_load_explicit(&s->magic, memory_order_acquire) != BUDGET_MAGIC) {
-		snprintf(seg->unreadable, sizeof(seg->unreadable),
-			 "is not ready (being created, or abandoned by its creator)");
+	if (!xdmctl_segment_layout_ok(s, seg->unreadable, sizeof(seg->unreadable)))
 		goto out;
-	}
-	if (s->version != BUDGET_LAYOUT_VERSION || s->nslots != BUDGET_SLOTS ||
-	    s->size != sizeof(*s)) {
-		snprintf(seg->unreadable, sizeof(seg->unreadable),
-			 "has layout version %u with %u slots; this xdmctl reads version %u, %u slots",
-			 s->version, s->nslots, BUDGET_LAYOUT_VERSION, BUDGET_SLOTS);
-		goto out;
-	}
 	seg->limit = load(&s->limit);
 	seg->used = load(&s->used);
 	seg->peak = load(&s->peak);

@@ -127,6 +127,25 @@ bool xdm_up_supports_block_use_tracking(struct xdm_layer *up)
 	       l->ops->supports_block_use_tracking(l);
 }
 
+uint64_t xdm_up_granularity(struct xdm_layer *up)
+{
+	/* No FIND_IMPL: an adaptor must say it passes the question down. */
+	if (!up || !up->ops->granularity)
+		return 0;
+	return up->ops->granularity(up);
+}
+
+enum xdm_status xdm_up_allocate_at(struct xdm_layer *up, uint64_t ptr, size_t bytes,
+				   xdm_stream_id stream, const char *tag, struct xdm_block *out)
+{
+	if (!up)
+		return no_upstream();
+	if (!up->ops->allocate_at)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "%s: cannot allocate at a given address",
+				     up->ops->name);
+	return up->ops->allocate_at(up, ptr, bytes, stream, tag, out);
+}
+
 enum xdm_status xdm_up_prepare_block_use(struct xdm_layer *up, struct xdm_block_id id,
 					 xdm_stream_id use_stream, enum xdm_access access)
 {

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 2
+#define XDM_ABI_MINOR 3
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -159,6 +159,31 @@ struct xdm_ops {
 	 * no meaning for.
 	 */
 	enum xdm_status (*stream_resolve)(struct xdm_layer *self, void *handle, void **canonical);
+
+	/* ABI 1.3: backends whose blocks are pieces of one reserved address range */
+	/*
+	 * The size of the piece (granule) such a backend maps memory in; 0 or
+	 * NULL: its blocks are separate allocations.  A backend answering G > 0
+	 * promises that every block it hands out starts and ends on a multiple
+	 * of G; that blocks which are neighbours in the address space may be
+	 * used as one range; and that deallocate takes any range of whole
+	 * granules it handed out, as {ptr, bytes, stream}, whatever blocks
+	 * they came from (the range is released after the work queued on that
+	 * stream).  Unlike other methods, a NULL granularity in an adaptor
+	 * answers 0: only an adaptor that keeps no record per block (a byte
+	 * count, as the budget keeps) may pass the question down.
+	 */
+	uint64_t (*granularity)(struct xdm_layer *self);
+	/*
+	 * Map bytes (a multiple of the granularity) at exactly ptr, which must
+	 * lie in the backend's range and be wholly unused: how a layer above
+	 * grows a range it already holds in place.  XDM_E_OUT_OF_MEMORY when
+	 * the place is taken or the memory is not there; NULL in any layer:
+	 * XDM_E_NOT_SUPPORTED (the caller allocates anywhere instead).
+	 */
+	enum xdm_status (*allocate_at)(struct xdm_layer *self, uint64_t ptr, size_t bytes,
+				       xdm_stream_id stream, const char *tag,
+				       struct xdm_block *out);
 	/* append new members here, and bump XDM_ABI_MINOR */
 };
 
@@ -218,6 +243,11 @@ XDM_API enum xdm_status xdm_up_record_block_use(struct xdm_layer *up,
 						const struct xdm_block *block,
 						xdm_stream_id use_stream);
 XDM_API bool xdm_up_supports_block_use_tracking(struct xdm_layer *up);
+/* The upstream's granularity (0: whole blocks only), and its allocate_at. */
+XDM_API uint64_t xdm_up_granularity(struct xdm_layer *up);
+XDM_API enum xdm_status xdm_up_allocate_at(struct xdm_layer *up, uint64_t ptr, size_t bytes,
+					   xdm_stream_id stream, const char *tag,
+					   struct xdm_block *out);
 XDM_API enum xdm_status xdm_up_prepare_block_use(struct xdm_layer *up, struct xdm_block_id id,
 						 xdm_stream_id use_stream, enum xdm_access access);
 XDM_API enum xdm_status xdm_up_finish_block_use(struct xdm_layer *up, struct xdm_block_id id,

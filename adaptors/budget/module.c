@@ -144,8 +144,10 @@ static enum xdm_status refuse(struct budget *b, size_t requested, uint64_t remai
 				    why, requested, remaining, limit, b->uuid);
 }
 
-static enum xdm_status budget_allocate(struct xdm_layer *self, size_t bytes, xdm_stream_id stream,
-				       const char *tag, struct xdm_block *out)
+/* Charge, then allocate from the upstream: anywhere, or at exactly at. */
+static enum xdm_status charge_and_allocate(struct xdm_layer *self, bool placed, uint64_t at,
+					   size_t bytes, xdm_stream_id stream, const char *tag,
+					   struct xdm_block *out)
 {
 	struct budget *b = budget_of(self);
 	struct xdm_layer *up = xdm_layer_upstream(self);
@@ -156,7 +158,8 @@ static enum xdm_status budget_allocate(struct xdm_layer *self, size_t bytes, xdm
 	    !reserve_after_reclaim(b, stream, bytes, &remaining))
 		return refuse(b, bytes, remaining, "");
 
-	st = xdm_up_allocate(up, bytes, stream, tag, out);
+	st = placed ? xdm_up_allocate_at(up, at, bytes, stream, tag, out) :
+		      xdm_up_allocate(up, bytes, stream, tag, out);
 	if (st) {
 		budget_uncharge(b, stream, bytes);
 		return st;
@@ -175,6 +178,29 @@ static enum xdm_status budget_allocate(struct xdm_layer *self, size_t bytes, xdm
 	xdm_up_deallocate(up, out);
 	budget_uncharge(b, stream, bytes);
 	return refuse(b, out->bytes, remaining + bytes, "the layer below rounds up: ");
+}
+
+static enum xdm_status budget_allocate(struct xdm_layer *self, size_t bytes, xdm_stream_id stream,
+				       const char *tag, struct xdm_block *out)
+{
+	return charge_and_allocate(self, false, 0, bytes, stream, tag, out);
+}
+
+static enum xdm_status budget_allocate_at(struct xdm_layer *self, uint64_t ptr, size_t bytes,
+					  xdm_stream_id stream, const char *tag,
+					  struct xdm_block *out)
+{
+	return charge_and_allocate(self, true, ptr, bytes, stream, tag, out);
+}
+
+/*
+ * The budget keeps a count of bytes, not a record per block, so under a
+ * pool it can pass a virtual-memory upstream's granularity up: a range
+ * given back in parts uncharges exactly the bytes of each part.
+ */
+static uint64_t budget_granularity(struct xdm_layer *self)
+{
+	return xdm_up_granularity(xdm_layer_upstream(self));
 }
 
 /*
@@ -229,6 +255,8 @@ static const struct xdm_ops budget_ops = {
 	.init = budget_init,
 	.fini = budget_fini,
 	.allocate = budget_allocate,
+	.allocate_at = budget_allocate_at,
+	.granularity = budget_granularity,
 	.deallocate = budget_deallocate,
 	/* Everything else is forwarded to the upstream by the core. */
 	.attr_group = "budget",

@@ -26,22 +26,9 @@
 #define BEST_FIT_LOOK 16
 #define HASH_INITIAL 256
 
-/* relaxed stores of counters that only the lock holder writes */
-static inline void add(_Atomic uint64_t *c, uint64_t v)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-			      memory_order_relaxed);
-}
-
-static inline void sub(_Atomic uint64_t *c, uint64_t v)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) - v,
-			      memory_order_relaxed);
-}
-
 /* ---- descriptors ------------------------------------------------------- */
 
-static struct pool_seg *seg_new(struct pool_arena *a)
+struct pool_seg *pool_seg_new(struct pool_arena *a)
 {
 	struct pool_seg *s = a->spare;
 
@@ -52,7 +39,7 @@ static struct pool_seg *seg_new(struct pool_arena *a)
 	return malloc(sizeof(*s));
 }
 
-static void seg_put(struct pool_arena *a, struct pool_seg *s)
+void pool_seg_put(struct pool_arena *a, struct pool_seg *s)
 {
 	s->link_next = a->spare;
 	a->spare = s;
@@ -87,7 +74,7 @@ static inline bool seg_whole(const struct pool_seg *s)
 	return !s->prev && !s->next;
 }
 
-static void bin_insert(struct pool_arena *a, struct pool_seg *s)
+void pool_bin_insert(struct pool_arena *a, struct pool_seg *s)
 {
 	unsigned int fl, sl;
 	struct pool_seg **head;
@@ -105,10 +92,10 @@ static void bin_insert(struct pool_arena *a, struct pool_seg *s)
 	a->fl_map |= 1ull << fl;
 	a->sl_map[fl] |= 1u << sl;
 	if (seg_whole(s))
-		add(&a->idle_chunks, 1);
+		pool_add(&a->idle_chunks, 1);
 }
 
-static void bin_remove(struct pool_arena *a, struct pool_seg *s)
+void pool_bin_remove(struct pool_arena *a, struct pool_seg *s)
 {
 	unsigned int fl = s->fl, sl = s->sl;
 
@@ -124,7 +111,7 @@ static void bin_remove(struct pool_arena *a, struct pool_seg *s)
 			a->fl_map &= ~(1ull << fl);
 	}
 	if (seg_whole(s))
-		sub(&a->idle_chunks, 1);
+		pool_sub(&a->idle_chunks, 1);
 }
 
 /* The smallest segment of a whole bin that holds size, or NULL. */
@@ -283,7 +270,7 @@ static struct pool_seg *split(struct pool_arena *a, struct pool_seg *s, uint64_t
 
 	if (s->size - size < POOL_GRAIN)
 		return s;
-	r = seg_new(a);
+	r = pool_seg_new(a);
 	if (!r)
 		return NULL;
 	r->ptr = s->ptr + size;
@@ -295,36 +282,37 @@ static struct pool_seg *split(struct pool_arena *a, struct pool_seg *s, uint64_t
 		s->next->prev = r;
 	s->next = r;
 	s->size = size;
-	bin_insert(a, r);
-	add(&a->free_blocks, 1);
+	pool_bin_insert(a, r);
+	pool_add(&a->free_blocks, 1);
 	return s;
 }
 
 /* Merge s with free neighbours of its chunk and put the result in its bin. */
-static void merge_and_bin(struct pool_arena *a, struct pool_seg *s)
+static struct pool_seg *merge_and_bin(struct pool_arena *a, struct pool_seg *s)
 {
 	struct pool_seg *n = s->next, *p = s->prev;
 
 	if (n && n->state == SEG_FREE) {
-		bin_remove(a, n);
+		pool_bin_remove(a, n);
 		s->size += n->size;
 		s->next = n->next;
 		if (n->next)
 			n->next->prev = s;
-		seg_put(a, n);
-		sub(&a->free_blocks, 1);
+		pool_seg_put(a, n);
+		pool_sub(&a->free_blocks, 1);
 	}
 	if (p && p->state == SEG_FREE) {
-		bin_remove(a, p);
+		pool_bin_remove(a, p);
 		p->size += s->size;
 		p->next = s->next;
 		if (s->next)
 			s->next->prev = p;
-		seg_put(a, s);
-		sub(&a->free_blocks, 1);
+		pool_seg_put(a, s);
+		pool_sub(&a->free_blocks, 1);
 		s = p;
 	}
-	bin_insert(a, s);
+	pool_bin_insert(a, s);
+	return s;
 }
 
 struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size,
@@ -341,16 +329,16 @@ struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t 
 		if (s) {
 			a->cache[c] = s->link_next;
 			a->cache_count[c]--;
-			sub(&a->cached_bytes, s->size);
+			pool_sub(&a->cached_bytes, s->size);
 			goto found;
 		}
 	}
 	s = bin_find(a, size);
 	if (!s)
 		return NULL;
-	bin_remove(a, s);
+	pool_bin_remove(a, s);
 	if (!(s = split(a, t = s, size))) {
-		bin_insert(a, t);
+		pool_bin_insert(a, t);
 		*no_memory = true;
 		return NULL;
 	}
@@ -361,7 +349,7 @@ found:
 			s->link_next = a->cache[c];
 			a->cache[c] = s;
 			a->cache_count[c]++;
-			add(&a->cached_bytes, s->size);
+			pool_add(&a->cached_bytes, s->size);
 		} else {
 			merge_and_bin(a, s);
 		}
@@ -369,17 +357,17 @@ found:
 		return NULL;
 	}
 	s->state = SEG_USED;
-	sub(&a->free_bytes, s->size);
-	sub(&a->free_blocks, 1);
-	add(&a->in_use, s->size);
+	pool_sub(&a->free_bytes, s->size);
+	pool_sub(&a->free_blocks, 1);
+	pool_add(&a->in_use, s->size);
 	return s;
 }
 
-void pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s)
+struct pool_seg *pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s)
 {
-	sub(&a->in_use, s->size);
-	add(&a->free_bytes, s->size);
-	add(&a->free_blocks, 1);
+	pool_sub(&a->in_use, s->size);
+	pool_add(&a->free_bytes, s->size);
+	pool_add(&a->free_blocks, 1);
 	if (s->size <= p->params.small_max) {
 		unsigned int c = pool_class(p, s->size);
 
@@ -388,10 +376,10 @@ void pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s)
 		s->link_next = a->cache[c];
 		a->cache[c] = s;
 		a->cache_count[c]++;
-		add(&a->cached_bytes, s->size);
-		return;
+		pool_add(&a->cached_bytes, s->size);
+		return NULL;
 	}
-	merge_and_bin(a, s);
+	return merge_and_bin(a, s);
 }
 
 void pool_arena_flush(struct pool_arena *a)
@@ -403,7 +391,7 @@ void pool_arena_flush(struct pool_arena *a)
 		a->cache_count[c] = 0;
 		for (; s; s = next) {
 			next = s->link_next;
-			sub(&a->cached_bytes, s->size);
+			pool_sub(&a->cached_bytes, s->size);
 			merge_and_bin(a, s);
 		}
 	}
@@ -413,7 +401,7 @@ void pool_arena_flush(struct pool_arena *a)
 
 bool pool_arena_adopt(struct pool_arena *a, struct pool_chunk *c)
 {
-	struct pool_seg *s = seg_new(a);
+	struct pool_seg *s = pool_seg_new(a);
 
 	if (!s)
 		return false;
@@ -428,11 +416,11 @@ bool pool_arena_adopt(struct pool_arena *a, struct pool_chunk *c)
 	if (a->chunks)
 		a->chunks->prev = c;
 	a->chunks = c;
-	bin_insert(a, s);
-	add(&a->free_bytes, c->size);
-	add(&a->free_blocks, 1);
-	add(&a->owned, c->size);
-	add(&a->nchunks, 1);
+	pool_bin_insert(a, s);
+	pool_add(&a->free_bytes, c->size);
+	pool_add(&a->free_blocks, 1);
+	pool_add(&a->owned, c->size);
+	pool_add(&a->nchunks, 1);
 	return true;
 }
 
@@ -452,8 +440,8 @@ struct pool_chunk *pool_arena_release_idle(struct pool_arena *a, uint64_t size)
 	}
 	if (!best)
 		return NULL;
-	bin_remove(a, best->first);
-	seg_put(a, best->first);
+	pool_bin_remove(a, best->first);
+	pool_seg_put(a, best->first);
 	best->first = NULL;
 	if (best->prev)
 		best->prev->next = best->next;
@@ -461,10 +449,10 @@ struct pool_chunk *pool_arena_release_idle(struct pool_arena *a, uint64_t size)
 		a->chunks = best->next;
 	if (best->next)
 		best->next->prev = best->prev;
-	sub(&a->free_bytes, best->size);
-	sub(&a->free_blocks, 1);
-	sub(&a->owned, best->size);
-	sub(&a->nchunks, 1);
+	pool_sub(&a->free_bytes, best->size);
+	pool_sub(&a->free_blocks, 1);
+	pool_sub(&a->owned, best->size);
+	pool_sub(&a->nchunks, 1);
 	return best;
 }
 

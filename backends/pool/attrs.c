@@ -103,6 +103,10 @@ SHOW(trimmed, load(&p->trimmed))
 SHOW(chunk, p->params.chunk)
 SHOW(max, pool_max(p))
 SHOW(small_max, p->params.small_max)
+SHOW(granule, p->granule)
+SHOW(given_back, load(&p->given_back))
+SHOW(joins, load(&p->joins))
+SHOW(trim_ms, p->params.trim_ms)
 
 /* Writing 0 starts a new peak from what is reserved now. */
 static int reserved_peak_store(struct xdm_layer *self, const char *buf, size_t len)
@@ -216,7 +220,15 @@ const struct xdm_attr pool_attrs[] = {
 	  "holds from the next growth on, and below reserved it only stops growth", max_show,
 	  max_store },
 	{ "small_max", 0444, "the largest size-class block, bytes", small_max_show, NULL },
-	{ "trim", 0200, "write 1: give every wholly free chunk back to the upstream", NULL,
-	  trim_store },
+	{ "trim", 0200, "write 1: give every wholly free chunk (over a virtual-memory upstream: "
+	  "every whole free granule) back to the upstream", NULL, trim_store },
+	{ "granule", 0444, "the upstream's granularity, bytes; 0: its blocks are separate "
+	  "allocations, never joined or cut", granule_show, NULL },
+	{ "given_back", 0444, "bytes of whole free granules given back to the upstream so far",
+	  given_back_show, NULL },
+	{ "joins", 0444, "chunks joined to a neighbour in the address space so far", joins_show,
+	  NULL },
+	{ "trim_ms", 0444, "milliseconds between the trimmer's passes; 0: no trimmer",
+	  trim_ms_show, NULL },
 	{ .name = NULL },
 };

@@ -57,11 +57,48 @@ static void raise_peak(struct pool *p, uint64_t reserved)
 		;
 }
 
+void pool_give_ranges(struct pool *p, const struct pool_range *r, size_t n,
+		      xdm_stream_id stream)
+{
+	struct xdm_layer *up = xdm_layer_upstream(p->self);
+
+	for (size_t i = 0; i < n; i++) {
+		struct xdm_block b = {
+			.ordinal = xdm_layer_ordinal(p->self),
+			.stream = stream,
+			.ptr = r[i].ptr,
+			.bytes = r[i].bytes,
+			.align = p->granule,
+			.tag = "pool chunk",
+			.state = XDM_BLOCK_LIVE,
+		};
+
+		/*
+		 * The upstream releases the range after the work queued on the
+		 * stream that last owned it.  If it refuses, the granules stay
+		 * mapped and counted in reserved: a leak that says so.
+		 */
+		if (xdm_up_deallocate(up, &b) != XDM_OK)
+			continue;
+		atomic_fetch_sub_explicit(&p->reserved, r[i].bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->given_back, r[i].bytes, memory_order_relaxed);
+	}
+}
+
 /* Hand a chunk back upstream, after every use of it on its last owner. */
 static void chunk_release(struct pool *p, struct pool_chunk *c)
 {
 	struct xdm_layer *up = xdm_layer_upstream(p->self);
 
+	if (p->granule) {
+		/* Its owner's stream orders the release: no other stream used it since. */
+		struct pool_range r = { .ptr = c->up.ptr, .bytes = c->size };
+
+		pool_give_ranges(p, &r, 1, c->owner);
+		atomic_fetch_add_explicit(&p->trimmed, 1, memory_order_relaxed);
+		free(c);
+		return;
+	}
 	/*
 	 * The upstream frees on the chunk's allocation stream; if the chunk
 	 * has moved since, that stream first waits for its last owner.  If
@@ -76,6 +113,27 @@ static void chunk_release(struct pool *p, struct pool_chunk *c)
 	free(c);
 }
 
+/* Ranges cut per pass under an arena's lock: bounds how long it is held. */
+#define CUT_BATCH 64
+
+/* Under grow_lock: every whole free granule of a, back upstream; how many ranges. */
+static uint64_t give_back_arena(struct pool *p, struct pool_arena *a)
+{
+	struct pool_range r[CUT_BATCH];
+	uint64_t total = 0;
+	bool no_memory;
+	size_t n;
+
+	do {
+		pthread_spin_lock(&a->lock);
+		n = pool_span_cut(p, a, r, CUT_BATCH, &no_memory);
+		pthread_spin_unlock(&a->lock);
+		pool_give_ranges(p, r, n, a->stream);
+		total += n;
+	} while (n == CUT_BATCH && !no_memory);
+	return total;
+}
+
 /* Under grow_lock: every idle chunk of every arena, back upstream. */
 static uint64_t trim_locked(struct pool *p)
 {
@@ -87,6 +145,10 @@ static uint64_t trim_locked(struct pool *p)
 
 		if (!a)
 			continue;
+		if (p->granule) {
+			n += give_back_arena(p, a);
+			continue;
+		}
 		pthread_spin_lock(&a->lock);
 		pool_arena_flush(a);
 		while ((c = pool_arena_release_idle(a, 0))) {
@@ -121,6 +183,8 @@ static enum xdm_status adopt(struct pool *p, struct pool_arena *a, struct pool_c
 
 	pthread_spin_lock(&a->lock);
 	ok = pool_arena_adopt(a, c);
+	if (ok && p->granule)
+		pool_span_join(p, a, c);
 	pthread_spin_unlock(&a->lock);
 	if (ok)
 		return XDM_OK;
@@ -174,8 +238,8 @@ static uint64_t chunk_size(struct pool *p, uint64_t size)
 	return pool_round(want);
 }
 
-/* Under grow_lock: a new chunk of want bytes for a, or an error. */
-static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want)
+/* Under grow_lock: a new chunk of want bytes for a (at address at, if not 0), or an error. */
+static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want, uint64_t at)
 {
 	struct xdm_layer *up = xdm_layer_upstream(p->self);
 	struct pool_chunk *c = calloc(1, sizeof(*c));
@@ -191,11 +255,15 @@ static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want)
 		.tag = "pool chunk",
 		.state = XDM_BLOCK_LIVE,
 	};
-	st = xdm_up_allocate(up, want, a->stream, c->up.tag, &c->up);
+	st = at ? xdm_up_allocate_at(up, at, want, a->stream, c->up.tag, &c->up) :
+		  xdm_up_allocate(up, want, a->stream, c->up.tag, &c->up);
 	if (st) {
 		free(c);
 		return st;
 	}
+	/* A granular upstream may map more than asked: all of it is the pool's. */
+	if (p->granule && c->up.bytes > want)
+		want = c->up.bytes;
 	if (c->up.ptr & (POOL_GRAIN - 1)) {
 		st = xdm_error_set(XDM_E_NOT_SUPPORTED, "pool: the upstream returned 0x%" PRIx64
 				   ", which is not %" PRIu64 "-byte aligned", c->up.ptr, POOL_GRAIN);
@@ -204,6 +272,7 @@ static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want)
 		return st;
 	}
 	c->size = want;
+	c->up.bytes = want;
 	pthread_spin_lock(&a->lock);
 	if (!pool_arena_adopt(a, c)) {
 		pthread_spin_unlock(&a->lock);
@@ -211,6 +280,8 @@ static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want)
 		free(c);
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no host memory for a chunk");
 	}
+	if (p->granule)
+		pool_span_join(p, a, c);
 	pthread_spin_unlock(&a->lock);
 	raise_peak(p, atomic_fetch_add_explicit(&p->reserved, want, memory_order_relaxed) + want);
 	atomic_fetch_add_explicit(&p->growths, 1, memory_order_relaxed);
@@ -224,6 +295,54 @@ static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want)
 static bool within_max(struct pool *p, uint64_t max, uint64_t want)
 {
 	return !max || atomic_load_explicit(&p->reserved, memory_order_relaxed) + want <= max;
+}
+
+static uint64_t granule_round(const struct pool *p, uint64_t bytes)
+{
+	return (bytes + p->granule - 1) & ~(p->granule - 1);
+}
+
+/*
+ * Under grow_lock, over a granular upstream: room for size bytes on a.
+ * Idle granules go back first (unless release=trim), since they are not
+ * where this request can go; then the arena's largest free tail is grown
+ * in place by what it lacks, so a large request costs only the granules it
+ * really adds; failing that, new granules anywhere, joined to whatever
+ * neighbours they land beside.
+ */
+static enum xdm_status grow_span(struct pool *p, struct pool_arena *a, uint64_t size,
+				 uint64_t max)
+{
+	uint64_t tail, at = 0, want;
+	struct pool_chunk *c;
+
+	if (p->params.release != POOL_RELEASE_TRIM)
+		give_back_arena(p, a);
+	pthread_spin_lock(&a->lock);
+	c = pool_span_tail(a, &tail);
+	if (c && tail < size)
+		at = c->up.ptr + c->size;
+	pthread_spin_unlock(&a->lock);
+	if (at) {
+		want = granule_round(p, size - tail);
+		if (within_max(p, max, want) && grow(p, a, want, at) == XDM_OK)
+			return XDM_OK;
+	}
+	want = granule_round(p, chunk_size(p, size));
+	if (!within_max(p, max, want))
+		want = granule_round(p, size);
+	if (within_max(p, max, want) && grow(p, a, want, 0) == XDM_OK)
+		return XDM_OK;
+	/* Refused: every arena's idle granules back, what is pending reaped, once more. */
+	trim_locked(p);
+	xdm_up_reap_pending(xdm_layer_upstream(p->self));
+	want = granule_round(p, size);
+	if (!within_max(p, max, want))
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: %" PRIu64 " bytes on stream %u "
+				     "do not fit: %" PRIu64 " bytes reserved of max %" PRIu64, size,
+				     a->stream, atomic_load_explicit(&p->reserved,
+								     memory_order_relaxed), max);
+	return grow(p, a, want, 0);
 }
 
 static enum xdm_status refill_locked(struct pool *p, struct pool_arena *a, uint64_t size)
@@ -243,11 +362,13 @@ static enum xdm_status refill_locked(struct pool *p, struct pool_arena *a, uint6
 	pthread_spin_unlock(&a->lock);
 	if (fits || steal(p, a, size, &st))
 		return st;
+	if (p->granule)
+		return grow_span(p, a, size, max);
 
 	want = chunk_size(p, size);
 	if (!within_max(p, max, want))
 		want = size;
-	if (within_max(p, max, want) && grow(p, a, want) == XDM_OK)
+	if (within_max(p, max, want) && grow(p, a, want, 0) == XDM_OK)
 		return XDM_OK;
 	/* The bound or the upstream refused: make room, then ask for exactly size. */
 	trim_locked(p);
@@ -256,7 +377,7 @@ static enum xdm_status refill_locked(struct pool *p, struct pool_arena *a, uint6
 				     "do not fit: %" PRIu64 " bytes reserved of max %" PRIu64, size,
 				     a->stream, atomic_load_explicit(&p->reserved,
 								     memory_order_relaxed), max);
-	return grow(p, a, size);
+	return grow(p, a, size, 0);
 }
 
 enum xdm_status pool_refill(struct pool *p, struct pool_arena *a, uint64_t size)

@@ -7,6 +7,8 @@ backends_pool_la_SOURCES = \
 	backends/pool/size.c \
 	backends/pool/arena.c \
 	backends/pool/chunk.c \
+	backends/pool/span.c \
+	backends/pool/trim.c \
 	backends/pool/attrs.c
 backends_pool_la_LDFLAGS = $(module_link_flags)
 backends_pool_la_LIBADD = $(module_link_libs)
@@ -17,6 +19,14 @@ TESTS += tests/check_pool
 tests_check_pool_SOURCES = tests/check_pool.c
 tests_check_pool_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_pool_LDADD = libxdm.la $(CHECK_LIBS)
+
+# The pool over host_vmm, a virtual-memory upstream on the host platform:
+# joins, give-backs, the trimmer, data and counters through churn.
+check_PROGRAMS += tests/check_pool_vmm
+TESTS += tests/check_pool_vmm
+tests_check_pool_vmm_SOURCES = tests/check_pool_vmm.c
+tests_check_pool_vmm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_pool_vmm_LDADD = libxdm.la $(CHECK_LIBS)
 
 # The pool on a GPU, over cuda_async and cuda_direct; skips (77) without
 # one.  One process, no fork (CUDA state does not survive it); -no-install

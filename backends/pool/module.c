@@ -28,9 +28,10 @@
 #define POOL_MAX_REQUEST (1ull << 50)
 
 static const struct xdm_param_spec pool_params[] = {
-	{ "chunk", XDM_PARAM_SIZE, "32M",
+	{ "chunk", XDM_PARAM_SIZE, NULL,
 	  "bytes of each chunk the pool takes from its upstream (a larger request gets a "
-	  "chunk of its own size)" },
+	  "chunk of its own size); default 32M, or one granule over a virtual-memory "
+	  "upstream" },
 	{ "initial", XDM_PARAM_SIZE, "0",
 	  "bytes of the first chunk, when more than chunk" },
 	{ "growth", XDM_PARAM_STRING, "fixed",
@@ -43,14 +44,51 @@ static const struct xdm_param_spec pool_params[] = {
 	{ "small_max", XDM_PARAM_SIZE, "64K",
 	  "blocks up to this size are rounded to a size class and cached per class when "
 	  "freed (256 to 1M)" },
+	{ "release", XDM_PARAM_STRING, "grow",
+	  "over a virtual-memory upstream, when whole free granules go back: 'grow' (before "
+	  "the pool grows, and at every trim), 'free' (at once, on the free that empties "
+	  "them), 'trim' (at trims only)" },
+	{ "trim_ms", XDM_PARAM_UINT, NULL,
+	  "milliseconds between trims by a thread of the pool, which give idle memory back "
+	  "without any call; 0: no thread; default 1000 over a virtual-memory upstream, 0 "
+	  "otherwise" },
 	{ NULL, 0, NULL, NULL },
 };
 
-static enum xdm_status pool_configure(struct pool_params *pp, const struct xdm_params *params)
+/* What release= names; -1: none of them. */
+static int release_of(const char *v)
+{
+	static const char *const names[] = {
+		[POOL_RELEASE_GROW] = "grow",
+		[POOL_RELEASE_FREE] = "free",
+		[POOL_RELEASE_TRIM] = "trim",
+	};
+
+	for (int i = 0; v && i < (int)(sizeof(names) / sizeof(names[0])); i++)
+		if (!strcmp(v, names[i]))
+			return i;
+	return -1;
+}
+
+static enum xdm_status pool_configure(struct pool_params *pp, const struct xdm_params *params,
+				      uint64_t granule)
 {
 	const char *growth = xdm_params_string(params, "growth");
+	const char *release = xdm_params_string(params, "release");
+	int rel = release_of(release);
 
-	pp->chunk = pool_round(xdm_params_size(params, "chunk"));
+	if (xdm_params_has(params, "chunk"))
+		pp->chunk = pool_round(xdm_params_size(params, "chunk"));
+	else
+		pp->chunk = granule ? granule : 32ull << 20;
+	if (rel < 0)
+		return xdm_error_set(XDM_E_CONFIG, "pool: release must be 'grow', 'free' or "
+				     "'trim', not '%s'", release ? release : "");
+	pp->release = (enum pool_release)rel;
+	if (xdm_params_has(params, "trim_ms"))
+		pp->trim_ms = xdm_params_uint(params, "trim_ms");
+	else
+		pp->trim_ms = granule ? 1000 : 0;
 	pp->initial = pool_round(xdm_params_size(params, "initial"));
 	pp->chunk_max = pool_round(xdm_params_size(params, "chunk_max"));
 	pp->max = xdm_params_size(params, "max");
@@ -81,7 +119,14 @@ static enum xdm_status pool_init(struct xdm_layer *self, const struct xdm_params
 	if (!p)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no memory for its state");
 	p->self = self;
-	st = pool_configure(&p->params, params);
+	p->granule = xdm_up_granularity(xdm_layer_upstream(self));
+	if (p->granule && (p->granule & (p->granule - 1) || p->granule < POOL_GRAIN)) {
+		st = xdm_error_set(XDM_E_NOT_SUPPORTED, "pool: the upstream's granularity %" PRIu64
+				   " is not a power of two of at least %" PRIu64, p->granule,
+				   POOL_GRAIN);
+		goto err_free;
+	}
+	st = pool_configure(&p->params, params, p->granule);
 	if (st)
 		goto err_free;
 	st = pool_classes_init(p);
@@ -93,8 +138,14 @@ static enum xdm_status pool_init(struct xdm_layer *self, const struct xdm_params
 	}
 	p->next_chunk = p->params.chunk;
 	xdm_layer_set_priv(self, p);
+	st = pool_trimmer_start(p);
+	if (st)
+		goto err_mutex;
 	return XDM_OK;
 
+err_mutex:
+	xdm_layer_set_priv(self, NULL);
+	pthread_mutex_destroy(&p->grow_lock);
 err_classes:
 	pool_classes_fini(p);
 err_free:
@@ -108,6 +159,7 @@ static void pool_fini(struct xdm_layer *self)
 
 	if (!p)
 		return;
+	pool_trimmer_stop(p);
 	pool_release_all(p);
 	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++)
 		pool_arena_free(pool_arena_at(p, i));
@@ -160,8 +212,10 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block *block)
 {
 	struct pool *p = pool_of(self);
+	struct pool_range r;
 	struct pool_arena *a;
-	struct pool_seg *s;
+	struct pool_seg *s, *m;
+	size_t cut = 0;
 
 	if (!block || !block->ptr)
 		return xdm_error_set(XDM_E_INVALID, "pool: deallocate of a NULL block");
@@ -170,11 +224,18 @@ static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block 
 		goto foreign;
 	pthread_spin_lock(&a->lock);
 	s = pool_arena_unhash(a, block->ptr);
-	if (s)
-		pool_arena_give(p, a, s);
+	if (s) {
+		m = pool_arena_give(p, a, s);
+		/* release=free: the granules this free emptied go back now. */
+		if (m && p->params.release == POOL_RELEASE_FREE && p->granule &&
+		    m->size >= p->granule)
+			cut = pool_span_cut_seg(p, a, m, &r);
+	}
 	pthread_spin_unlock(&a->lock);
 	if (!s)
 		goto foreign;
+	if (cut)
+		pool_give_ranges(p, &r, 1, a->stream);
 	block->state = XDM_BLOCK_RETIRED;
 	return XDM_OK;
 

@@ -13,6 +13,13 @@
  * a chunk has a host descriptor, a segment, linked in address order within
  * its chunk; a segment never links to one of another chunk, which is why
  * blocks of different upstream allocations are never merged.
+ *
+ * Over an upstream with a granularity (a virtual-memory backend, see
+ * xdm_ops.granularity) the rule is different: a chunk is any run of
+ * mapped granules, chunks of one arena that are neighbours in the address
+ * space are joined into one (span.c), and whole free granules are cut out
+ * of free segments and given back while the pool runs, splitting their
+ * chunk in two.  Reserved then follows what is used, not what was once.
  */
 #ifndef XDM_POOL_H
 #define XDM_POOL_H
@@ -94,6 +101,13 @@ struct pool_arena {
 	_Atomic uint64_t idle_chunks;	/* wholly free (cached blocks not merged) */
 };
 
+/* When a pool over a granular upstream gives whole free granules back. */
+enum pool_release {
+	POOL_RELEASE_GROW = 0,	/* before it grows, and at every trim */
+	POOL_RELEASE_FREE,	/* at once, on the free that empties them */
+	POOL_RELEASE_TRIM,	/* at trims only */
+};
+
 struct pool_params {
 	uint64_t initial;		/* the first chunk, when larger than chunk */
 	uint64_t chunk;			/* the first growth */
@@ -106,6 +120,8 @@ struct pool_params {
 	_Atomic uint64_t max;
 	uint64_t small_max;		/* classes and caches up to here */
 	bool doubling;			/* growth=double */
+	enum pool_release release;	/* over a granular upstream: when to give back */
+	uint64_t trim_ms;		/* the trimmer's period; 0: no trimmer */
 };
 
 struct pool {
@@ -125,6 +141,16 @@ struct pool {
 	_Atomic uint64_t growths;
 	_Atomic uint64_t steals;
 	_Atomic uint64_t trimmed;	/* chunks given back */
+	/* Over a granular upstream (0: none, chunks are whole blocks). */
+	uint64_t granule;
+	_Atomic uint64_t given_back;	/* bytes of granules given back */
+	_Atomic uint64_t joins;		/* chunks joined to a neighbour */
+	/* The trimmer thread, when trim_ms is set. */
+	pthread_t trimmer;
+	bool trimmer_running;
+	bool trimmer_stop;		/* under trim_lock */
+	pthread_mutex_t trim_lock;
+	pthread_cond_t trim_wake;
 };
 
 static inline struct pool *pool_of(const struct xdm_layer *self)
@@ -142,6 +168,19 @@ static inline struct pool_arena *pool_arena_at(struct pool *p, unsigned int i)
 static inline uint64_t pool_max(struct pool *p)
 {
 	return atomic_load_explicit(&p->params.max, memory_order_relaxed);
+}
+
+/* Relaxed stores of arena counters that only the lock holder writes. */
+static inline void pool_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+static inline void pool_sub(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) - v,
+			      memory_order_relaxed);
 }
 
 static inline uint64_t pool_round(uint64_t bytes)
@@ -170,8 +209,11 @@ void pool_arena_free(struct pool_arena *a);
  */
 struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size,
 				 bool *no_memory);
-/* Under the lock: give a used segment back; small ones go to the cache. */
-void pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s);
+/*
+ * Under the lock: give a used segment back; small ones go to the cache
+ * (NULL), others merge with their free neighbours (the merged segment).
+ */
+struct pool_seg *pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s);
 /* Under the lock: the used segment at ptr, unlinked from the table; NULL if none. */
 struct pool_seg *pool_arena_unhash(struct pool_arena *a, uint64_t ptr);
 /* Under the lock: the used segment at ptr, or NULL. */
@@ -187,16 +229,54 @@ bool pool_arena_fits(struct pool *p, struct pool_arena *a, uint64_t size);
 /* Under the lock: the largest free segment. */
 uint64_t pool_arena_largest(const struct pool_arena *a);
 
+/* Under the lock: descriptors and bins, for span.c. */
+struct pool_seg *pool_seg_new(struct pool_arena *a);
+void pool_seg_put(struct pool_arena *a, struct pool_seg *s);
+void pool_bin_insert(struct pool_arena *a, struct pool_seg *s);
+void pool_bin_remove(struct pool_arena *a, struct pool_seg *s);
+
+/* ---- span.c: chunks over a granular upstream ------------------------------ */
+
+/* A range of granules to give back upstream. */
+struct pool_range {
+	uint64_t ptr;
+	uint64_t bytes;
+};
+
+/* Under the lock: join c (just adopted by a) with its neighbours in a. */
+void pool_span_join(struct pool *p, struct pool_arena *a, struct pool_chunk *c);
+/*
+ * Under the lock: cut every whole free granule out of a's free segments
+ * (caches flushed first), up to max ranges; returns how many.  The ranges
+ * leave the arena; the caller gives them upstream without the lock.
+ * *no_memory: a cut needed a descriptor or chunk that could not be had.
+ */
+size_t pool_span_cut(struct pool *p, struct pool_arena *a, struct pool_range *out, size_t max,
+		     bool *no_memory);
+/* Under the lock: cut the whole free granules of the free segment s only. */
+size_t pool_span_cut_seg(struct pool *p, struct pool_arena *a, struct pool_seg *s,
+			 struct pool_range *out);
+/* Under the lock: a chunk of a whose last segment is free, the largest such tail. */
+struct pool_chunk *pool_span_tail(struct pool_arena *a, uint64_t *tail);
+
 /* ---- chunk.c: memory from and back to the upstream, and between streams */
 
 /* Make room on a's stream for size bytes: steal, grow.  No lock held. */
 enum xdm_status pool_refill(struct pool *p, struct pool_arena *a, uint64_t size);
 /* Give every wholly free chunk back upstream; returns how many. */
 uint64_t pool_trim(struct pool *p);
+/* Give the ranges back upstream on stream (no lock held). */
+void pool_give_ranges(struct pool *p, const struct pool_range *r, size_t n,
+		      xdm_stream_id stream);
 /* Give every chunk back, at fini (the core has synchronized the streams). */
 void pool_release_all(struct pool *p);
 /* The arena of a stream, made if need be; NULL with the error set. */
 struct pool_arena *pool_arena_get(struct pool *p, xdm_stream_id stream);
+
+/* ---- trim.c: the trimmer thread ------------------------------------------- */
+
+enum xdm_status pool_trimmer_start(struct pool *p);
+void pool_trimmer_stop(struct pool *p);
 
 /* ---- attrs.c ---------------------------------------------------------- */
 

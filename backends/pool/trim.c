@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * trim.c - the trimmer: a thread that gives idle memory back every
+ * trim_ms, so that a process which frees most of its memory returns it to
+ * the device without any call from its user.
+ *
+ * It does what a write to the trim attribute does (pool_trim: caches
+ * merged back, then every whole free granule, or every idle chunk, handed
+ * upstream, each after the work queued on its stream), then asks the
+ * upstream to finish the releases whose streams have passed them.  It
+ * takes grow_lock like any growth, and each arena's lock only for as long
+ * as one batch of cuts, so the hot path waits at most that long.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <time.h>
+
+#include "pool.h"
+
+static void deadline_after(struct timespec *ts, uint64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)(ms / 1000);
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static void *trimmer(void *arg)
+{
+	struct pool *p = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&p->trim_lock);
+	while (!p->trimmer_stop) {
+		deadline_after(&ts, p->params.trim_ms);
+		while (!p->trimmer_stop &&
+		       pthread_cond_timedwait(&p->trim_wake, &p->trim_lock, &ts) != ETIMEDOUT)
+			;
+		if (p->trimmer_stop)
+			break;
+		pthread_mutex_unlock(&p->trim_lock);
+		pool_trim(p);
+		xdm_up_reap_pending(xdm_layer_upstream(p->self));
+		pthread_mutex_lock(&p->trim_lock);
+	}
+	pthread_mutex_unlock(&p->trim_lock);
+	return NULL;
+}
+
+enum xdm_status pool_trimmer_start(struct pool *p)
+{
+	pthread_condattr_t ca;
+	int err;
+
+	if (pthread_mutex_init(&p->trim_lock, NULL))
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: cannot make the trimmer's lock");
+	if (pthread_condattr_init(&ca))
+		goto err_lock;
+	/* The period is measured on the monotonic clock: a clock step does not stretch it. */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	err = pthread_cond_init(&p->trim_wake, &ca);
+	pthread_condattr_destroy(&ca);
+	if (err)
+		goto err_lock;
+	if (!p->params.trim_ms)
+		return XDM_OK;
+	p->trimmer_stop = false;
+	if (pthread_create(&p->trimmer, NULL, trimmer, p))
+		goto err_cond;
+	p->trimmer_running = true;
+	return XDM_OK;
+
+err_cond:
+	pthread_cond_destroy(&p->trim_wake);
+err_lock:
+	pthread_mutex_destroy(&p->trim_lock);
+	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: cannot start the trimmer thread");
+}
+
+void pool_trimmer_stop(struct pool *p)
+{
+	if (p->trimmer_running) {
+		pthread_mutex_lock(&p->trim_lock);
+		p->trimmer_stop = true;
+		pthread_cond_signal(&p->trim_wake);
+		pthread_mutex_unlock(&p->trim_lock);
+		pthread_join(p->trimmer, NULL);
+		p->trimmer_running = false;
+	}
+	pthread_cond_destroy(&p->trim_wake);
+	pthread_mutex_destroy(&p->trim_lock);
+}

@@ -39,5 +39,15 @@ tests_check_pool_cuda_SOURCES = tests/check_pool_cuda.c tests/cudatest.c tests/c
 tests_check_pool_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
 tests_check_pool_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_pool_cuda_LDADD = libxdm.la $(CHECK_LIBS)
+
+# The pool over cuda_vmm: releases under a kernel, joined ranges, the trimmer
+# against the driver's free memory.  Skips (77) without a GPU.
+check_PROGRAMS += tests/check_pool_vmm_cuda
+TESTS += tests/check_pool_vmm_cuda
+tests_check_pool_vmm_cuda_SOURCES = tests/check_pool_vmm_cuda.c tests/cudatest.c \
+	tests/cudatest.h tests/cudacheck.h
+tests_check_pool_vmm_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
+tests_check_pool_vmm_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_check_pool_vmm_cuda_LDADD = libxdm.la $(CHECK_LIBS)
 endif
 dist_man_MANS += man/xdm-pool.7

@@ -2,7 +2,7 @@
 /*
  * cuda_oob.c - a planted out-of-bounds write, for the sanitizer gate.
  *
- *   cuda_oob BACKEND      (cuda_direct or cuda_async)
+ *   cuda_oob STACK        (cuda_direct, cuda_async, cuda_vmm or "pool | cuda_vmm")
  *
  * Allocates a block of exactly 1000 bytes from a runtime on BACKEND and has
  * a kernel store one byte just past its end, then synchronizes, frees and
@@ -45,8 +45,9 @@ int main(int argc, char **argv)
 	CUresult r;
 	int rc = 0;
 
-	if (argc != 2 || (strcmp(argv[1], "cuda_direct") && strcmp(argv[1], "cuda_async"))) {
-		fprintf(stderr, "usage: cuda_oob cuda_direct|cuda_async\n");
+	if (argc != 2 || (strcmp(argv[1], "cuda_direct") && strcmp(argv[1], "cuda_async") &&
+			  strcmp(argv[1], "cuda_vmm") && strcmp(argv[1], "pool | cuda_vmm"))) {
+		fprintf(stderr, "usage: cuda_oob cuda_direct|cuda_async|cuda_vmm|'pool | cuda_vmm'\n");
 		return 2;
 	}
 	if (ct_driver_open(why, sizeof(why))) {

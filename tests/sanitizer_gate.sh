@@ -94,6 +94,23 @@ else
 	fail=1
 fi
 
+# a2. The virtual-memory backend's suites under memcheck, the same way:
+# cuda_vmm alone, and the pool over it (releases under a held kernel).
+for v in check_vmm_cuda check_pool_vmm_cuda; do
+	v_log=$logs/sanitizer-$v.log
+	memcheck "$v_log" "$top/tests/$v"
+	rc=$?
+	if [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$v_log"; then
+		echo "gate a2: tests/$v under memcheck is clean (exit 0, ERROR SUMMARY: 0 errors)"
+		show "$v_log"
+	else
+		echo "gate a2: FAIL: tests/$v under memcheck exited $rc (want 0, no errors)"
+		show "$v_log"
+		tail -40 "$v_log" | sed 's/^/    /'
+		fail=1
+	fi
+done
+
 # b. The planted write on cuda_direct must be caught.
 b_log=$logs/sanitizer-oob-cuda_direct.log
 memcheck "$b_log" "$oob" cuda_direct
@@ -121,6 +138,21 @@ else
 	echo "cuda_async planted write: not caught (exit $rc)"
 fi
 show "$c_log"
+
+# d. The same write over cuda_vmm, recorded: alone, a block is whole
+# granules and the byte past it lands in the next, unmapped granule; under
+# the pool it lands in the rest of a mapped granule.
+for stack in cuda_vmm "pool | cuda_vmm"; do
+	d_log=$logs/sanitizer-oob-$(echo "$stack" | tr -d ' |').log
+	memcheck "$d_log" "$oob" "$stack"
+	rc=$?
+	if [ $rc -eq 9 ] && grep -qE 'Invalid __global__ write of size 1( |$)' "$d_log"; then
+		echo "$stack planted write: caught (exit 9)"
+	else
+		echo "$stack planted write: not caught (exit $rc)"
+	fi
+	show "$d_log"
+done
 
 # And (b) without the sanitizer: what a plain run notices.
 p_log=$logs/sanitizer-oob-plain.log

@@ -16,3 +16,5 @@ frameworks_torch_libxdm_torch_la_LIBADD = $(module_link_libs) $(TORCH_LIBS)
 
 # A benchmark of torch's allocators against xdm's stacks (needs torch and a GPU).
 dist_bin_SCRIPTS += tools/xdm-torch-bench
+# Replays a logging CSV through torch's own allocator, beside xdm-bench --replay.
+dist_bin_SCRIPTS += tools/xdm-torch-replay

@@ -299,6 +299,15 @@ START_TEST(root_lists_only_files_before_any_runtime)
 }
 END_TEST
 
+/* Whether path's file, less ".so", begins the table name. */
+static bool names_file(const char *name, const char *path)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	size_t stem = strcspn(base, ".");
+
+	return stem > 0 && strncmp(name, base, stem) == 0;
+}
+
 START_TEST(root_files_describe_the_process)
 {
 	struct xdm_runtime *rt = create_budget("root", "limit=1M", "host");
@@ -321,7 +330,9 @@ START_TEST(root_files_describe_the_process)
 
 		ck_assert_msg(sscanf(line, "%63s %31s %u.%u %1023s %7s", name, kind, &major, &minor,
 				     path, extra) == 5, "modules row '%s'", line);
-		ck_assert_msg(path[0] == '/' && strstr(path, name), "modules row '%s'", line);
+		/* The file is named for the module, whose tables may add to that
+		 * name: host.so carries host and host_vmm. */
+		ck_assert_msg(path[0] == '/' && names_file(name, path), "modules row '%s'", line);
 		if (strcmp(name, "host") == 0 && strcmp(kind, "platform") == 0)
 			host_platform = true;
 		else if (strcmp(name, "host") == 0 && strcmp(kind, "backend") == 0)

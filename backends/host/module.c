@@ -8,4 +8,4 @@
 
 #include "host.h"
 
-XDM_MODULE(&host_platform_ops, &host_backend_ops)
+XDM_MODULE(&host_platform_ops, &host_backend_ops, &host_vmm_ops)

@@ -305,29 +305,27 @@ static uint64_t granule_round(const struct pool *p, uint64_t bytes)
 /*
  * Under grow_lock, over a granular upstream: room for size bytes on a.
  * Idle granules go back first (unless release=trim), since they are not
- * where this request can go; then the arena's largest free tail is grown
- * in place by what it lacks, so a large request costs only the granules it
- * really adds; failing that, new granules anywhere, joined to whatever
- * neighbours they land beside.
+ * where this request can go; then the arena grows where the fewest new
+ * granules, beside free memory it holds already, make room (a chunk's free
+ * end, or the hole between two chunks whose free ends then join), so that
+ * a large request costs only the granules it really adds and the free
+ * pieces around holes get used; failing that, new granules anywhere,
+ * joined to whatever neighbours they land beside.
  */
 static enum xdm_status grow_span(struct pool *p, struct pool_arena *a, uint64_t size,
 				 uint64_t max)
 {
-	uint64_t tail, at = 0, want;
-	struct pool_chunk *c;
+	uint64_t at, want;
+	bool placed;
 
 	if (p->params.release != POOL_RELEASE_TRIM)
 		give_back_arena(p, a);
 	pthread_spin_lock(&a->lock);
-	c = pool_span_tail(a, &tail);
-	if (c && tail < size)
-		at = c->up.ptr + c->size;
+	placed = pool_span_place(p, a, size, &at, &want);
 	pthread_spin_unlock(&a->lock);
-	if (at) {
-		want = granule_round(p, size - tail);
-		if (within_max(p, max, want) && grow(p, a, want, at) == XDM_OK)
-			return XDM_OK;
-	}
+	/* The place may be taken since (another arena's, or still being released). */
+	if (placed && within_max(p, max, want) && grow(p, a, want, at) == XDM_OK)
+		return XDM_OK;
 	want = granule_round(p, chunk_size(p, size));
 	if (!within_max(p, max, want))
 		want = granule_round(p, size);

@@ -256,8 +256,15 @@ size_t pool_span_cut(struct pool *p, struct pool_arena *a, struct pool_range *ou
 /* Under the lock: cut the whole free granules of the free segment s only. */
 size_t pool_span_cut_seg(struct pool *p, struct pool_arena *a, struct pool_seg *s,
 			 struct pool_range *out);
-/* Under the lock: a chunk of a whose last segment is free, the largest such tail. */
-struct pool_chunk *pool_span_tail(struct pool_arena *a, uint64_t *tail);
+/*
+ * Under the lock: where growing the arena by the fewest granules makes
+ * room for size bytes next to free memory it holds already: *want bytes at
+ * *at, upward from a chunk's free end (filling the gap to the next chunk
+ * if that joins two free ends), or downward from a chunk's free start.
+ * False: no chunk has a free end, so the growth may go anywhere.
+ */
+bool pool_span_place(struct pool *p, struct pool_arena *a, uint64_t size, uint64_t *at,
+		     uint64_t *want);
 
 /* ---- chunk.c: memory from and back to the upstream, and between streams */
 

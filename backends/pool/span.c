@@ -107,20 +107,66 @@ void pool_span_join(struct pool *p, struct pool_arena *a, struct pool_chunk *c)
 		join(p, a, l, c);
 }
 
-struct pool_chunk *pool_span_tail(struct pool_arena *a, uint64_t *tail)
+static int by_address(const void *x, const void *y)
 {
-	struct pool_chunk *best = NULL;
+	const struct pool_chunk *c = *(const struct pool_chunk *const *)x;
+	const struct pool_chunk *d = *(const struct pool_chunk *const *)y;
 
-	*tail = 0;
-	for (struct pool_chunk *c = a->chunks; c; c = c->next) {
-		struct pool_seg *t = last_seg(c);
+	return c->up.ptr < d->up.ptr ? -1 : c->up.ptr > d->up.ptr;
+}
 
-		if (t->state == SEG_FREE && t->size > *tail) {
-			*tail = t->size;
-			best = c;
-		}
+/* Keep the place that maps the fewest new bytes; the lower one of equals. */
+static void consider(uint64_t at, uint64_t want, uint64_t *best_at, uint64_t *best_want)
+{
+	if (!*best_want || want < *best_want || (want == *best_want && at < *best_at)) {
+		*best_at = at;
+		*best_want = want;
 	}
-	return best;
+}
+
+bool pool_span_place(struct pool *p, struct pool_arena *a, uint64_t size, uint64_t *at,
+		     uint64_t *want)
+{
+	uint64_t g = p->granule, n = atomic_load_explicit(&a->nchunks, memory_order_relaxed);
+	struct pool_chunk **v, *c;
+	uint64_t i = 0;
+
+	*at = *want = 0;
+	if (!n || !(v = malloc(n * sizeof(*v))))
+		return false;
+	for (c = a->chunks; c && i < n; c = c->next)
+		v[i++] = c;
+	n = i;
+	qsort(v, n, sizeof(*v), by_address);
+	for (i = 0; i < n; i++) {
+		struct pool_chunk *l = v[i], *r = i + 1 < n ? v[i + 1] : NULL;
+		struct pool_seg *lt = last_seg(l);
+		uint64_t lend = l->up.ptr + l->size;
+		uint64_t fl = lt->state == SEG_FREE ? lt->size : 0;
+		uint64_t fr = r && r->first->state == SEG_FREE ? r->first->size : 0;
+		uint64_t gap = r ? r->up.ptr - lend : UINT64_MAX;
+		uint64_t need = (size - fl + g - 1) & ~(g - 1);
+
+		/* Up from l's free end, stopping short of r... */
+		if (fl && need <= gap)
+			consider(lend, need, at, want);
+		/* ...or filling the gap, so that l's free end and r's free start join. */
+		else if (fl && fr && gap + fl + fr >= size)
+			consider(lend, gap, at, want);
+		/* Down from r's free start, into the gap. */
+		need = (size - fr + g - 1) & ~(g - 1);
+		if (fr && need <= (r ? r->up.ptr - lend : 0))
+			consider(r->up.ptr - need, need, at, want);
+	}
+	/* The lowest chunk may grow down, if the range has room below it. */
+	if (n && v[0]->first->state == SEG_FREE && v[0]->first->size < size) {
+		uint64_t need = (size - v[0]->first->size + g - 1) & ~(g - 1);
+
+		if (need < v[0]->up.ptr)
+			consider(v[0]->up.ptr - need, need, at, want);
+	}
+	free(v);
+	return *want != 0;
 }
 
 /*

@@ -6,7 +6,8 @@
  * machine has, the way the platform will: whether libcuda.so.1 opens, and
  * whether cuInit and cuDeviceGetCount then report a device.  Without a
  * driver or a device it checks the sentences the cuda platform fails with,
- * the refusal of cuda_direct and cuda_async over the host platform, and the
+ * the refusal of cuda_direct, cuda_async and cuda_vmm over the host platform,
+ * and the
  * configured fall back to host.  On a GPU machine the same cases check
  * instead what the platform reports and what the backends do.
  *
@@ -155,11 +156,11 @@ END_TEST
 
 START_TEST(test_backends_need_the_cuda_platform)
 {
-	static const char *const backends[] = { "cuda_direct", "cuda_async" };
+	static const char *const backends[] = { "cuda_direct", "cuda_async", "cuda_vmm" };
 	struct xdm_runtime *rt = NULL;
 	char want[128];
 
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		ck_assert_int_eq(xdm_runtime_create(0, "host", backends[i], &rt), XDM_E_CONFIG);
 		ck_assert_ptr_null(rt);
 		snprintf(want, sizeof(want), "<stack>:1:1: %s needs the cuda platform, not 'host'",
@@ -228,7 +229,7 @@ END_TEST
 /* ---- the module's tables --------------------------------------------- */
 
 static void *module;
-static const struct xdm_ops *platform_ops, *direct_ops, *async_ops;
+static const struct xdm_ops *platform_ops, *direct_ops, *async_ops, *vmm_ops;
 
 static void module_setup(void)
 {
@@ -246,7 +247,7 @@ static void module_setup(void)
 	*(void **)&entry = dlsym(module, XDM_MODULE_ENTRY_SYMBOL);
 	ck_assert_msg(entry != NULL, "%s has no %s", path, XDM_MODULE_ENTRY_SYMBOL);
 	tables = entry();
-	platform_ops = direct_ops = async_ops = NULL;
+	platform_ops = direct_ops = async_ops = vmm_ops = NULL;
 	for (i = 0; tables[i]; i++) {
 		if (!strcmp(tables[i]->name, "cuda"))
 			platform_ops = tables[i];
@@ -254,11 +255,14 @@ static void module_setup(void)
 			direct_ops = tables[i];
 		else if (!strcmp(tables[i]->name, "cuda_async"))
 			async_ops = tables[i];
+		else if (!strcmp(tables[i]->name, "cuda_vmm"))
+			vmm_ops = tables[i];
 	}
-	ck_assert_int_eq(i, 3);
+	ck_assert_int_eq(i, 4);
 	ck_assert_ptr_nonnull(platform_ops);
 	ck_assert_ptr_nonnull(direct_ops);
 	ck_assert_ptr_nonnull(async_ops);
+	ck_assert_ptr_nonnull(vmm_ops);
 }
 
 static void module_teardown(void)
@@ -274,12 +278,15 @@ START_TEST(test_module_tables)
 		"pool", "release_threshold", "reuse_follow_event_dependencies",
 		"reuse_allow_opportunistic", "reuse_allow_internal_dependencies",
 	};
-	const struct xdm_ops *t[] = { platform_ops, direct_ops, async_ops };
+	static const char *const vmm_attrs[] = {
+		"granule", "reserved_va", "mapped", "mapped_peak", "releasing", "maps", "releases",
+	};
+	const struct xdm_ops *t[] = { platform_ops, direct_ops, async_ops, vmm_ops };
 	const struct xdm_param_spec *ps;
 	const struct xdm_attr *a;
 	int n;
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		ck_assert_uint_eq(t[i]->abi_major, XDM_ABI_MAJOR);
 		ck_assert_uint_eq(t[i]->size, sizeof(struct xdm_ops));
 		ck_assert_ptr_nonnull(t[i]->init);
@@ -315,6 +322,34 @@ START_TEST(test_module_tables)
 	for (n = 0, a = direct_ops->attrs; a && a->name; a++, n++)
 		ck_assert_uint_eq(a->mode, 0444);
 	ck_assert_int_eq(n, 3);
+
+	/* cuda_vmm: stream-ordered releases, so the core's tracking; the
+	 * granule methods of ABI 1.3, which the other two leave out. */
+	ck_assert_int_eq(vmm_ops->kind, XDM_KIND_BACKEND);
+	ck_assert_uint_ge(vmm_ops->abi_minor, 3);
+	ck_assert(vmm_ops->record_block_use == xdm_track_record);
+	ck_assert(vmm_ops->supports_block_use_tracking == xdm_track_supported);
+	ck_assert(vmm_ops->prepare_block_use == xdm_track_prepare);
+	ck_assert(vmm_ops->finish_block_use == xdm_track_finish);
+	ck_assert_ptr_nonnull(vmm_ops->reap_pending);
+	ck_assert_ptr_nonnull(vmm_ops->granularity);
+	ck_assert_ptr_nonnull(vmm_ops->allocate_at);
+	ck_assert_ptr_null(direct_ops->granularity);
+	ck_assert_ptr_null(async_ops->granularity);
+	ck_assert_ptr_null(direct_ops->allocate_at);
+	ck_assert_ptr_null(async_ops->allocate_at);
+	ck_assert_str_eq(vmm_ops->params[0].name, "reserve");
+	ck_assert_int_eq(vmm_ops->params[0].type, XDM_PARAM_SIZE);
+	/* Twice the device's memory is no percentage the parser takes. */
+	ck_assert_ptr_null(vmm_ops->params[0].default_value);
+	ck_assert_ptr_null(vmm_ops->params[1].name);
+	for (n = 0, a = vmm_ops->attrs; a && a->name; a++, n++) {
+		ck_assert_str_eq(a->name, vmm_attrs[n]);
+		ck_assert_uint_eq(a->mode, 0444);
+		ck_assert_ptr_nonnull(a->show);
+		ck_assert_ptr_null(a->store);
+	}
+	ck_assert_int_eq(n, 7);
 }
 END_TEST
 
@@ -323,6 +358,8 @@ START_TEST(test_module_exports_only_entry)
 	static const char *const hidden[] = {
 		"cuda_platform_ops", "cuda_direct_ops", "cuda_async_ops", "cuda_driver_open",
 		"cuda_fail", "cuda_platform_of", "cuda_stream_create", "cuda_show_u64",
+		"cuda_vmm_ops", "cuda_vmm_map", "cuda_vmm_reap", "cuda_vmm_attrs", "vrange_init",
+		"vrange_find",
 	};
 
 	for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++)
@@ -335,16 +372,23 @@ END_TEST
 START_TEST(test_tracking_support)
 {
 	enum presence have = probe();
-	struct xdm_runtime *direct = NULL, *async = NULL;
+	struct xdm_runtime *direct = NULL, *async = NULL, *vmm = NULL;
 	struct xdm_block b;
 
 	if (have != GPU) {
 		expect_absent(have, xdm_runtime_create(0, "cuda", "cuda_direct", &direct));
 		expect_absent(have, xdm_runtime_create(0, "cuda", "cuda_async", &async));
+		expect_absent(have, xdm_runtime_create(0, "cuda", "cuda_vmm", &vmm));
+		expect_absent(have, xdm_runtime_create(0, "cuda", "pool | cuda_vmm reserve=1G",
+						       &vmm));
 		ck_assert_ptr_null(direct);
 		ck_assert_ptr_null(async);
+		ck_assert_ptr_null(vmm);
 		return;
 	}
+	TU_OK(xdm_runtime_create(0, "cuda", "cuda_vmm reserve=1G", &vmm));
+	ck_assert(xdm_supports_block_use_tracking(vmm));
+	TU_OK(xdm_runtime_destroy(vmm));
 	TU_OK(xdm_runtime_create(0, "cuda", "cuda_direct", &direct));
 	TU_OK(xdm_runtime_create(0, "cuda", "cuda_async", &async));
 	ck_assert(!xdm_supports_block_use_tracking(direct));

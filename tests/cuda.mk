@@ -10,8 +10,10 @@ dist_doc_DATA += doc/sanitizer-gate.md
 CLEANFILES += tests/sanitizer-*.log
 
 if HAVE_CUDA
-check_PROGRAMS += tests/check_cuda tests/cuda_oob tests/check_native_cuda
-TESTS += tests/check_cuda tests/check_native_cuda tests/sanitizer_gate.sh
+check_PROGRAMS += tests/check_cuda tests/cuda_oob tests/check_native_cuda \
+	tests/check_vmm_cuda
+TESTS += tests/check_cuda tests/check_native_cuda tests/check_vmm_cuda \
+	tests/sanitizer_gate.sh
 
 # -no-install: real executables in the build tree, not libtool wrapper
 # scripts, so that compute-sanitizer runs the program itself.
@@ -26,6 +28,14 @@ tests_check_native_cuda_SOURCES = tests/check_native_cuda.c tests/cudatest.c \
 tests_check_native_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
 tests_check_native_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_native_cuda_LDADD = libxdm.la $(CHECK_LIBS)
+
+# cuda_vmm under the test's own adaptor, which calls allocate_at and partial
+# releases as a pool would.
+tests_check_vmm_cuda_SOURCES = tests/check_vmm_cuda.c tests/cudatest.c tests/cudatest.h \
+	tests/cudacheck.h
+tests_check_vmm_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
+tests_check_vmm_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_check_vmm_cuda_LDADD = libxdm.la $(CHECK_LIBS)
 
 tests_cuda_oob_SOURCES = tests/cuda_oob.c tests/cudatest.c tests/cudatest.h
 tests_cuda_oob_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)

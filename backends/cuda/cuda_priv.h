@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cuda_priv.h - what the files of the cuda module share: the platform
- * instance's state, the context rule, and the three ops tables.
+ * instance's state, the context rule, and the four ops tables.
  *
- * The backends cuda_direct and cuda_async live in the same shared object as
- * the platform and reach its state (the driver table, the primary context)
- * through xdm_layer_platform_priv(), after checking that the runtime's
- * platform really is "cuda".
+ * The backends cuda_direct, cuda_async and cuda_vmm live in the same shared
+ * object as the platform and reach its state (the driver table, the primary
+ * context) through xdm_layer_platform_priv(), after checking that the
+ * runtime's platform really is "cuda".
  */
 #ifndef XDM_CUDA_PRIV_H
 #define XDM_CUDA_PRIV_H
@@ -100,5 +100,6 @@ int cuda_show_u64(char *buf, size_t len, uint64_t value);
 extern const struct xdm_ops cuda_platform_ops;
 extern const struct xdm_ops cuda_direct_ops;
 extern const struct xdm_ops cuda_async_ops;
+extern const struct xdm_ops cuda_vmm_ops;
 
 #endif /* XDM_CUDA_PRIV_H */

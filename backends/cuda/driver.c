@@ -70,7 +70,15 @@
 	X(MemPoolDestroy, cuMemPoolDestroy)			\
 	X(MemPoolSetAttribute, cuMemPoolSetAttribute)		\
 	X(MemPoolGetAttribute, cuMemPoolGetAttribute)		\
-	X(MemPoolTrimTo, cuMemPoolTrimTo)
+	X(MemPoolTrimTo, cuMemPoolTrimTo)			\
+	X(MemGetAllocationGranularity, cuMemGetAllocationGranularity) \
+	X(MemAddressReserve, cuMemAddressReserve)		\
+	X(MemAddressFree, cuMemAddressFree)			\
+	X(MemCreate, cuMemCreate)				\
+	X(MemRelease, cuMemRelease)				\
+	X(MemMap, cuMemMap)					\
+	X(MemUnmap, cuMemUnmap)					\
+	X(MemSetAccess, cuMemSetAccess)
 
 /*
  * Each member of the table must have the type of cuda.h's declaration of

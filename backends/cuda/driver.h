@@ -78,6 +78,22 @@ struct cuda_driver {
 	CUresult (*MemPoolSetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
 	CUresult (*MemPoolGetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
 	CUresult (*MemPoolTrimTo)(CUmemoryPool pool, size_t minBytesToKeep);
+
+	/* cuda_vmm */
+	CUresult (*MemGetAllocationGranularity)(size_t *granularity,
+						const CUmemAllocationProp *prop,
+						CUmemAllocationGranularity_flags option);
+	CUresult (*MemAddressReserve)(CUdeviceptr *ptr, size_t size, size_t alignment,
+				      CUdeviceptr addr, unsigned long long flags);
+	CUresult (*MemAddressFree)(CUdeviceptr ptr, size_t size);
+	CUresult (*MemCreate)(CUmemGenericAllocationHandle *handle, size_t size,
+			      const CUmemAllocationProp *prop, unsigned long long flags);
+	CUresult (*MemRelease)(CUmemGenericAllocationHandle handle);
+	CUresult (*MemMap)(CUdeviceptr ptr, size_t size, size_t offset,
+			   CUmemGenericAllocationHandle handle, unsigned long long flags);
+	CUresult (*MemUnmap)(CUdeviceptr ptr, size_t size);
+	CUresult (*MemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+				 size_t count);
 };
 
 /*

@@ -296,7 +296,7 @@ END_TEST
 START_TEST(release_waits_for_the_kernel_on_its_stream)
 {
 	struct vmm v = open_vmm("reserve=1G");
-	struct xdm_block a = get(&v, v.g, 1), b;
+	struct xdm_block a = get(&v, v.g, 1), b, refused;
 	struct tu_gate gate;
 
 	tu_gate_init(&gate);
@@ -310,7 +310,7 @@ START_TEST(release_waits_for_the_kernel_on_its_stream)
 	/* Allocating reaps first; the releasing granule is not handed out. */
 	b = get(&v, v.g, 0);
 	ck_assert_uint_ne(b.ptr, a.ptr);
-	ck_assert_int_eq(get_at(&v, a.ptr, v.g, 0, &b), XDM_E_OUT_OF_MEMORY);
+	ck_assert_int_eq(get_at(&v, a.ptr, v.g, 0, &refused), XDM_E_OUT_OF_MEMORY);
 	TU_OK(xdm_reap_pending(v.rt));
 	ck_assert_uint_eq(attr(&v, "releasing"), v.g);
 

@@ -98,7 +98,11 @@ fi
 # cuda_vmm alone, and the pool over it (releases under a held kernel).
 for v in check_vmm_cuda check_pool_vmm_cuda; do
 	v_log=$logs/sanitizer-$v.log
-	memcheck "$v_log" "$top/tests/$v"
+	(
+		XDM_TEST_SANITIZER=1
+		export XDM_TEST_SANITIZER
+		memcheck "$v_log" "$top/tests/$v"
+	)
 	rc=$?
 	if [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$v_log"; then
 		echo "gate a2: tests/$v under memcheck is clean (exit 0, ERROR SUMMARY: 0 errors)"

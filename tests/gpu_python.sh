@@ -14,6 +14,12 @@
 
 set -u
 
+# One GPU test program at a time, as tests/cudatest.c's programs take it:
+# GPU tests read the driver's free memory, which another program moves.
+if command -v flock >/dev/null 2>&1; then
+	exec 9>>"${TMPDIR:-/tmp}/xdm-gpu-tests.lock" && flock 9
+fi
+
 top=${XDM_TOP_BUILDDIR:-.}
 src=${XDM_TOP_SRCDIR:-.}
 py=${PYTHON:-python3}

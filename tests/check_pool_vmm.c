@@ -104,6 +104,7 @@ START_TEST(the_pool_sees_the_granule_and_defaults_to_it)
 	ck_assert_uint_eq(POOL(rt, "granule"), GRANULE);
 	ck_assert_uint_eq(POOL(rt, "chunk"), GRANULE);
 	ck_assert_uint_eq(POOL(rt, "trim_ms"), 1000);
+	ck_assert_uint_eq(POOL(rt, "given_back"), 0);
 	TU_OK(xdm_runtime_destroy(rt));
 
 	/* Over plain host memory nothing changes: no granule, no trimmer. */
@@ -166,7 +167,7 @@ END_TEST
 
 START_TEST(growth_gives_the_idle_granules_back_first)
 {
-	struct xdm_runtime *rt = vmm_runtime("trim_ms=0");	/* release=grow */
+	struct xdm_runtime *rt = vmm_runtime("release=grow trim_ms=0");
 	struct xdm_block x[4], big;
 
 	for (int i = 0; i < 4; i++)
@@ -361,7 +362,7 @@ static void churn(const char *params)
 
 START_TEST(churn_release_grow_keeps_data_and_counters)
 {
-	churn("trim_ms=0");
+	churn("release=grow trim_ms=0");
 }
 END_TEST
 

@@ -51,6 +51,7 @@
 	X(StreamCreate, cuStreamCreate)				\
 	X(StreamDestroy, cuStreamDestroy)			\
 	X(StreamSynchronize, cuStreamSynchronize)		\
+	X(StreamQuery, cuStreamQuery)				\
 	X(StreamGetCtx, cuStreamGetCtx)				\
 	X(StreamWaitEvent, cuStreamWaitEvent)			\
 	X(EventCreate, cuEventCreate)				\

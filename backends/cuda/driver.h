@@ -51,6 +51,7 @@ struct cuda_driver {
 	CUresult (*StreamCreate)(CUstream *phStream, unsigned int Flags);
 	CUresult (*StreamDestroy)(CUstream hStream);
 	CUresult (*StreamSynchronize)(CUstream hStream);
+	CUresult (*StreamQuery)(CUstream hStream);
 	CUresult (*StreamGetCtx)(CUstream hStream, CUcontext *pctx);
 	CUresult (*StreamWaitEvent)(CUstream hStream, CUevent hEvent, unsigned int Flags);
 	CUresult (*EventCreate)(CUevent *phEvent, unsigned int Flags);

@@ -379,6 +379,20 @@ static enum xdm_status cuda_vmm_release(struct cuda_vmm *v, uint64_t first, uint
 	enum xdm_status st;
 	CUresult rc;
 
+	/*
+	 * A stream with nothing left to run (the queried state includes the
+	 * waits the core queued for uses on other streams) has finished every
+	 * use of the range: unmap now, with no event.  That is the usual case
+	 * for the pool's trimmer and for a reap after a synchronize, and it
+	 * gives the memory back within the call instead of at the next reap.
+	 */
+	if (d->StreamQuery(s) == CUDA_SUCCESS) {
+		vrange_set(&v->vr, first, n, VR_RELEASING);
+		st = cuda_vmm_unmap(v, first, n);
+		block->state = XDM_BLOCK_FREED;
+		cuda_vmm_publish(v);
+		return st;
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cuda_vmm: no memory to queue a release");

@@ -44,10 +44,10 @@ static const struct xdm_param_spec pool_params[] = {
 	{ "small_max", XDM_PARAM_SIZE, "64K",
 	  "blocks up to this size are rounded to a size class and cached per class when "
 	  "freed (256 to 1M)" },
-	{ "release", XDM_PARAM_STRING, "grow",
-	  "over a virtual-memory upstream, when whole free granules go back: 'grow' (before "
-	  "the pool grows, and at every trim), 'free' (at once, on the free that empties "
-	  "them), 'trim' (at trims only)" },
+	{ "release", XDM_PARAM_STRING, "trim",
+	  "over a virtual-memory upstream, when whole free granules go back: 'trim' (at "
+	  "trims only: the trimmer's, a write to trim, a reap, a refused growth), 'grow' "
+	  "(also before the pool grows), 'free' (also on the free that empties them)" },
 	{ "trim_ms", XDM_PARAM_UINT, NULL,
 	  "milliseconds between trims by a thread of the pool, which give idle memory back "
 	  "without any call; 0: no thread; default 1000 over a virtual-memory upstream, 0 "

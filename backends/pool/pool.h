@@ -103,9 +103,9 @@ struct pool_arena {
 
 /* When a pool over a granular upstream gives whole free granules back. */
 enum pool_release {
-	POOL_RELEASE_GROW = 0,	/* before it grows, and at every trim */
-	POOL_RELEASE_FREE,	/* at once, on the free that empties them */
-	POOL_RELEASE_TRIM,	/* at trims only */
+	POOL_RELEASE_TRIM = 0,	/* at trims only */
+	POOL_RELEASE_GROW,	/* also before it grows */
+	POOL_RELEASE_FREE,	/* also at once, on the free that empties them */
 };
 
 struct pool_params {

@@ -128,6 +128,7 @@ bool pool_span_place(struct pool *p, struct pool_arena *a, uint64_t size, uint64
 		     uint64_t *want)
 {
 	uint64_t g = p->granule, n = atomic_load_explicit(&a->nchunks, memory_order_relaxed);
+	uint64_t chunk = (p->params.chunk + g - 1) & ~(g - 1);
 	struct pool_chunk **v, *c;
 	uint64_t i = 0;
 
@@ -147,9 +148,9 @@ bool pool_span_place(struct pool *p, struct pool_arena *a, uint64_t size, uint64
 		uint64_t gap = r ? r->up.ptr - lend : UINT64_MAX;
 		uint64_t need = (size - fl + g - 1) & ~(g - 1);
 
-		/* Up from l's free end, stopping short of r... */
+		/* Up from l's free end, stopping short of r, by a chunk where it fits... */
 		if (fl && need <= gap)
-			consider(lend, need, at, want);
+			consider(lend, need < chunk && chunk <= gap ? chunk : need, at, want);
 		/* ...or filling the gap, so that l's free end and r's free start join. */
 		else if (fl && fr && gap + fl + fr >= size)
 			consider(lend, gap, at, want);

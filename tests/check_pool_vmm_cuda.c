@@ -69,6 +69,7 @@ static void expect_bytes(CUdeviceptr p, size_t n, uint8_t v, const char *what)
 static void finish_runtime(struct xdm_runtime *rt)
 {
 	ct_sync_all(rt);
+	TU_OK(xdm_layer_attr_store(rt, POOL_LAYER, "trim", "1"));
 	TU_OK(xdm_reap_pending(rt));
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
 	ck_assert_uint_eq(POOL(rt, "reserved"), 0);

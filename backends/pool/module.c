@@ -258,10 +258,19 @@ static size_t pool_bytes_outstanding(struct xdm_layer *self)
 	return sum;
 }
 
-/* Reaping gives the upstream every wholly free chunk, then reaps it. */
+/*
+ * Reaping gives the upstream every wholly free chunk, then reaps it.  Over
+ * a virtual-memory upstream the trimmer gives memory back, to the device
+ * itself; a reap only finishes the releases already queued, so that a
+ * program that reaps between steps does not unmap and map again its whole
+ * working set each time.
+ */
 static enum xdm_status pool_reap_pending(struct xdm_layer *self)
 {
-	pool_trim(pool_of(self));
+	struct pool *p = pool_of(self);
+
+	if (!p->granule)
+		pool_trim(p);
 	return xdm_up_reap_pending(xdm_layer_upstream(self));
 }
 

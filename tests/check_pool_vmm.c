@@ -108,6 +108,7 @@ START_TEST(the_pool_sees_the_granule_and_defaults_to_it)
 	ck_assert_uint_eq(POOL(rt, "chunk"), GRANULE);
 	ck_assert_uint_eq(POOL(rt, "trim_ms"), 1000);
 	ck_assert_uint_eq(POOL(rt, "given_back"), 0);
+	ck_assert_uint_eq(POOL(rt, "split"), 64 * KIB);
 	TU_OK(xdm_runtime_destroy(rt));
 
 	/* Over plain host memory nothing changes: no granule, no trimmer. */
@@ -115,6 +116,7 @@ START_TEST(the_pool_sees_the_granule_and_defaults_to_it)
 	ck_assert_uint_eq(POOL(rt, "granule"), 0);
 	ck_assert_uint_eq(POOL(rt, "chunk"), 32 * KIB * KIB);
 	ck_assert_uint_eq(POOL(rt, "trim_ms"), 0);
+	ck_assert_uint_eq(POOL(rt, "split"), 0);
 	TU_OK(xdm_runtime_destroy(rt));
 }
 END_TEST
@@ -166,6 +168,43 @@ START_TEST(a_large_request_is_served_by_freed_neighbours)
 }
 END_TEST
 
+/*
+ * Small blocks live in chunks of their own: freeing the large block around
+ * which they were allocated gives all of its granules back.
+ */
+START_TEST(small_blocks_do_not_pin_the_granules_of_large_ones)
+{
+	struct xdm_runtime *rt = vmm_runtime("trim_ms=0");
+	struct xdm_block big1, small, big2;
+
+	alloc(rt, 200 * KIB, &big1);
+	alloc(rt, 4 * KIB, &small);
+	alloc(rt, 200 * KIB, &big2);
+	/* In a granule of its own, not one that either large block touches. */
+	for (uint64_t g = big1.ptr / GRANULE; g <= (big1.ptr + big1.bytes - 1) / GRANULE; g++)
+		ck_assert_uint_ne(small.ptr / GRANULE, g);
+	for (uint64_t g = big2.ptr / GRANULE; g <= (big2.ptr + big2.bytes - 1) / GRANULE; g++)
+		ck_assert_uint_ne(small.ptr / GRANULE, g);
+	TU_OK(xdm_deallocate(rt, &big1));
+	TU_OK(xdm_deallocate(rt, &big2));
+	TU_OK(xdm_layer_attr_store(rt, POOL_LAYER, "trim", "1"));
+	/* Only the small block's granule is left. */
+	ck_assert_uint_eq(POOL(rt, "reserved"), GRANULE);
+	expect_consistent(rt);
+	TU_OK(xdm_deallocate(rt, &small));
+	finish(rt);
+}
+END_TEST
+
+START_TEST(split_over_an_upstream_without_granules_is_a_config_error)
+{
+	struct xdm_runtime *rt = NULL;
+
+	ck_assert_int_eq(xdm_runtime_create(0, "host", "pool split=64K | host", &rt), XDM_E_CONFIG);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "split"));
+}
+END_TEST
+
 /* ---- giving back -------------------------------------------------------------- */
 
 START_TEST(growth_gives_the_idle_granules_back_first)
@@ -179,6 +218,7 @@ START_TEST(growth_gives_the_idle_granules_back_first)
 	TU_OK(xdm_deallocate(rt, &x[1]));
 	TU_OK(xdm_deallocate(rt, &x[2]));
 	ck_assert_uint_eq(POOL(rt, "given_back"), 0);
+	ck_assert_uint_eq(POOL(rt, "split"), 64 * KIB);
 	/* 512 KiB free in the middle cannot hold 1 MiB: they go back, then it grows. */
 	alloc(rt, 1024 * KIB, &big);
 	ck_assert_uint_eq(POOL(rt, "given_back"), 512 * KIB);
@@ -408,6 +448,8 @@ static Suite *pool_vmm_suite(void)
 	tcase_add_test(tc, the_pool_sees_the_granule_and_defaults_to_it);
 	tcase_add_test(tc, a_tail_grows_in_place_and_the_chunks_join);
 	tcase_add_test(tc, a_large_request_is_served_by_freed_neighbours);
+	tcase_add_test(tc, small_blocks_do_not_pin_the_granules_of_large_ones);
+	tcase_add_test(tc, split_over_an_upstream_without_granules_is_a_config_error);
 	tcase_add_test(tc, growth_gives_the_idle_granules_back_first);
 	tcase_add_test(tc, release_free_gives_back_on_the_free);
 	tcase_add_test(tc, trim_leaves_exactly_the_granules_in_use);

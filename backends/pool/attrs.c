@@ -29,7 +29,7 @@ static struct pool_sums sums(struct pool *p)
 {
 	struct pool_sums s = { 0 };
 
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 		struct pool_arena *a = pool_arena_at(p, i);
 
 		if (!a)
@@ -48,7 +48,7 @@ static uint64_t largest_free(struct pool *p)
 {
 	uint64_t best = 0;
 
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 		struct pool_arena *a = pool_arena_at(p, i);
 		uint64_t l;
 
@@ -107,6 +107,7 @@ SHOW(granule, p->granule)
 SHOW(given_back, load(&p->given_back))
 SHOW(joins, load(&p->joins))
 SHOW(trim_ms, p->params.trim_ms)
+SHOW(split, p->split)
 
 /* Writing 0 starts a new peak from what is reserved now. */
 static int reserved_peak_store(struct xdm_layer *self, const char *buf, size_t len)
@@ -167,13 +168,13 @@ static int stream_free_show(struct xdm_layer *self, char *buf, size_t len)
 	struct pool *p = pool_of(self);
 	size_t used = 0;
 
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 		struct pool_arena *a = pool_arena_at(p, i);
 		int n;
 
 		if (!a)
 			continue;
-		n = snprintf(buf + used, len - used, "%u %" PRIu64 " %" PRIu64 "\n", i,
+		n = snprintf(buf + used, len - used, "%u %" PRIu64 " %" PRIu64 "\n", a->stream,
 			     load(&a->free_bytes), load(&a->nchunks));
 		if (n < 0 || (size_t)n >= len - used)
 			return -EOVERFLOW;
@@ -230,5 +231,7 @@ const struct xdm_attr pool_attrs[] = {
 	  NULL },
 	{ "trim_ms", 0444, "milliseconds between the trimmer's passes; 0: no trimmer",
 	  trim_ms_show, NULL },
+	{ "split", 0444, "blocks up to this size live in chunks apart from larger ones, bytes; "
+	  "0: no split", split_show, NULL },
 	{ .name = NULL },
 };

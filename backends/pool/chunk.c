@@ -22,23 +22,24 @@
 
 #include "pool.h"
 
-struct pool_arena *pool_arena_get(struct pool *p, xdm_stream_id stream)
+struct pool_arena *pool_arena_get(struct pool *p, unsigned int i)
 {
+	xdm_stream_id stream = i % XDM_MAX_STREAMS;
 	struct pool_arena *a;
 
-	if (stream >= XDM_MAX_STREAMS) {
-		xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
+	if (i >= POOL_ARENAS) {
+		xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", i);
 		return NULL;
 	}
-	a = pool_arena_at(p, stream);
+	a = pool_arena_at(p, i);
 	if (a)
 		return a;
 	pthread_mutex_lock(&p->grow_lock);
-	a = pool_arena_at(p, stream);
+	a = pool_arena_at(p, i);
 	if (!a) {
 		a = pool_arena_new(stream);
 		if (a)
-			atomic_store_explicit(&p->arenas[stream], a, memory_order_release);
+			atomic_store_explicit(&p->arenas[i], a, memory_order_release);
 	}
 	pthread_mutex_unlock(&p->grow_lock);
 	if (!a)
@@ -139,7 +140,7 @@ static uint64_t trim_locked(struct pool *p)
 {
 	uint64_t n = 0;
 
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 		struct pool_arena *a = pool_arena_at(p, i);
 		struct pool_chunk *idle = NULL, *c;
 
@@ -200,7 +201,7 @@ static enum xdm_status adopt(struct pool *p, struct pool_arena *a, struct pool_c
  */
 static bool steal(struct pool *p, struct pool_arena *a, uint64_t size, enum xdm_status *st)
 {
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 		struct pool_arena *b = pool_arena_at(p, i);
 		struct pool_chunk *c;
 
@@ -393,7 +394,7 @@ void pool_release_all(struct pool *p)
 	pthread_mutex_lock(&p->grow_lock);
 	trim_locked(p);
 	/* Chunks with blocks still used: only if the core's drain was skipped. */
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 		struct pool_arena *a = pool_arena_at(p, i);
 		struct pool_chunk *c;
 

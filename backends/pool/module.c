@@ -44,6 +44,9 @@ static const struct xdm_param_spec pool_params[] = {
 	{ "small_max", XDM_PARAM_SIZE, "64K",
 	  "blocks up to this size are rounded to a size class and cached per class when "
 	  "freed (256 to 1M)" },
+	{ "split", XDM_PARAM_SIZE, NULL,
+	  "over a virtual-memory upstream, blocks up to this size are carved from chunks of "
+	  "their own, apart from larger ones; default small_max there, 0 (none) otherwise" },
 	{ "release", XDM_PARAM_STRING, "trim",
 	  "over a virtual-memory upstream, when whole free granules go back: 'trim' (at "
 	  "trims only: the trimmer's, a write to trim, a reap, a refused growth), 'grow' "
@@ -97,6 +100,13 @@ static enum xdm_status pool_configure(struct pool_params *pp, const struct xdm_p
 		return xdm_error_set(XDM_E_CONFIG, "pool: growth must be 'fixed' or 'double', "
 				     "not '%s'", growth ? growth : "");
 	pp->doubling = !strcmp(growth, "double");
+	if (xdm_params_has(params, "split"))
+		pp->split = pool_round(xdm_params_size(params, "split"));
+	else
+		pp->split = granule ? pp->small_max : 0;
+	if (pp->split && !granule)
+		return xdm_error_set(XDM_E_CONFIG, "pool: split needs a virtual-memory upstream "
+				     "(one with a granularity, e.g. cuda_vmm)");
 	if (!pp->chunk)
 		return xdm_error_set(XDM_E_CONFIG, "pool: chunk must be at least 1 byte");
 	if (pp->chunk_max < pp->chunk)
@@ -137,6 +147,7 @@ static enum xdm_status pool_init(struct xdm_layer *self, const struct xdm_params
 		goto err_classes;
 	}
 	p->next_chunk = p->params.chunk;
+	p->split = p->params.split;
 	xdm_layer_set_priv(self, p);
 	st = pool_trimmer_start(p);
 	if (st)
@@ -161,7 +172,7 @@ static void pool_fini(struct xdm_layer *self)
 		return;
 	pool_trimmer_stop(p);
 	pool_release_all(p);
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++)
+	for (unsigned int i = 0; i < POOL_ARENAS; i++)
 		pool_arena_free(pool_arena_at(p, i));
 	pthread_mutex_destroy(&p->grow_lock);
 	pool_classes_fini(p);
@@ -185,8 +196,10 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 	size = pool_round(bytes);
 	if (size <= p->params.small_max)
 		size = p->class_size[pool_class(p, size)];
-	a = stream < XDM_MAX_STREAMS ? pool_arena_at(p, stream) : NULL;
-	if (!a && !(a = pool_arena_get(p, stream)))
+	if (stream >= XDM_MAX_STREAMS)
+		return xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
+	a = pool_arena_at(p, pool_arena_index(p, stream, size));
+	if (!a && !(a = pool_arena_get(p, pool_arena_index(p, stream, size))))
 		return xdm_last_error()->code;
 	for (;;) {
 		pthread_spin_lock(&a->lock);
@@ -219,7 +232,8 @@ static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block 
 
 	if (!block || !block->ptr)
 		return xdm_error_set(XDM_E_INVALID, "pool: deallocate of a NULL block");
-	a = block->stream < XDM_MAX_STREAMS ? pool_arena_at(p, block->stream) : NULL;
+	a = block->stream < XDM_MAX_STREAMS ?
+	    pool_arena_at(p, pool_arena_index(p, block->stream, block->bytes)) : NULL;
 	if (!a)
 		goto foreign;
 	pthread_spin_lock(&a->lock);
@@ -249,7 +263,7 @@ static size_t pool_bytes_outstanding(struct xdm_layer *self)
 	struct pool *p = pool_of(self);
 	uint64_t sum = 0;
 
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
+	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 		struct pool_arena *a = pool_arena_at(p, i);
 
 		if (a)

@@ -57,6 +57,9 @@ enum pool_seg_state {
 
 struct pool_chunk;
 
+/* A stream's arena, and its arena of small blocks (index + XDM_MAX_STREAMS). */
+#define POOL_ARENAS (2 * XDM_MAX_STREAMS)
+
 struct pool_seg {
 	uint64_t ptr;
 	uint64_t size;
@@ -122,6 +125,7 @@ struct pool_params {
 	bool doubling;			/* growth=double */
 	enum pool_release release;	/* over a granular upstream: when to give back */
 	uint64_t trim_ms;		/* the trimmer's period; 0: no trimmer */
+	uint64_t split;			/* small-block arenas up to this size; 0: none */
 };
 
 struct pool {
@@ -131,8 +135,13 @@ struct pool {
 	uint32_t nclasses;
 	uint64_t class_size[POOL_MAX_CLASSES];
 	uint8_t *class_of;		/* indexed by size in grains */
-	/* Arenas are made on a stream's first allocation. */
-	struct pool_arena *_Atomic arenas[XDM_MAX_STREAMS];
+	/*
+	 * Arenas are made on a stream's first allocation: one per stream, and
+	 * over a granular upstream a second per stream for blocks up to split
+	 * bytes (pool_arena_index).
+	 */
+	struct pool_arena *_Atomic arenas[POOL_ARENAS];
+	uint64_t split;
 	/* Serialises growth, steals and trims: never on the hot path. */
 	pthread_mutex_t grow_lock;
 	uint64_t next_chunk;		/* growth=double: the next chunk's size */
@@ -158,7 +167,19 @@ static inline struct pool *pool_of(const struct xdm_layer *self)
 	return xdm_layer_priv(self);
 }
 
-/* The arena of stream i, or NULL before its first allocation. */
+/*
+ * The index of the arena that serves size bytes on stream (< XDM_MAX_STREAMS).
+ * Over a virtual-memory upstream, blocks up to split bytes live in chunks
+ * of their own: a small block left among large ones would keep a whole
+ * granule mapped when they are freed.
+ */
+static inline unsigned int pool_arena_index(const struct pool *p, xdm_stream_id stream,
+					    uint64_t size)
+{
+	return stream + (size <= p->split ? XDM_MAX_STREAMS : 0);
+}
+
+/* The arena at index i, or NULL before its first allocation. */
 static inline struct pool_arena *pool_arena_at(struct pool *p, unsigned int i)
 {
 	return atomic_load_explicit(&p->arenas[i], memory_order_acquire);
@@ -277,8 +298,8 @@ void pool_give_ranges(struct pool *p, const struct pool_range *r, size_t n,
 		      xdm_stream_id stream);
 /* Give every chunk back, at fini (the core has synchronized the streams). */
 void pool_release_all(struct pool *p);
-/* The arena of a stream, made if need be; NULL with the error set. */
-struct pool_arena *pool_arena_get(struct pool *p, xdm_stream_id stream);
+/* The arena at index i (pool_arena_index), made if need be; NULL with the error set. */
+struct pool_arena *pool_arena_get(struct pool *p, unsigned int i);
 
 /* ---- trim.c: the trimmer thread ------------------------------------------- */
 

@@ -358,6 +358,8 @@ found:
 	}
 	s->state = SEG_USED;
 	pool_sub(&a->free_bytes, s->size);
+	if (atomic_load_explicit(&a->free_bytes, memory_order_relaxed) < a->free_low)
+		a->free_low = atomic_load_explicit(&a->free_bytes, memory_order_relaxed);
 	pool_sub(&a->free_blocks, 1);
 	pool_add(&a->in_use, s->size);
 	return s;

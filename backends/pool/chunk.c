@@ -117,8 +117,12 @@ static void chunk_release(struct pool *p, struct pool_chunk *c)
 /* Ranges cut per pass under an arena's lock: bounds how long it is held. */
 #define CUT_BATCH 64
 
-/* Under grow_lock: every whole free granule of a, back upstream; how many ranges. */
-static uint64_t give_back_arena(struct pool *p, struct pool_arena *a)
+/*
+ * Under grow_lock: whole free granules of a, up to limit bytes, back
+ * upstream; how many ranges.  The arena's low-water mark of free bytes
+ * starts again from what is free after.
+ */
+static uint64_t give_back_arena(struct pool *p, struct pool_arena *a, uint64_t limit)
 {
 	struct pool_range r[CUT_BATCH];
 	uint64_t total = 0;
@@ -127,7 +131,8 @@ static uint64_t give_back_arena(struct pool *p, struct pool_arena *a)
 
 	do {
 		pthread_spin_lock(&a->lock);
-		n = pool_span_cut(p, a, r, CUT_BATCH, &no_memory);
+		n = pool_span_cut(p, a, r, CUT_BATCH, &limit, &no_memory);
+		a->free_low = atomic_load_explicit(&a->free_bytes, memory_order_relaxed);
 		pthread_spin_unlock(&a->lock);
 		pool_give_ranges(p, r, n, a->stream);
 		total += n;
@@ -135,8 +140,23 @@ static uint64_t give_back_arena(struct pool *p, struct pool_arena *a)
 	return total;
 }
 
-/* Under grow_lock: every idle chunk of every arena, back upstream. */
-static uint64_t trim_locked(struct pool *p)
+/* Under grow_lock: the free bytes of a that stayed free since the last look. */
+static uint64_t idle_bytes(struct pool_arena *a)
+{
+	uint64_t low;
+
+	pthread_spin_lock(&a->lock);
+	low = a->free_low;
+	pthread_spin_unlock(&a->lock);
+	return low;
+}
+
+/*
+ * Under grow_lock: every idle chunk of every arena, back upstream; over a
+ * granular upstream every whole free granule, or with idle_only those
+ * that stayed free since the last such pass.
+ */
+static uint64_t trim_some(struct pool *p, bool idle_only)
 {
 	uint64_t n = 0;
 
@@ -147,7 +167,7 @@ static uint64_t trim_locked(struct pool *p)
 		if (!a)
 			continue;
 		if (p->granule) {
-			n += give_back_arena(p, a);
+			n += give_back_arena(p, a, idle_only ? idle_bytes(a) : UINT64_MAX);
 			continue;
 		}
 		pthread_spin_lock(&a->lock);
@@ -167,12 +187,27 @@ static uint64_t trim_locked(struct pool *p)
 	return n;
 }
 
+static uint64_t trim_locked(struct pool *p)
+{
+	return trim_some(p, false);
+}
+
 uint64_t pool_trim(struct pool *p)
 {
 	uint64_t n;
 
 	pthread_mutex_lock(&p->grow_lock);
 	n = trim_locked(p);
+	pthread_mutex_unlock(&p->grow_lock);
+	return n;
+}
+
+uint64_t pool_trim_idle(struct pool *p)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&p->grow_lock);
+	n = trim_some(p, true);
 	pthread_mutex_unlock(&p->grow_lock);
 	return n;
 }
@@ -320,7 +355,7 @@ static enum xdm_status grow_span(struct pool *p, struct pool_arena *a, uint64_t 
 	bool placed;
 
 	if (p->params.release != POOL_RELEASE_TRIM)
-		give_back_arena(p, a);
+		give_back_arena(p, a, UINT64_MAX);
 	pthread_spin_lock(&a->lock);
 	placed = pool_span_place(p, a, size, &at, &want);
 	pthread_spin_unlock(&a->lock);

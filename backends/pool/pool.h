@@ -102,6 +102,11 @@ struct pool_arena {
 	_Atomic uint64_t owned;		/* bytes of chunks it owns */
 	_Atomic uint64_t nchunks;
 	_Atomic uint64_t idle_chunks;	/* wholly free (cached blocks not merged) */
+	/*
+	 * The fewest free bytes since the trimmer last looked: at least this
+	 * much stayed unused all that time, so the trimmer gives back no more.
+	 */
+	uint64_t free_low;
 };
 
 /* When a pool over a granular upstream gives whole free granules back. */
@@ -267,13 +272,14 @@ struct pool_range {
 /* Under the lock: join c (just adopted by a) with its neighbours in a. */
 void pool_span_join(struct pool *p, struct pool_arena *a, struct pool_chunk *c);
 /*
- * Under the lock: cut every whole free granule out of a's free segments
- * (caches flushed first), up to max ranges; returns how many.  The ranges
- * leave the arena; the caller gives them upstream without the lock.
- * *no_memory: a cut needed a descriptor or chunk that could not be had.
+ * Under the lock: cut whole free granules out of a's free segments (caches
+ * flushed first), up to max ranges and *limit bytes, which it lowers by
+ * what it cut; returns how many ranges.  The ranges leave the arena; the
+ * caller gives them upstream without the lock.  *no_memory: a cut needed
+ * a descriptor or chunk that could not be had.
  */
 size_t pool_span_cut(struct pool *p, struct pool_arena *a, struct pool_range *out, size_t max,
-		     bool *no_memory);
+		     uint64_t *limit, bool *no_memory);
 /* Under the lock: cut the whole free granules of the free segment s only. */
 size_t pool_span_cut_seg(struct pool *p, struct pool_arena *a, struct pool_seg *s,
 			 struct pool_range *out);
@@ -293,6 +299,11 @@ bool pool_span_place(struct pool *p, struct pool_arena *a, uint64_t size, uint64
 enum xdm_status pool_refill(struct pool *p, struct pool_arena *a, uint64_t size);
 /* Give every wholly free chunk back upstream; returns how many. */
 uint64_t pool_trim(struct pool *p);
+/*
+ * The trimmer's pass: over a granular upstream, only memory that stayed
+ * free since the last pass goes back; otherwise as pool_trim.
+ */
+uint64_t pool_trim_idle(struct pool *p);
 /* Give the ranges back upstream on stream (no lock held). */
 void pool_give_ranges(struct pool *p, const struct pool_range *r, size_t n,
 		      xdm_stream_id stream);

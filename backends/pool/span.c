@@ -277,7 +277,7 @@ size_t pool_span_cut_seg(struct pool *p, struct pool_arena *a, struct pool_seg *
 }
 
 size_t pool_span_cut(struct pool *p, struct pool_arena *a, struct pool_range *out, size_t max,
-		     bool *no_memory)
+		     uint64_t *limit, bool *no_memory)
 {
 	struct pool_chunk *c, *next;
 	size_t n = 0;
@@ -297,15 +297,20 @@ size_t pool_span_cut(struct pool *p, struct pool_arena *a, struct pool_range *ou
 			struct pool_seg *after;
 			uint64_t lo, hi;
 
+			if (*limit < p->granule)
+				return n;
 			if (!whole_granules(p, s, &lo, &hi)) {
 				s = s->next;
 				continue;
 			}
+			if (hi - lo > *limit)
+				hi = lo + (*limit & ~(p->granule - 1));
 			if (!cut(a, s, lo, hi, &after)) {
 				*no_memory = true;
 				return n;
 			}
 			out[n++] = (struct pool_range){ .ptr = lo, .bytes = hi - lo };
+			*limit -= hi - lo;
 			s = after;
 		}
 	}

@@ -4,10 +4,15 @@
  * trim_ms, so that a process which frees most of its memory returns it to
  * the device without any call from its user.
  *
- * It does what a write to the trim attribute does (pool_trim: caches
- * merged back, then every whole free granule, or every idle chunk, handed
- * upstream, each after the work queued on its stream), then asks the
- * upstream to finish the releases whose streams have passed them.  It
+ * It does what a write to the trim attribute does (caches merged back,
+ * then whole free granules, or idle chunks, handed upstream, each after
+ * the work queued on its stream), with one difference over a granular
+ * upstream: it gives back no more of an arena than stayed free the whole
+ * time since its last pass (the arena's low-water mark of free bytes), so
+ * that memory a running program frees and takes again within a period is
+ * not unmapped and mapped again under it.  Memory a program stops using
+ * goes back at the first pass after one whole period unused.  Then it
+ * asks the upstream to finish the releases whose streams have passed them.  It
  * takes grow_lock like any growth, and each arena's lock only for as long
  * as one batch of cuts, so the hot path waits at most that long.
  */
@@ -43,7 +48,7 @@ static void *trimmer(void *arg)
 		if (p->trimmer_stop)
 			break;
 		pthread_mutex_unlock(&p->trim_lock);
-		pool_trim(p);
+		pool_trim_idle(p);
 		xdm_up_reap_pending(xdm_layer_upstream(p->self));
 		pthread_mutex_lock(&p->trim_lock);
 	}

@@ -426,6 +426,31 @@ START_TEST(churn_beside_the_trimmer_keeps_data_and_counters)
 }
 END_TEST
 
+/*
+ * An adaptor that keeps a record per block hides the granularity: the pool
+ * then treats the upstream's blocks as whole allocations, rounded up as
+ * the backend rounds them, and gives each back exactly as it came.
+ */
+START_TEST(behind_an_adaptor_that_hides_granules_chunks_go_back_whole)
+{
+	struct xdm_runtime *rt = NULL;
+	struct xdm_block b;
+
+	TU_OK(xdm_runtime_create(0, "host", "pool chunk=100K | logging sink=null | "
+				 "host_vmm granule=64K reserve=1G", &rt));
+	ck_assert_uint_eq(POOL(rt, "granule"), 0);
+	alloc(rt, 70 * KIB, &b);
+	ck_assert_uint_eq(attr(rt, 2, "mapped"), 128 * KIB);
+	TU_OK(xdm_deallocate(rt, &b));
+	TU_OK(xdm_layer_attr_store(rt, POOL_LAYER, "trim", "1"));
+	sync_all(rt);
+	ck_assert_uint_eq(POOL(rt, "trimmed"), 1);
+	ck_assert_uint_eq(POOL(rt, "reserved"), 0);
+	ck_assert_uint_eq(attr(rt, 2, "mapped"), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
 /* ---- errors -------------------------------------------------------------------- */
 
 START_TEST(a_bad_release_mode_is_a_config_error)
@@ -457,6 +482,7 @@ static Suite *pool_vmm_suite(void)
 	tcase_add_test(tc, churn_release_grow_keeps_data_and_counters);
 	tcase_add_test(tc, churn_release_free_keeps_data_and_counters);
 	tcase_add_test(tc, churn_beside_the_trimmer_keeps_data_and_counters);
+	tcase_add_test(tc, behind_an_adaptor_that_hides_granules_chunks_go_back_whole);
 	tcase_add_test(tc, a_bad_release_mode_is_a_config_error);
 	suite_add_tcase(s, tc);
 	return s;

@@ -452,6 +452,8 @@ struct pool_chunk *pool_arena_release_idle(struct pool_arena *a, uint64_t size)
 	if (best->next)
 		best->next->prev = best->prev;
 	pool_sub(&a->free_bytes, best->size);
+	if (a->free_low > atomic_load_explicit(&a->free_bytes, memory_order_relaxed))
+		a->free_low = atomic_load_explicit(&a->free_bytes, memory_order_relaxed);
 	pool_sub(&a->free_blocks, 1);
 	pool_sub(&a->owned, best->size);
 	pool_sub(&a->nchunks, 1);

@@ -162,20 +162,33 @@ static int fragmentation_show(struct xdm_layer *self, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
 }
 
-/* A table, one row per stream that has an arena: stream, free bytes, chunks. */
+/*
+ * A table, one row per stream that has an arena: stream, free bytes,
+ * chunks (its arena of small blocks, if it has one, counted in).
+ */
 static int stream_free_show(struct xdm_layer *self, char *buf, size_t len)
 {
 	struct pool *p = pool_of(self);
 	size_t used = 0;
 
-	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
+	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++) {
 		struct pool_arena *a = pool_arena_at(p, i);
+		struct pool_arena *b = pool_arena_at(p, i + XDM_MAX_STREAMS);
+		uint64_t free_bytes = 0, chunks = 0;
 		int n;
 
-		if (!a)
+		if (!a && !b)
 			continue;
-		n = snprintf(buf + used, len - used, "%u %" PRIu64 " %" PRIu64 "\n", a->stream,
-			     load(&a->free_bytes), load(&a->nchunks));
+		for (int k = 0; k < 2; k++) {
+			struct pool_arena *x = k ? b : a;
+
+			if (x) {
+				free_bytes += load(&x->free_bytes);
+				chunks += load(&x->nchunks);
+			}
+		}
+		n = snprintf(buf + used, len - used, "%u %" PRIu64 " %" PRIu64 "\n", i,
+			     free_bytes, chunks);
 		if (n < 0 || (size_t)n >= len - used)
 			return -EOVERFLOW;
 		used += (size_t)n;

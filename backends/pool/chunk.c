@@ -104,10 +104,11 @@ static void chunk_release(struct pool *p, struct pool_chunk *c)
 	 * The upstream frees on the chunk's allocation stream; if the chunk
 	 * has moved since, that stream first waits for its last owner.  If
 	 * the wait cannot be queued, keep the memory (a leak, still counted
-	 * in reserved) rather than free it under work that may still use it.
+	 * in reserved) rather than free it under work that may still use it;
+	 * so too if the upstream refuses the free.
 	 */
-	if (xdm_layer_stream_order(p->self, c->up.stream, c->owner) == XDM_OK) {
-		xdm_up_deallocate(up, &c->up);
+	if (xdm_layer_stream_order(p->self, c->up.stream, c->owner) == XDM_OK &&
+	    xdm_up_deallocate(up, &c->up) == XDM_OK) {
 		atomic_fetch_sub_explicit(&p->reserved, c->size, memory_order_relaxed);
 		atomic_fetch_add_explicit(&p->trimmed, 1, memory_order_relaxed);
 	}
@@ -128,6 +129,14 @@ static uint64_t give_back_arena(struct pool *p, struct pool_arena *a, uint64_t l
 	uint64_t total = 0;
 	bool no_memory;
 	size_t n;
+
+	/* Nothing to give: leave the caches alone, only start the mark again. */
+	if (limit < p->granule) {
+		pthread_spin_lock(&a->lock);
+		a->free_low = atomic_load_explicit(&a->free_bytes, memory_order_relaxed);
+		pthread_spin_unlock(&a->lock);
+		return 0;
+	}
 
 	do {
 		pthread_spin_lock(&a->lock);
@@ -308,7 +317,10 @@ static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want,
 		return st;
 	}
 	c->size = want;
-	c->up.bytes = want;
+	/* Over a granular upstream the chunk is what the pool holds, all of it;
+	 * otherwise c->up stays exactly as the upstream handed it out. */
+	if (p->granule)
+		c->up.bytes = want;
 	pthread_spin_lock(&a->lock);
 	if (!pool_arena_adopt(a, c)) {
 		pthread_spin_unlock(&a->lock);
@@ -330,7 +342,10 @@ static enum xdm_status grow(struct pool *p, struct pool_arena *a, uint64_t want,
 /* Under grow_lock: whether want more bytes stay within max (0: no bound). */
 static bool within_max(struct pool *p, uint64_t max, uint64_t want)
 {
-	return !max || atomic_load_explicit(&p->reserved, memory_order_relaxed) + want <= max;
+	uint64_t reserved = atomic_load_explicit(&p->reserved, memory_order_relaxed);
+
+	/* Written so that no sum can wrap. */
+	return !max || (want <= max && reserved <= max - want);
 }
 
 static uint64_t granule_round(const struct pool *p, uint64_t bytes)

@@ -146,8 +146,12 @@ bool pool_span_place(struct pool *p, struct pool_arena *a, uint64_t size, uint64
 		uint64_t fl = lt->state == SEG_FREE ? lt->size : 0;
 		uint64_t fr = r && r->first->state == SEG_FREE ? r->first->size : 0;
 		uint64_t gap = r ? r->up.ptr - lend : UINT64_MAX;
-		uint64_t need = (size - fl + g - 1) & ~(g - 1);
+		uint64_t need;
 
+		/* A free end that holds the request already: a free raced the refill. */
+		if (fl >= size || fr >= size)
+			continue;
+		need = (size - fl + g - 1) & ~(g - 1);
 		/* Up from l's free end, stopping short of r, by a chunk where it fits... */
 		if (fl && need <= gap)
 			consider(lend, need < chunk && chunk <= gap ? chunk : need, at, want);
@@ -221,6 +225,9 @@ static bool cut(struct pool_arena *a, struct pool_seg *s, uint64_t lo, uint64_t 
 		pool_add(&a->free_blocks, 1);
 	pool_sub(&a->free_bytes, hi - lo);
 	pool_sub(&a->owned, hi - lo);
+	/* What is cut was never free for the trimmer's next look. */
+	if (a->free_low > atomic_load_explicit(&a->free_bytes, memory_order_relaxed))
+		a->free_low = atomic_load_explicit(&a->free_bytes, memory_order_relaxed);
 
 	if (before && after) {
 		c2->up = c->up;

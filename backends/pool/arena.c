@@ -358,8 +358,7 @@ found:
 	}
 	s->state = SEG_USED;
 	pool_sub(&a->free_bytes, s->size);
-	if (atomic_load_explicit(&a->free_bytes, memory_order_relaxed) < a->free_low)
-		a->free_low = atomic_load_explicit(&a->free_bytes, memory_order_relaxed);
+	pool_free_low_clamp(a);
 	pool_sub(&a->free_blocks, 1);
 	pool_add(&a->in_use, s->size);
 	return s;
@@ -445,19 +444,23 @@ struct pool_chunk *pool_arena_release_idle(struct pool_arena *a, uint64_t size)
 	pool_bin_remove(a, best->first);
 	pool_seg_put(a, best->first);
 	best->first = NULL;
-	if (best->prev)
-		best->prev->next = best->next;
-	else
-		a->chunks = best->next;
-	if (best->next)
-		best->next->prev = best->prev;
+	pool_chunk_unlink(a, best);
 	pool_sub(&a->free_bytes, best->size);
-	if (a->free_low > atomic_load_explicit(&a->free_bytes, memory_order_relaxed))
-		a->free_low = atomic_load_explicit(&a->free_bytes, memory_order_relaxed);
+	pool_free_low_clamp(a);
 	pool_sub(&a->free_blocks, 1);
 	pool_sub(&a->owned, best->size);
-	pool_sub(&a->nchunks, 1);
 	return best;
+}
+
+void pool_chunk_unlink(struct pool_arena *a, struct pool_chunk *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		a->chunks = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	pool_sub(&a->nchunks, 1);
 }
 
 /* ---- the arena itself ---------------------------------------------------------- */

@@ -255,6 +255,18 @@ bool pool_arena_fits(struct pool *p, struct pool_arena *a, uint64_t size);
 /* Under the lock: the largest free segment. */
 uint64_t pool_arena_largest(const struct pool_arena *a);
 
+/* Under the lock: take c out of a's list of chunks. */
+void pool_chunk_unlink(struct pool_arena *a, struct pool_chunk *c);
+
+/* Under the lock: free bytes just fell; the trimmer's mark follows them down. */
+static inline void pool_free_low_clamp(struct pool_arena *a)
+{
+	uint64_t now = atomic_load_explicit(&a->free_bytes, memory_order_relaxed);
+
+	if (now < a->free_low)
+		a->free_low = now;
+}
+
 /* Under the lock: descriptors and bins, for span.c. */
 struct pool_seg *pool_seg_new(struct pool_arena *a);
 void pool_seg_put(struct pool_arena *a, struct pool_seg *s);

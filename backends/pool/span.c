@@ -32,17 +32,6 @@ static struct pool_seg *last_seg(const struct pool_chunk *c)
 	return s;
 }
 
-static void unlink_chunk(struct pool_arena *a, struct pool_chunk *c)
-{
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		a->chunks = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	pool_sub(&a->nchunks, 1);
-}
-
 static void link_chunk(struct pool_arena *a, struct pool_chunk *c)
 {
 	c->owner = a->stream;
@@ -84,7 +73,7 @@ static void join(struct pool *p, struct pool_arena *a, struct pool_chunk *l, str
 		if (rfree)
 			pool_bin_insert(a, rf);
 	}
-	unlink_chunk(a, r);
+	pool_chunk_unlink(a, r);
 	free(r);
 	atomic_fetch_add_explicit(&p->joins, 1, memory_order_relaxed);
 }
@@ -225,9 +214,7 @@ static bool cut(struct pool_arena *a, struct pool_seg *s, uint64_t lo, uint64_t 
 		pool_add(&a->free_blocks, 1);
 	pool_sub(&a->free_bytes, hi - lo);
 	pool_sub(&a->owned, hi - lo);
-	/* What is cut was never free for the trimmer's next look. */
-	if (a->free_low > atomic_load_explicit(&a->free_bytes, memory_order_relaxed))
-		a->free_low = atomic_load_explicit(&a->free_bytes, memory_order_relaxed);
+	pool_free_low_clamp(a);
 
 	if (before && after) {
 		c2->up = c->up;
@@ -246,7 +233,7 @@ static bool cut(struct pool_arena *a, struct pool_seg *s, uint64_t lo, uint64_t 
 		c->up.ptr = hi;
 		c->size = cend - hi;
 	} else {
-		unlink_chunk(a, c);
+		pool_chunk_unlink(a, c);
 		free(c);
 		c = NULL;
 	}

@@ -411,18 +411,23 @@ bool pool_arena_adopt(struct pool_arena *a, struct pool_chunk *c)
 	s->size = c->size;
 	s->chunk = c;
 	c->first = s;
+	pool_chunk_link(a, c);
+	pool_bin_insert(a, s);
+	pool_add(&a->free_bytes, c->size);
+	pool_add(&a->free_blocks, 1);
+	pool_add(&a->owned, c->size);
+	return true;
+}
+
+void pool_chunk_link(struct pool_arena *a, struct pool_chunk *c)
+{
 	c->owner = a->stream;
 	c->prev = NULL;
 	c->next = a->chunks;
 	if (a->chunks)
 		a->chunks->prev = c;
 	a->chunks = c;
-	pool_bin_insert(a, s);
-	pool_add(&a->free_bytes, c->size);
-	pool_add(&a->free_blocks, 1);
-	pool_add(&a->owned, c->size);
 	pool_add(&a->nchunks, 1);
-	return true;
 }
 
 struct pool_chunk *pool_arena_release_idle(struct pool_arena *a, uint64_t size)

@@ -255,7 +255,8 @@ bool pool_arena_fits(struct pool *p, struct pool_arena *a, uint64_t size);
 /* Under the lock: the largest free segment. */
 uint64_t pool_arena_largest(const struct pool_arena *a);
 
-/* Under the lock: take c out of a's list of chunks. */
+/* Under the lock: put c at the head of a's list of chunks, a's own; take it out. */
+void pool_chunk_link(struct pool_arena *a, struct pool_chunk *c);
 void pool_chunk_unlink(struct pool_arena *a, struct pool_chunk *c);
 
 /* Under the lock: free bytes just fell; the trimmer's mark follows them down. */

@@ -32,17 +32,6 @@ static struct pool_seg *last_seg(const struct pool_chunk *c)
 	return s;
 }
 
-static void link_chunk(struct pool_arena *a, struct pool_chunk *c)
-{
-	c->owner = a->stream;
-	c->prev = NULL;
-	c->next = a->chunks;
-	if (a->chunks)
-		a->chunks->prev = c;
-	a->chunks = c;
-	pool_add(&a->nchunks, 1);
-}
-
 /* Append r's segments to l (r starts where l ends), and free r. */
 static void join(struct pool *p, struct pool_arena *a, struct pool_chunk *l, struct pool_chunk *r)
 {
@@ -224,7 +213,7 @@ static bool cut(struct pool_arena *a, struct pool_seg *s, uint64_t lo, uint64_t 
 		c2->first = after;
 		for (struct pool_seg *x = after; x; x = x->next)
 			x->chunk = c2;
-		link_chunk(a, c2);
+		pool_chunk_link(a, c2);
 		c->size = lo - c->up.ptr;
 	} else if (before) {
 		c->size = lo - c->up.ptr;

@@ -108,19 +108,9 @@ static enum xdm_status v_free(uint64_t ptr, size_t bytes, xdm_stream_id stream)
 static uint64_t attr(struct xdm_runtime *rt, const char *name)
 {
 	uint32_t layer = xdm_runtime_layer_count(rt) - 1;
-	char buf[64], *end;
-	unsigned long long v;
-	enum xdm_status st;
 
 	ck_assert_str_eq(xdm_runtime_layer_name(rt, layer), "host_vmm");
-	st = xdm_layer_attr_show(rt, layer, name, buf, sizeof(buf));
-	ck_assert_msg(st == XDM_OK, "show %s: %s (%s)", name, xdm_strerror(st),
-		      xdm_last_error_message());
-	errno = 0;
-	v = strtoull(buf, &end, 10);
-	ck_assert_msg(end != buf && errno == 0 && strcmp(end, "\n") == 0,
-		      "%s is not one number and a newline: '%s'", name, buf);
-	return v;
+	return tu_attr_u64(rt, layer, name);
 }
 
 struct counts {
@@ -234,17 +224,8 @@ START_TEST(bad_parameters_are_config_errors)
 		{ "host_vmm granule=64K reserve=32K", "reserve" },
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct xdm_runtime *rt = NULL;
-		enum xdm_status st = xdm_runtime_create(0, "host", cases[i].stack, &rt);
-
-		ck_assert_msg(st == XDM_E_CONFIG, "'%s': %s (%s), not CONFIG", cases[i].stack,
-			      xdm_strerror(st), xdm_last_error_message());
-		ck_assert_msg(strstr(xdm_last_error_message(), cases[i].needle),
-			      "'%s': the message does not say '%s': %s", cases[i].stack,
-			      cases[i].needle, xdm_last_error_message());
-		ck_assert_ptr_null(rt);
-	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		tu_expect_config_error("host", cases[i].stack, cases[i].needle);
 }
 END_TEST
 

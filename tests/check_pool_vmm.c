@@ -44,23 +44,9 @@ static struct xdm_runtime *vmm_runtime(const char *pool_params)
 	return rt;
 }
 
-static uint64_t attr(struct xdm_runtime *rt, uint32_t layer, const char *name)
-{
-	char buf[64], *end;
-	unsigned long long v;
-	enum xdm_status st = xdm_layer_attr_show(rt, layer, name, buf, sizeof(buf));
 
-	ck_assert_msg(st == XDM_OK, "show %u/%s: %s (%s)", layer, name, xdm_strerror(st),
-		      xdm_last_error_message());
-	errno = 0;
-	v = strtoull(buf, &end, 10);
-	ck_assert_msg(end != buf && errno == 0 && strcmp(end, "\n") == 0,
-		      "%u/%s is not one number and a newline: '%s'", layer, name, buf);
-	return v;
-}
-
-#define POOL(rt, name) attr((rt), POOL_LAYER, (name))
-#define VMM(rt, name) attr((rt), VMM_LAYER, (name))
+#define POOL(rt, name) tu_attr_u64((rt), POOL_LAYER, (name))
+#define VMM(rt, name) tu_attr_u64((rt), VMM_LAYER, (name))
 
 static void sync_all(struct xdm_runtime *rt)
 {
@@ -198,10 +184,7 @@ END_TEST
 
 START_TEST(split_over_an_upstream_without_granules_is_a_config_error)
 {
-	struct xdm_runtime *rt = NULL;
-
-	ck_assert_int_eq(xdm_runtime_create(0, "host", "pool split=64K | host", &rt), XDM_E_CONFIG);
-	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "split"));
+	tu_expect_config_error("host", "pool split=64K | host", "split");
 }
 END_TEST
 
@@ -440,13 +423,13 @@ START_TEST(behind_an_adaptor_that_hides_granules_chunks_go_back_whole)
 				 "host_vmm granule=64K reserve=1G", &rt));
 	ck_assert_uint_eq(POOL(rt, "granule"), 0);
 	alloc(rt, 70 * KIB, &b);
-	ck_assert_uint_eq(attr(rt, 2, "mapped"), 128 * KIB);
+	ck_assert_uint_eq(tu_attr_u64(rt, 2, "mapped"), 128 * KIB);
 	TU_OK(xdm_deallocate(rt, &b));
 	TU_OK(xdm_layer_attr_store(rt, POOL_LAYER, "trim", "1"));
 	sync_all(rt);
 	ck_assert_uint_eq(POOL(rt, "trimmed"), 1);
 	ck_assert_uint_eq(POOL(rt, "reserved"), 0);
-	ck_assert_uint_eq(attr(rt, 2, "mapped"), 0);
+	ck_assert_uint_eq(tu_attr_u64(rt, 2, "mapped"), 0);
 	TU_OK(xdm_runtime_destroy(rt));
 }
 END_TEST
@@ -455,12 +438,7 @@ END_TEST
 
 START_TEST(a_bad_release_mode_is_a_config_error)
 {
-	struct xdm_runtime *rt = NULL;
-	enum xdm_status st = xdm_runtime_create(0, "host", "pool release=soon | host_vmm", &rt);
-
-	ck_assert_int_eq(st, XDM_E_CONFIG);
-	ck_assert_ptr_null(rt);
-	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "release"));
+	tu_expect_config_error("host", "pool release=soon | host_vmm", "release");
 }
 END_TEST
 

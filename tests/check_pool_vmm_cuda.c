@@ -45,19 +45,9 @@ static struct xdm_runtime *runtime(const char *pool_params)
 	return rt;
 }
 
-static uint64_t attr(struct xdm_runtime *rt, uint32_t layer, const char *name)
-{
-	char buf[64], *end;
-	uint64_t v;
 
-	TU_OK(xdm_layer_attr_show(rt, layer, name, buf, sizeof(buf)));
-	v = strtoull(buf, &end, 10);
-	ck_assert_msg(end != buf && *end == '\n', "%u/%s: '%s'", layer, name, buf);
-	return v;
-}
-
-#define POOL(rt, name) attr((rt), POOL_LAYER, (name))
-#define VMM(rt, name) attr((rt), VMM_LAYER, (name))
+#define POOL(rt, name) tu_attr_u64((rt), POOL_LAYER, (name))
+#define VMM(rt, name) tu_attr_u64((rt), VMM_LAYER, (name))
 
 static void expect_bytes(CUdeviceptr p, size_t n, uint8_t v, const char *what)
 {

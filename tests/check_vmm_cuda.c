@@ -89,13 +89,7 @@ static struct vmm open_vmm(const char *params)
 
 static uint64_t attr(const struct vmm *v, const char *name)
 {
-	char buf[64], *end;
-	uint64_t x;
-
-	TU_OK(xdm_layer_attr_show(v->rt, 1, name, buf, sizeof(buf)));
-	x = strtoull(buf, &end, 10);
-	ck_assert_msg(end != buf && *end == '\n', "cuda_vmm/%s: '%s'", name, buf);
-	return x;
+	return tu_attr_u64(v->rt, 1, name);
 }
 
 /* What the core fills in before a layer sees a block. */

@@ -6,8 +6,10 @@
 #ifndef XDM_TESTUTIL_H
 #define XDM_TESTUTIL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +130,37 @@ static inline void tu_step_run(void *arg)
 		ck_assert_msg(tu_st_ == XDM_OK, "%s: %s (%s)", #expr, xdm_strerror(tu_st_), \
 			      xdm_last_error_message());                                  \
 	} while (0)
+
+/* A layer's attribute that is one number and a newline, as a number. */
+static inline uint64_t tu_attr_u64(struct xdm_runtime *rt, uint32_t layer, const char *name)
+{
+	char buf[64], *end;
+	unsigned long long v;
+	enum xdm_status st = xdm_layer_attr_show(rt, layer, name, buf, sizeof(buf));
+
+	ck_assert_msg(st == XDM_OK, "show %u/%s: %s (%s)", layer, name, xdm_strerror(st),
+		      xdm_last_error_message());
+	errno = 0;
+	v = strtoull(buf, &end, 10);
+	ck_assert_msg(end != buf && errno == 0 && strcmp(end, "\n") == 0,
+		      "%u/%s is not one number and a newline: '%s'", layer, name, buf);
+	return v;
+}
+
+/* A runtime on platform around stack is refused as a config error naming needle. */
+static inline void tu_expect_config_error(const char *platform, const char *stack,
+					  const char *needle)
+{
+	struct xdm_runtime *rt = NULL;
+	enum xdm_status st = xdm_runtime_create(0, platform, stack, &rt);
+
+	ck_assert_msg(st == XDM_E_CONFIG, "'%s': %s (%s), not CONFIG", stack, xdm_strerror(st),
+		      xdm_last_error_message());
+	ck_assert_msg(strstr(xdm_last_error_message(), needle),
+		      "'%s': the message does not say '%s': %s", stack, needle,
+		      xdm_last_error_message());
+	ck_assert_ptr_null(rt);
+}
 
 /*
  * A gate a host function waits at on a stream: everything queued after it

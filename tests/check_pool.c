@@ -30,11 +30,20 @@ enum { POOL_LAYER = 0, HOST_LAYER = 1 };
 
 /* ---- helpers -------------------------------------------------------------- */
 
+/*
+ * These tests watch the arenas themselves, so their pools keep no thread
+ * caches in front of them (tcache=0) unless the stack names tcache=:
+ * check_pool_tcache tests the caches, and the churns below run with them.
+ */
 static struct xdm_runtime *pool_runtime(const char *stack)
 {
 	struct xdm_runtime *rt = NULL;
+	char spec[256];
 
-	TU_OK(xdm_runtime_create(0, "host", stack, &rt));
+	ck_assert(!strncmp(stack, "pool", 4));
+	snprintf(spec, sizeof(spec), "pool%s%s", strstr(stack, "tcache=") ? "" : " tcache=0",
+		 stack + 4);
+	TU_OK(xdm_runtime_create(0, "host", spec, &rt));
 	ck_assert_uint_eq(xdm_runtime_layer_count(rt), 2);
 	ck_assert_str_eq(xdm_runtime_layer_name(rt, POOL_LAYER), "pool");
 	ck_assert_str_eq(xdm_runtime_layer_name(rt, HOST_LAYER), "host");
@@ -1188,7 +1197,7 @@ static void *churn_run(void *arg)
 
 START_TEST(threads_churn_on_their_own_streams)
 {
-	struct xdm_runtime *rt = pool_runtime("pool chunk=1M | host");
+	struct xdm_runtime *rt = pool_runtime("pool chunk=1M tcache=256K | host");
 	struct churn c[CHURN_THREADS];
 	pthread_t t[CHURN_THREADS];
 	struct xdm_stats st;
@@ -1282,7 +1291,7 @@ static void *meddle_run(void *arg)
 
 START_TEST(threads_churn_while_another_trims)
 {
-	struct xdm_runtime *rt = pool_runtime("pool chunk=512K | host");
+	struct xdm_runtime *rt = pool_runtime("pool chunk=512K tcache=256K | host");
 	struct churn c[CHURN_THREADS];
 	pthread_t t[CHURN_THREADS], mt;
 	struct meddler m = { .rt = rt };

@@ -18,6 +18,7 @@
 
 struct pool_sums {
 	uint64_t in_use, free_bytes, free_blocks, cached_bytes, nchunks, idle_chunks;
+	uint64_t thread_cached;
 };
 
 static uint64_t load(_Atomic uint64_t *v)
@@ -41,6 +42,14 @@ static struct pool_sums sums(struct pool *p)
 		s.nchunks += load(&a->nchunks);
 		s.idle_chunks += load(&a->idle_chunks);
 	}
+	/*
+	 * The arenas count what threads cache as used; it is free.  Each sum
+	 * is exact at quiescence; while threads run, the loads race their
+	 * stores, so a subtraction is clamped rather than wrapped.
+	 */
+	s.thread_cached = pool_tc_bytes(p, -1);
+	s.in_use = s.in_use > s.thread_cached ? s.in_use - s.thread_cached : 0;
+	s.free_bytes += s.thread_cached;
 	return s;
 }
 
@@ -94,6 +103,8 @@ SHOW(in_use, sums(p).in_use)
 SHOW(free_bytes, sums(p).free_bytes)
 SHOW(free_blocks, sums(p).free_blocks)
 SHOW(cached_bytes, sums(p).cached_bytes)
+SHOW(thread_cached, sums(p).thread_cached)
+SHOW(tcache, p->params.tcache)
 SHOW(chunks, sums(p).nchunks)
 SHOW(idle_chunks, sums(p).idle_chunks)
 SHOW(largest_free, largest_free(p))
@@ -184,6 +195,7 @@ static int stream_free_show(struct xdm_layer *self, char *buf, size_t len)
 
 			if (x) {
 				free_bytes += load(&x->free_bytes);
+				free_bytes += pool_tc_bytes(p, (int)(i + k * XDM_MAX_STREAMS));
 				chunks += load(&x->nchunks);
 			}
 		}
@@ -216,6 +228,10 @@ const struct xdm_attr pool_attrs[] = {
 	  free_blocks_show, NULL },
 	{ "cached_bytes", 0444, "bytes of freed small blocks kept in their size class",
 	  cached_bytes_show, NULL },
+	{ "thread_cached", 0444, "bytes of freed blocks kept in threads' caches, in front of the "
+	  "arenas (counted in free_bytes, not in in_use)", thread_cached_show, NULL },
+	{ "tcache", 0444, "the tcache parameter: bytes each thread may keep per stream; 0: no "
+	  "thread caches", tcache_show, NULL },
 	{ "largest_free", 0444, "bytes of the largest merged free piece", largest_free_show,
 	  NULL },
 	{ "fragmentation", 0444, "1 - largest_free / merged free bytes, 0.000 to 1.000",

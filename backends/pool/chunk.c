@@ -169,6 +169,9 @@ static uint64_t trim_some(struct pool *p, bool idle_only)
 {
 	uint64_t n = 0;
 
+	/* Threads' caches first: this one's now, the others' at their next call. */
+	pool_tc_flush_all(p);
+
 	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 		struct pool_arena *a = pool_arena_at(p, i);
 		struct pool_chunk *idle = NULL, *c;

@@ -9,6 +9,7 @@ backends_pool_la_SOURCES = \
 	backends/pool/chunk.c \
 	backends/pool/span.c \
 	backends/pool/trim.c \
+	backends/pool/tcache.c \
 	backends/pool/attrs.c
 backends_pool_la_LDFLAGS = $(module_link_flags)
 backends_pool_la_LIBADD = $(module_link_libs)
@@ -19,6 +20,14 @@ TESTS += tests/check_pool
 tests_check_pool_SOURCES = tests/check_pool.c
 tests_check_pool_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_pool_LDADD = libxdm.la $(CHECK_LIBS)
+
+# The pool's per-thread caches: pairs served without the arena, streams
+# kept apart, stale ids, bounds, counters, trims and thread exits.
+check_PROGRAMS += tests/check_pool_tcache
+TESTS += tests/check_pool_tcache
+tests_check_pool_tcache_SOURCES = tests/check_pool_tcache.c
+tests_check_pool_tcache_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_pool_tcache_LDADD = libxdm.la $(CHECK_LIBS)
 
 # The pool over host_vmm, a virtual-memory upstream on the host platform:
 # joins, give-backs, the trimmer, data and counters through churn.

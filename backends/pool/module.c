@@ -55,6 +55,10 @@ static const struct xdm_param_spec pool_params[] = {
 	  "milliseconds between trims by a thread of the pool, which give idle memory back "
 	  "without any call; 0: no thread; default 1000 over a virtual-memory upstream, 0 "
 	  "otherwise" },
+	{ "tcache", XDM_PARAM_SIZE, NULL,
+	  "bytes of freed blocks each thread keeps per stream, in front of the arenas, so that "
+	  "a pair it serves takes no lock; blocks up to this size are kept; 0: no thread "
+	  "caches; default 2M, 0 with release=free" },
 	{ NULL, 0, NULL, NULL },
 };
 
@@ -107,6 +111,14 @@ static enum xdm_status pool_configure(struct pool_params *pp, const struct xdm_p
 	if (pp->split && !granule)
 		return xdm_error_set(XDM_E_CONFIG, "pool: split needs a virtual-memory upstream "
 				     "(one with a granularity, e.g. cuda_vmm)");
+	/* release=free promises granules back on the free: a cache would keep them. */
+	if (xdm_params_has(params, "tcache"))
+		pp->tcache = xdm_params_size(params, "tcache");
+	else
+		pp->tcache = pp->release == POOL_RELEASE_FREE ? 0 : 2ull << 20;
+	if (pp->tcache > (1ull << 30))
+		return xdm_error_set(XDM_E_CONFIG, "pool: tcache must be at most 1G, not %" PRIu64,
+				     pp->tcache);
 	if (!pp->chunk)
 		return xdm_error_set(XDM_E_CONFIG, "pool: chunk must be at least 1 byte");
 	if (pp->chunk_max < pp->chunk)
@@ -148,12 +160,17 @@ static enum xdm_status pool_init(struct xdm_layer *self, const struct xdm_params
 	}
 	p->next_chunk = p->params.chunk;
 	p->split = p->params.split;
+	st = pool_tc_init(p);
+	if (st)
+		goto err_mutex;
 	xdm_layer_set_priv(self, p);
 	st = pool_trimmer_start(p);
 	if (st)
-		goto err_mutex;
+		goto err_tc;
 	return XDM_OK;
 
+err_tc:
+	pool_tc_fini(p);
 err_mutex:
 	xdm_layer_set_priv(self, NULL);
 	pthread_mutex_destroy(&p->grow_lock);
@@ -171,6 +188,7 @@ static void pool_fini(struct xdm_layer *self)
 	if (!p)
 		return;
 	pool_trimmer_stop(p);
+	pool_tc_fini(p);
 	pool_release_all(p);
 	for (unsigned int i = 0; i < POOL_ARENAS; i++)
 		pool_arena_free(pool_arena_at(p, i));
@@ -187,8 +205,9 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 	struct pool_arena *a;
 	struct pool_seg *s;
 	enum xdm_status st;
-	bool no_memory;
-	uint64_t size;
+	bool no_memory, drained = false;
+	unsigned int i;
+	uint64_t size, ptr;
 
 	(void)tag;
 	if (bytes == 0 || bytes > POOL_MAX_REQUEST)
@@ -198,8 +217,11 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 		size = p->class_size[pool_class(p, size)];
 	if (stream >= XDM_MAX_STREAMS)
 		return xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
-	a = pool_arena_at(p, pool_arena_index(p, stream, size));
-	if (!a && !(a = pool_arena_get(p, pool_arena_index(p, stream, size))))
+	i = pool_arena_index(p, stream, size);
+	if (pool_tc_takes(p, size) && (ptr = pool_tc_get(p, i, size)))
+		goto found;
+	a = pool_arena_at(p, i);
+	if (!a && !(a = pool_arena_get(p, i)))
 		return xdm_last_error()->code;
 	for (;;) {
 		pthread_spin_lock(&a->lock);
@@ -210,12 +232,20 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 		if (no_memory)
 			return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no host memory to keep "
 					     "track of a block of %" PRIu64 " bytes", size);
+		/* What this thread keeps may fit once merged: before growing. */
+		if (!drained && pool_tc_takes(p, size)) {
+			pool_tc_flush_arena(p, i);
+			drained = true;
+			continue;
+		}
 		st = pool_refill(p, a, size);
 		if (st)
 			return st;
 	}
 	pthread_spin_unlock(&a->lock);
-	out->ptr = s->ptr;
+	ptr = s->ptr;
+found:
+	out->ptr = ptr;
 	out->bytes = size;
 	out->align = XDM_DEFAULT_ALIGN;
 	out->state = XDM_BLOCK_LIVE;
@@ -229,11 +259,20 @@ static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block 
 	struct pool_arena *a;
 	struct pool_seg *s, *m;
 	size_t cut = 0;
+	unsigned int i;
 
 	if (!block || !block->ptr)
 		return xdm_error_set(XDM_E_INVALID, "pool: deallocate of a NULL block");
-	a = block->stream < XDM_MAX_STREAMS ?
-	    pool_arena_at(p, pool_arena_index(p, block->stream, block->bytes)) : NULL;
+	if (block->stream >= XDM_MAX_STREAMS)
+		goto foreign;
+	i = pool_arena_index(p, block->stream, block->bytes);
+	/* The core hands back only blocks it has live: no lookup before caching. */
+	if (pool_tc_takes(p, block->bytes) &&
+	    pool_tc_put(p, i, block->ptr, block->bytes)) {
+		block->state = XDM_BLOCK_RETIRED;
+		return XDM_OK;
+	}
+	a = pool_arena_at(p, i);
 	if (!a)
 		goto foreign;
 	pthread_spin_lock(&a->lock);
@@ -261,7 +300,7 @@ foreign:
 static size_t pool_bytes_outstanding(struct xdm_layer *self)
 {
 	struct pool *p = pool_of(self);
-	uint64_t sum = 0;
+	uint64_t sum = 0, cached;
 
 	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 		struct pool_arena *a = pool_arena_at(p, i);
@@ -269,7 +308,9 @@ static size_t pool_bytes_outstanding(struct xdm_layer *self)
 		if (a)
 			sum += atomic_load_explicit(&a->in_use, memory_order_relaxed);
 	}
-	return sum;
+	/* What threads cache is used in their arenas' eyes, not the caller's. */
+	cached = pool_tc_bytes(p, -1);
+	return sum > cached ? sum - cached : 0;
 }
 
 /*

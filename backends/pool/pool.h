@@ -109,6 +109,38 @@ struct pool_arena {
 	uint64_t free_low;
 };
 
+/* ---- each thread's cache (tcache.c) ---------------------------------------- */
+
+/* Blocks one thread keeps per list, and lists of large sizes per arena. */
+#define POOL_TC_CAP 32
+#define POOL_TC_LARGE 2
+
+/* Freed blocks of one size, by address; the last pushed is popped first. */
+struct pool_tc_bin {
+	uint64_t size;			/* 0: a large list not claimed yet */
+	uint32_t n, cap;
+	uint64_t used;			/* the arena cache's clock at its last use */
+	uint64_t ptr[POOL_TC_CAP];
+};
+
+/* One thread's lists for one arena: large sizes first, then each class. */
+struct pool_tc_arena {
+	_Atomic uint64_t bytes;		/* what its lists hold; only the owner writes */
+	uint64_t clock;
+	unsigned int nbins;
+	struct pool_tc_bin bins[];
+};
+
+struct pool;
+
+/* One thread's cache of one pool, the value of the pool's key. */
+struct pool_tcache {
+	struct pool *pool;
+	struct pool_tcache *prev, *next;	/* the pool's list, under tc_lock */
+	uint64_t epoch;			/* the pool's tc_epoch when it last drained */
+	struct pool_tc_arena *arena[POOL_ARENAS];
+};
+
 /* When a pool over a granular upstream gives whole free granules back. */
 enum pool_release {
 	POOL_RELEASE_TRIM = 0,	/* at trims only */
@@ -131,6 +163,7 @@ struct pool_params {
 	enum pool_release release;	/* over a granular upstream: when to give back */
 	uint64_t trim_ms;		/* the trimmer's period; 0: no trimmer */
 	uint64_t split;			/* small-block arenas up to this size; 0: none */
+	uint64_t tcache;		/* bytes a thread caches per arena; 0: no caches */
 };
 
 struct pool {
@@ -165,6 +198,11 @@ struct pool {
 	bool trimmer_stop;		/* under trim_lock */
 	pthread_mutex_t trim_lock;
 	pthread_cond_t trim_wake;
+	/* Each thread's cache (tcache.c), when params.tcache is set. */
+	pthread_key_t tc_key;
+	pthread_mutex_t tc_lock;	/* the list, for counters, exits and fini */
+	struct pool_tcache *tcaches;
+	_Atomic uint64_t tc_epoch;	/* bumped by a trim: every cache drains */
 };
 
 static inline struct pool *pool_of(const struct xdm_layer *self)
@@ -329,6 +367,27 @@ struct pool_arena *pool_arena_get(struct pool *p, unsigned int i);
 
 enum xdm_status pool_trimmer_start(struct pool *p);
 void pool_trimmer_stop(struct pool *p);
+
+/* ---- tcache.c: each thread's cache in front of the arenas -------------------- */
+
+enum xdm_status pool_tc_init(struct pool *p);
+void pool_tc_fini(struct pool *p);
+/* A block of size for arena i from this thread's cache (refilled from the arena); 0: none. */
+uint64_t pool_tc_get(struct pool *p, unsigned int i, uint64_t size);
+/* Keep a freed block of arena i in this thread's cache; false: the arena takes it. */
+bool pool_tc_put(struct pool *p, unsigned int i, uint64_t ptr, uint64_t size);
+/* This thread's blocks of arena i back to the arena (before it grows). */
+void pool_tc_flush_arena(struct pool *p, unsigned int i);
+/* Every cache back: this thread's at once, the others' at their next call. */
+void pool_tc_flush_all(struct pool *p);
+/* Bytes the caches hold for arena i, or for all arenas when i < 0. */
+uint64_t pool_tc_bytes(struct pool *p, int arena);
+
+/* Whether a block of size may be kept in a thread's cache. */
+static inline bool pool_tc_takes(const struct pool *p, uint64_t size)
+{
+	return size <= p->params.tcache;
+}
 
 /* ---- attrs.c ---------------------------------------------------------- */
 

@@ -19,6 +19,14 @@ tests_check_tree_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 tests_check_native_SOURCES = tests/check_native.c
 tests_check_native_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_native_LDADD = libxdm.la $(CHECK_LIBS)
+
+# The atomic read-modify-writes of one pair, counted by single-stepping a
+# child with ptrace (doc/hot-path.md); x86-64, skips (77) elsewhere.
+check_PROGRAMS += tests/check_rmw
+TESTS += tests/check_rmw
+tests_check_rmw_SOURCES = tests/check_rmw.c
+tests_check_rmw_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_rmw_LDADD = libxdm.la $(CHECK_LIBS)
 EXTRA_DIST += tests/data/host.conf tests/lsan.supp tests/tsan.supp
 # Not run by make check: make check itself, repeatedly, under stress-ng.
 EXTRA_DIST += tests/under-load.sh

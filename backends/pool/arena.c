@@ -364,12 +364,13 @@ found:
 	return s;
 }
 
-struct pool_seg *pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s)
+struct pool_seg *pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s,
+				 bool merge)
 {
 	pool_sub(&a->in_use, s->size);
 	pool_add(&a->free_bytes, s->size);
 	pool_add(&a->free_blocks, 1);
-	if (s->size <= p->params.small_max) {
+	if (!merge && s->size <= p->params.small_max) {
 		unsigned int c = pool_class(p, s->size);
 
 		s->state = SEG_CACHED;

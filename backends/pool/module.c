@@ -58,7 +58,7 @@ static const struct xdm_param_spec pool_params[] = {
 	{ "tcache", XDM_PARAM_SIZE, NULL,
 	  "bytes of freed blocks each thread keeps per stream, in front of the arenas, so that "
 	  "a pair it serves takes no lock; blocks up to this size are kept; 0: no thread "
-	  "caches; default 2M, 0 with release=free" },
+	  "caches; default 16M, one granule over a virtual-memory upstream, 0 with release=free" },
 	{ NULL, 0, NULL, NULL },
 };
 
@@ -111,11 +111,18 @@ static enum xdm_status pool_configure(struct pool_params *pp, const struct xdm_p
 	if (pp->split && !granule)
 		return xdm_error_set(XDM_E_CONFIG, "pool: split needs a virtual-memory upstream "
 				     "(one with a granularity, e.g. cuda_vmm)");
-	/* release=free promises granules back on the free: a cache would keep them. */
+	/*
+	 * release=free promises granules back on the free: a cache would keep
+	 * them.  Over a granular upstream the trimmer promises idle memory back
+	 * within a period, and it cannot reach into an idle thread's cache:
+	 * there a thread keeps at most a granule per stream.
+	 */
 	if (xdm_params_has(params, "tcache"))
 		pp->tcache = xdm_params_size(params, "tcache");
+	else if (pp->release == POOL_RELEASE_FREE)
+		pp->tcache = 0;
 	else
-		pp->tcache = pp->release == POOL_RELEASE_FREE ? 0 : 2ull << 20;
+		pp->tcache = granule ? granule : 16ull << 20;
 	if (pp->tcache > (1ull << 30))
 		return xdm_error_set(XDM_E_CONFIG, "pool: tcache must be at most 1G, not %" PRIu64,
 				     pp->tcache);
@@ -278,7 +285,7 @@ static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block 
 	pthread_spin_lock(&a->lock);
 	s = pool_arena_unhash(a, block->ptr);
 	if (s) {
-		m = pool_arena_give(p, a, s);
+		m = pool_arena_give(p, a, s, false);
 		/* release=free: the granules this free emptied go back now. */
 		if (m && p->params.release == POOL_RELEASE_FREE && p->granule &&
 		    m->size >= p->granule)

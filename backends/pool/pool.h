@@ -275,9 +275,11 @@ struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t 
 				 bool *no_memory);
 /*
  * Under the lock: give a used segment back; small ones go to the cache
- * (NULL), others merge with their free neighbours (the merged segment).
+ * (NULL) unless merge is set, others merge with their free neighbours (the
+ * merged segment).
  */
-struct pool_seg *pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s);
+struct pool_seg *pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s,
+				 bool merge);
 /* Under the lock: the used segment at ptr, unlinked from the table; NULL if none. */
 struct pool_seg *pool_arena_unhash(struct pool_arena *a, uint64_t ptr);
 /* Under the lock: the used segment at ptr, or NULL. */

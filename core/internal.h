@@ -19,6 +19,8 @@
 
 #define XDM_HIDDEN __attribute__((visibility("hidden")))
 
+#include "core/counters.h"
+
 /* ---- errors (error.c) ---------------------------------------------- */
 
 /* Prefix the thread's error message with "source:line:col: ". */
@@ -226,30 +228,19 @@ struct xdm_reg_entry {
 #define XDM_REG_SHARDS 256
 
 /*
- * Counts that change under a shard lock live in the shard: written with a
- * plain load and store (the lock orders writers), read by anyone without the
- * lock, so introspection never waits on an allocation.
+ * A shard counts only what numbers its generations: the runtime's counts of
+ * allocations, frees and bytes are per thread (counters.h).
  */
 struct xdm_reg_shard {
 	struct xdm_spinlock lock;
 	struct xdm_reg_entry **buckets;
 	size_t nbuckets, count;
 	struct xdm_reg_entry *spare;	/* recycled entries */
-	_Atomic uint64_t allocs;	/* also numbers the shard's generations */
-	_Atomic uint64_t frees;
-	/*
-	 * Bytes of its live blocks, and the most it ever held.  Counted here,
-	 * under the lock the insert and the take hold anyway, the runtime's
-	 * bytes outstanding cost no atomic of their own, and threads whose
-	 * blocks live in different shards never write one cache line (a single
-	 * runtime-wide counter made sixteen threads slower than one).
-	 */
-	_Atomic uint64_t bytes;
-	_Atomic uint64_t high;
+	uint64_t inserts;		/* numbers the shard's generations */
 } __attribute__((aligned(64)));
 
 /*
- * A block's generation is its shard's allocation count, shifted, with the
+ * A block's generation is its shard's count of inserts, shifted, with the
  * shard index below: unique in the runtime without a global counter, and
  * increasing for any one address, because an address always hashes to the
  * same shard.  Never 0.
@@ -264,12 +255,9 @@ XDM_HIDDEN void xdm_registry_init(struct xdm_registry *reg);
 XDM_HIDDEN void xdm_registry_fini(struct xdm_runtime *rt);
 XDM_HIDDEN struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr);
 /* Insert a copy of block and give it its generation (block->generation is
- * set).  INVALID if its ptr is already live.  *new_high is set when the
- * block's shard passed the most bytes it ever held. */
+ * set).  INVALID if its ptr is already live. */
 XDM_HIDDEN enum xdm_status xdm_registry_insert(struct xdm_registry *reg,
-					       struct xdm_block *block, bool *new_high);
-/* The bytes of every live block: the sum of the shards'. */
-XDM_HIDDEN uint64_t xdm_registry_bytes(struct xdm_registry *reg);
+					       struct xdm_block *block);
 /* Find a live entry; caller holds the shard lock. NULL if none. */
 XDM_HIDDEN struct xdm_reg_entry *xdm_registry_find_locked(struct xdm_reg_shard *shard,
 							  uint64_t ptr);
@@ -284,11 +272,10 @@ XDM_HIDDEN bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
 				  xdm_generation generation, struct xdm_block *out,
 				  struct xdm_use_track *uses);
 XDM_HIDDEN void xdm_use_track_free(struct xdm_use_track *t);
-/* Unlink every live entry and hand each to fn (without the shard lock). */
+/* Unlink every live entry and hand each to fn (without the shard lock);
+ * the runtime's counters do not see it (teardown only). */
 XDM_HIDDEN void xdm_registry_drain(struct xdm_registry *reg,
 				   void (*fn)(struct xdm_reg_entry *e, void *arg), void *arg);
-/* Sums of the shards' counters. */
-XDM_HIDDEN void xdm_registry_counts(struct xdm_registry *reg, uint64_t *allocs, uint64_t *frees);
 /* Visit every live block under each shard lock in turn (for snapshots). */
 XDM_HIDDEN void xdm_registry_for_each(struct xdm_registry *reg,
 				      void (*fn)(const struct xdm_reg_entry *e, void *arg),
@@ -329,14 +316,6 @@ static inline bool xdm_use_track_crosses(const struct xdm_use_track *t, xdm_stre
 }
 
 /* ---- runtime (runtime.c, runtime_table.c) ---------------------------- */
-
-/* Runtime-wide counters; allocs and frees are counted per registry shard. */
-struct xdm_counters {
-	_Atomic uint64_t peak;
-	_Atomic uint64_t failures;
-	_Atomic uint64_t waits;
-	_Atomic uint64_t events;
-};
 
 /* The longest name of a runtime in the tree: "15" or "15.4294967295". */
 #define XDM_RUNTIME_NAME_MAX 16

@@ -5,6 +5,8 @@ noinst_LTLIBRARIES += core/libxdmcore.la
 core_libxdmcore_la_SOURCES = \
 	core/internal.h \
 	core/spinlock.h \
+	core/counters.h \
+	core/counters.c \
 	core/error.c \
 	core/params.c \
 	core/module_table.c \

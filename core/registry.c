@@ -40,18 +40,6 @@ struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr)
 	return &reg->shards[hash_ptr(ptr) >> (64 - XDM_REG_SHARD_BITS)];
 }
 
-/* A plain add to a counter that only lock holders write: no lock prefix. */
-static void bump_by(_Atomic uint64_t *counter, uint64_t v)
-{
-	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + v,
-			      memory_order_relaxed);
-}
-
-static void bump(_Atomic uint64_t *counter)
-{
-	bump_by(counter, 1);
-}
-
 static bool grow(struct xdm_reg_shard *shard)
 {
 	size_t n = shard->nbuckets ? shard->nbuckets * 2 : INITIAL_BUCKETS;
@@ -109,19 +97,8 @@ static void use_track_init(struct xdm_use_track *t)
 	t->reads = t->inline_reads;
 }
 
-uint64_t xdm_registry_bytes(struct xdm_registry *reg)
+enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *block)
 {
-	uint64_t sum = 0;
-
-	for (int i = 0; i < XDM_REG_SHARDS; i++)
-		sum += atomic_load_explicit(&reg->shards[i].bytes, memory_order_relaxed);
-	return sum;
-}
-
-enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *block,
-				    bool *new_high)
-{
-	uint64_t bytes;
 	struct xdm_reg_shard *shard = xdm_registry_shard(reg, block->ptr);
 	struct xdm_reg_entry *e;
 	size_t b;
@@ -138,20 +115,14 @@ enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *
 	e = new_entry(shard);
 	if (!e)
 		goto oom;
-	bump(&shard->allocs);
-	block->generation = (atomic_load_explicit(&shard->allocs, memory_order_relaxed)
-			     << XDM_REG_SHARD_BITS) | (uint64_t)(shard - reg->shards);
+	block->generation = (++shard->inserts << XDM_REG_SHARD_BITS) |
+			    (uint64_t)(shard - reg->shards);
 	e->block = *block;
 	use_track_init(&e->track);
 	b = bucket_of(shard, block->ptr);
 	e->next = shard->buckets[b];
 	shard->buckets[b] = e;
 	shard->count++;
-	bump_by(&shard->bytes, block->bytes);
-	bytes = atomic_load_explicit(&shard->bytes, memory_order_relaxed);
-	*new_high = bytes > atomic_load_explicit(&shard->high, memory_order_relaxed);
-	if (*new_high)
-		atomic_store_explicit(&shard->high, bytes, memory_order_relaxed);
 	xdm_spin_unlock(&shard->lock);
 	return XDM_OK;
 
@@ -178,8 +149,6 @@ bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr, xdm_generation ge
 		e = *pp;
 		*pp = e->next;
 		shard->count--;
-		bump(&shard->frees);
-		bump_by(&shard->bytes, -e->block.bytes);
 		*out = e->block;
 		if (!xdm_use_track_empty(&e->track)) {
 			*uses = e->track;
@@ -202,15 +171,6 @@ void xdm_use_track_free(struct xdm_use_track *t)
 	t->reads = t->inline_reads;
 	t->nreads = 0;
 	t->capreads = XDM_INLINE_READS;
-}
-
-void xdm_registry_counts(struct xdm_registry *reg, uint64_t *allocs, uint64_t *frees)
-{
-	*allocs = *frees = 0;
-	for (int i = 0; i < XDM_REG_SHARDS; i++) {
-		*allocs += atomic_load_explicit(&reg->shards[i].allocs, memory_order_relaxed);
-		*frees += atomic_load_explicit(&reg->shards[i].frees, memory_order_relaxed);
-	}
 }
 
 void xdm_registry_for_each(struct xdm_registry *reg,
@@ -241,8 +201,6 @@ void xdm_registry_drain(struct xdm_registry *reg,
 				next = e->next;
 				e->next = list;
 				list = e;
-				bump(&shard->frees);
-				bump_by(&shard->bytes, -e->block.bytes);
 			}
 			shard->buckets[b] = NULL;
 		}

@@ -16,35 +16,11 @@ static enum xdm_status null_runtime(const char *fn)
 	return xdm_error_set(XDM_E_INVALID, "%s: runtime is NULL", fn);
 }
 
-static void raise_max(_Atomic uint64_t *max, uint64_t v)
-{
-	uint64_t m = atomic_load_explicit(max, memory_order_relaxed);
-
-	while (v > m &&
-	       !atomic_compare_exchange_weak_explicit(max, &m, v, memory_order_relaxed,
-						      memory_order_relaxed))
-		;
-}
-
-/*
- * The total is read only when a shard passes the most it ever held: in a
- * steady state that is never, so no allocation reads the other shards'
- * lines.  The peak is therefore a sample: the highest total seen at such a
- * moment, which is the true peak in simple uses (nothing freed before it)
- * and below it in general; a sum read while other threads allocate and
- * free may also be off by their blocks in flight.
- */
-static void count_peak(struct xdm_runtime *rt)
-{
-	raise_max(&rt->counters.peak, xdm_registry_bytes(&rt->registry));
-}
-
 enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
 			     const char *tag, struct xdm_block *out)
 {
 	struct xdm_counters *c;
 	enum xdm_status st;
-	bool new_high;
 
 	if (!rt || !out)
 		return xdm_error_set(XDM_E_INVALID, "xdm_allocate: NULL runtime or result");
@@ -70,7 +46,7 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 	st = xdm_up_allocate(&rt->layers[0], bytes, stream, out->tag, out);
 	if (st)
 		goto failed;
-	st = xdm_registry_insert(&rt->registry, out, &new_high);
+	st = xdm_registry_insert(&rt->registry, out);
 	if (st) {
 		struct xdm_error saved = *xdm_last_error();
 
@@ -84,8 +60,7 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 		*(struct xdm_error *)xdm_last_error() = saved;
 		goto failed;
 	}
-	if (new_high)
-		count_peak(rt);
+	xdm_count_alloc(c, out->bytes);
 	return XDM_OK;
 
 failed:
@@ -139,6 +114,7 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 				     "device %u", block->ordinal, rt->ordinal);
 	if (!xdm_registry_take(&rt->registry, block->ptr, block->generation, &b, &uses))
 		return not_live(rt, "xdm_deallocate", block->ptr, block->generation);
+	xdm_count_free(&rt->counters, b.bytes);
 	/* The registry's copy is authoritative: the caller's may be damaged. */
 	tracked = !xdm_use_track_empty(&uses);
 	crossed = tracked && xdm_use_track_crosses(&uses, b.stream);
@@ -240,6 +216,7 @@ enum xdm_status xdm_runtime_for_each_block(struct xdm_runtime *rt,
 void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 {
 	struct xdm_counters *c;
+	struct xdm_counts_sum sum;
 
 	if (!out)
 		return;
@@ -248,12 +225,16 @@ void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 		return;
 	}
 	c = &rt->counters;
-	xdm_registry_counts(&rt->registry, &out->allocs, &out->frees);
-	/* Frees are summed after allocs, so a racing pair never reads negative. */
-	out->blocks_outstanding = out->allocs >= out->frees ? out->allocs - out->frees : 0;
-	out->bytes_outstanding = xdm_registry_bytes(&rt->registry);
-	/* A total a reader sees is a total the runtime held: it is a sample too. */
-	raise_max(&c->peak, out->bytes_outstanding);
+	xdm_counters_sum(c, &sum);
+	out->allocs = sum.allocs;
+	out->frees = sum.frees;
+	/* Exact at quiescence; meanwhile a free seen before its allocation
+	 * would read negative, and reads 0. */
+	out->blocks_outstanding = sum.allocs >= sum.frees ? sum.allocs - sum.frees : 0;
+	out->bytes_outstanding = (int64_t)sum.bytes > 0 ? sum.bytes : 0;
+	/* A total a reader sees is a total the runtime held: a sample of the
+	 * peak too (counters.h). */
+	xdm_counters_raise_peak(c, out->bytes_outstanding);
 	out->bytes_peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
 	out->failures = atomic_load_explicit(&c->failures, memory_order_relaxed);
 	out->waits_queued = atomic_load_explicit(&c->waits, memory_order_relaxed);

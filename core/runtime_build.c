@@ -239,6 +239,9 @@ enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg
 	pthread_mutex_init(&rt->streams.lock, NULL);
 	pthread_mutex_init(&rt->tree_index.lock, NULL);
 	xdm_registry_init(&rt->registry);
+	st = xdm_counters_init(&rt->counters);
+	if (st)
+		goto fail;
 
 	st = choose_platform(rt, cfg, platform);
 	if (st)
@@ -305,6 +308,7 @@ void xdm_runtime_teardown(struct xdm_runtime *rt)
 	}
 	free(rt->layers);
 	xdm_registry_fini(rt);
+	xdm_counters_fini(&rt->counters);
 	if (rt->platform.ops)
 		xdm_pending_frees_fini(rt);
 	xdm_stream_pool_fini(rt);

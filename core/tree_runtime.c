@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tree_runtime.c - the files of a runtime's directory: its device, its
- * stack, and the runtime's own counters.  Counters are read with relaxed
- * atomic loads (xdm_runtime_stats): a reader never waits on an allocation.
+ * stack, and the runtime's own counters.  Counters are summed from the
+ * threads' records without a lock (xdm_runtime_stats; counters.h says what
+ * each one promises): a reader never waits on an allocation.
  */
 #include "config.h"
 

@@ -11,6 +11,7 @@
 #include <xdm/module.h>
 
 #include "tests/testutil.h"
+#include "tests/thread_churn.h"
 
 static struct xdm_runtime *host_runtime(const char *stack)
 {
@@ -337,6 +338,242 @@ START_TEST(counters_follow_the_blocks)
 }
 END_TEST
 
+/* ---- counters: per thread, exact at quiescence ------------------------- */
+
+static void expect_counts(struct xdm_runtime *rt, const struct xdm_stats *want)
+{
+	struct xdm_stats st;
+
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.allocs, want->allocs);
+	ck_assert_uint_eq(st.frees, want->frees);
+	ck_assert_uint_eq(st.blocks_outstanding, want->blocks_outstanding);
+	ck_assert_uint_eq(st.bytes_outstanding, want->bytes_outstanding);
+}
+
+/* A fixed xorshift: the same "random" sequence on every run. */
+static uint64_t next_random(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+#define RANDOM_LIVE_MAX 256
+
+/*
+ * xdm-bench's pair then random, on one thread (issue 12): one large block
+ * allocated and freed over and over, then many smaller ones whose total
+ * goes higher although no one address ever holds as much as the large
+ * block did.  The peak must be the true one, which the test counts itself.
+ */
+START_TEST(peak_is_exact_on_one_thread)
+{
+	struct xdm_runtime *rt = host_runtime("pool | host");
+	struct xdm_block *live = calloc(RANDOM_LIVE_MAX, sizeof(*live));
+	uint64_t seed = 0x9e3779b97f4a7c15ull, now = 0, peak = 0;
+	size_t nlive = 0, live_at_peak = 0;
+	struct xdm_stats st;
+	struct xdm_block b;
+
+	ck_assert_ptr_nonnull(live);
+	for (int i = 0; i < 100; i++) {
+		TU_OK(xdm_allocate(rt, 16 << 20, 0, "pair", &b));
+		if (b.bytes > peak)
+			peak = b.bytes;
+		TU_OK(xdm_deallocate(rt, &b));
+	}
+	for (int op = 0; op < 4000; op++) {
+		uint64_t r = next_random(&seed);
+
+		if (nlive < RANDOM_LIVE_MAX && (nlive == 0 || r % 8 < 5)) {
+			/* 4 KiB to 1 MiB, log-uniform. */
+			size_t bytes = (size_t)4096 << (r >> 8) % 8;
+
+			bytes += (size_t)((r >> 16) % bytes);
+			TU_OK(xdm_allocate(rt, bytes, 0, "random", &live[nlive]));
+			now += live[nlive++].bytes;
+			if (now > peak) {
+				peak = now;
+				live_at_peak = nlive;
+			}
+		} else {
+			size_t victim = (size_t)((r >> 24) % nlive);
+
+			now -= live[victim].bytes;
+			TU_OK(xdm_deallocate(rt, &live[victim]));
+			live[victim] = live[--nlive];
+		}
+	}
+	/* The case the issue is about: a higher total, spread over many blocks. */
+	ck_assert_uint_gt(peak, 16 << 20);
+	ck_assert_uint_gt(live_at_peak, 16);
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.bytes_outstanding, now);
+	ck_assert_uint_eq(st.bytes_peak, peak);
+	while (nlive)
+		TU_OK(xdm_deallocate(rt, &live[--nlive]));
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.bytes_outstanding, 0);
+	ck_assert_uint_eq(st.bytes_peak, peak);
+	free(live);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+START_TEST(counts_are_exact_across_threads)
+{
+	struct xdm_runtime *rt = host_runtime("pool | host");
+	struct churn *c = calloc(1, sizeof(*c));
+	struct xdm_stats want;
+
+	ck_assert_ptr_nonnull(c);
+	churn_start(c, rt);
+	want = churn_expected(c);
+	/* Every thread alive and quiet: the sum of their records. */
+	expect_counts(rt, &want);
+	churn_finish(c);
+	/* Every thread gone: their counts were handed to the runtime. */
+	expect_counts(rt, &want);
+	churn_free_live(c);
+	want.frees = want.allocs;
+	want.blocks_outstanding = want.bytes_outstanding = 0;
+	expect_counts(rt, &want);
+	free(c);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+struct leaver {
+	struct xdm_runtime *rt;
+	struct xdm_block *frees[2];	/* blocks of others it frees */
+	size_t sizes[3];		/* blocks it allocates and leaves live */
+	struct xdm_block kept[3];
+	enum xdm_status st;
+};
+
+static void *leave_blocks_live(void *arg)
+{
+	struct leaver *l = arg;
+
+	for (int i = 0; i < 3 && l->st == XDM_OK; i++)
+		if (l->sizes[i])
+			l->st = xdm_allocate(l->rt, l->sizes[i], 0, "leaver", &l->kept[i]);
+	for (int i = 0; i < 2 && l->st == XDM_OK; i++)
+		if (l->frees[i])
+			l->st = xdm_deallocate(l->rt, l->frees[i]);
+	return NULL;
+}
+
+static void run_leaver(struct leaver *l)
+{
+	pthread_t th;
+
+	ck_assert_int_eq(pthread_create(&th, NULL, leave_blocks_live, l), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(l->st == XDM_OK, "%s", xdm_strerror(l->st));
+}
+
+/*
+ * Threads that exit with blocks live (and with frees of blocks they did not
+ * allocate) leave their counts behind: the sums, and the peak that a later
+ * allocation on another thread samples, still hold them.  The threads run
+ * one at a time, so every value is known.
+ */
+START_TEST(exited_threads_keep_their_counts)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block m, big;
+	struct leaver a = { .rt = rt, .sizes = { 4 << 20, 2 << 20, 1 << 20 }, .frees = { &m } };
+	struct leaver b = { .rt = rt, .sizes = { 512 << 10 } };
+	struct xdm_stats want = { 0 }, st;
+	uint64_t peak;
+
+	TU_OK(xdm_allocate(rt, 1 << 20, 0, "main", &m));
+	run_leaver(&a);
+	want = (struct xdm_stats){
+		.allocs = 4, .frees = 1, .blocks_outstanding = 3,
+		.bytes_outstanding = a.kept[0].bytes + a.kept[1].bytes + a.kept[2].bytes,
+	};
+	expect_counts(rt, &want);
+	/* The peak was reached inside the thread, before it freed m. */
+	peak = m.bytes + want.bytes_outstanding;
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.bytes_peak, peak);
+
+	/* A second thread (it may be handed the first one's record) frees
+	 * two of the first one's blocks and leaves one of its own. */
+	b.frees[0] = &a.kept[0];
+	b.frees[1] = &a.kept[1];
+	run_leaver(&b);
+	want = (struct xdm_stats){
+		.allocs = 5, .frees = 3, .blocks_outstanding = 2,
+		.bytes_outstanding = a.kept[2].bytes + b.kept[0].bytes,
+	};
+	expect_counts(rt, &want);
+
+	/* This thread passes its own high: the sum it samples holds the
+	 * exited threads' blocks, and makes a new peak. */
+	TU_OK(xdm_allocate(rt, 8 << 20, 0, "main", &big));
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.bytes_outstanding, want.bytes_outstanding + big.bytes);
+	ck_assert_uint_gt(st.bytes_outstanding, peak);
+	ck_assert_uint_eq(st.bytes_peak, st.bytes_outstanding);
+
+	TU_OK(xdm_deallocate(rt, &big));
+	TU_OK(xdm_deallocate(rt, &a.kept[2]));
+	TU_OK(xdm_deallocate(rt, &b.kept[0]));
+	want = (struct xdm_stats){ .allocs = 6, .frees = 6 };
+	expect_counts(rt, &want);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* A thread still alive when its runtime is destroyed loses nothing it needs
+ * (the sanitizer build names a leak or a use after free otherwise). */
+struct idle_user {
+	struct xdm_runtime *rt;
+	pthread_barrier_t used, destroyed;
+	enum xdm_status st;
+};
+
+static void *use_then_idle(void *arg)
+{
+	struct idle_user *u = arg;
+	struct xdm_block b;
+
+	u->st = xdm_allocate(u->rt, 4096, 0, "idle", &b);
+	if (u->st == XDM_OK)
+		u->st = xdm_deallocate(u->rt, &b);
+	pthread_barrier_wait(&u->used);
+	pthread_barrier_wait(&u->destroyed);
+	return NULL;
+}
+
+START_TEST(destroy_with_a_live_thread_that_used_it)
+{
+	struct idle_user u = { .rt = host_runtime("host") };
+	struct xdm_stats st;
+	pthread_t th;
+
+	ck_assert_int_eq(pthread_barrier_init(&u.used, NULL, 2), 0);
+	ck_assert_int_eq(pthread_barrier_init(&u.destroyed, NULL, 2), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, use_then_idle, &u), 0);
+	pthread_barrier_wait(&u.used);
+	TU_OK(u.st);
+	xdm_runtime_stats(u.rt, &st);
+	ck_assert_uint_eq(st.allocs, 1);
+	ck_assert_uint_eq(st.frees, 1);
+	TU_OK(xdm_runtime_destroy(u.rt));
+	/* The thread exits after the runtime is gone: no destructor runs. */
+	pthread_barrier_wait(&u.destroyed);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	pthread_barrier_destroy(&u.used);
+	pthread_barrier_destroy(&u.destroyed);
+}
+END_TEST
+
 static void bump(void *arg)
 {
 	atomic_fetch_add((_Atomic int *)arg, 1);
@@ -598,6 +835,7 @@ static Suite *runtime_suite(void)
 	Suite *s = suite_create("runtime");
 	TCase *tc = tcase_create("blocks");
 	TCase *ts = tcase_create("singletons");
+	TCase *tcn = tcase_create("counters");
 
 	tcase_add_test(tc, allocate_fills_the_block);
 	tcase_add_test(tc, generations_are_unique);
@@ -618,6 +856,11 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, missing_device_is_no_device);
 	tcase_add_test(tc, failed_build_leaves_nothing);
 	suite_add_tcase(s, tc);
+	tcase_add_test(tcn, peak_is_exact_on_one_thread);
+	tcase_add_test(tcn, counts_are_exact_across_threads);
+	tcase_add_test(tcn, exited_threads_keep_their_counts);
+	tcase_add_test(tcn, destroy_with_a_live_thread_that_used_it);
+	suite_add_tcase(s, tcn);
 	tcase_add_test(ts, first_get_race_builds_once);
 	tcase_add_test(ts, singleton_is_not_destroyed);
 	tcase_add_test(ts, bad_config_then_fixed_config);

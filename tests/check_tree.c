@@ -24,6 +24,7 @@
 
 #include "adaptors/budget/shared.h"
 #include "tests/testutil.h"
+#include "tests/thread_churn.h"
 
 #define PATH_LEN 512
 #define MAX_NAMES 600
@@ -493,6 +494,59 @@ START_TEST(runtime_files_follow_the_counters)
 	expect_stats(rt);
 	ck_assert_uint_eq(show_u64("0/bytes_outstanding"), 0);
 	ck_assert_uint_eq(show_u64("0/blocks_outstanding"), 0);
+	destroy(rt);
+}
+END_TEST
+
+/* The counts the files show, against what the test knows they must be. */
+static void expect_counted(const struct xdm_stats *want)
+{
+	ck_assert_uint_eq(show_u64("0/allocs"), want->allocs);
+	ck_assert_uint_eq(show_u64("0/frees"), want->frees);
+	ck_assert_uint_eq(show_u64("0/blocks_outstanding"), want->blocks_outstanding);
+	ck_assert_uint_eq(show_u64("0/bytes_outstanding"), want->bytes_outstanding);
+}
+
+/*
+ * The files sum the threads' counts as xdm_runtime_stats() does: exact once
+ * the threads are quiet, alive or gone; and the peak of one thread's
+ * allocations, spread over many blocks, is the true one.
+ */
+START_TEST(runtime_files_are_exact_across_threads)
+{
+	struct xdm_runtime *rt = create("pool | host");
+	struct churn *c = calloc(1, sizeof(*c));
+	struct xdm_block one, many[48];
+	struct xdm_stats want;
+	uint64_t peak = 0;
+
+	ck_assert_ptr_nonnull(c);
+	churn_start(c, rt);
+	want = churn_expected(c);
+	expect_counted(&want);
+	expect_stats(rt);
+	churn_finish(c);
+	expect_counted(&want);
+	churn_free_live(c);
+	want.frees = want.allocs;
+	want.blocks_outstanding = want.bytes_outstanding = 0;
+	expect_counted(&want);
+	expect_stats(rt);
+	free(c);
+
+	/* One large block, then a higher total over many smaller ones. */
+	ck_assert_uint_lt(show_u64("0/bytes_peak"), 16 << 20);
+	TU_OK(xdm_allocate(rt, 16 << 20, 0, "one", &one));
+	TU_OK(xdm_deallocate(rt, &one));
+	for (int i = 0; i < 48; i++) {
+		TU_OK(xdm_allocate(rt, 512 << 10, 0, "many", &many[i]));
+		peak += many[i].bytes;
+	}
+	ck_assert_uint_gt(peak, one.bytes);
+	for (int i = 0; i < 48; i++)
+		TU_OK(xdm_deallocate(rt, &many[i]));
+	ck_assert_uint_eq(show_u64("0/bytes_peak"), peak);
+	expect_stats(rt);
 	destroy(rt);
 }
 END_TEST
@@ -1502,6 +1556,7 @@ static Suite *tree_suite(void)
 
 	tcase_add_test(rts, runtimes_are_named_by_ordinal);
 	tcase_add_test(rts, runtime_files_follow_the_counters);
+	tcase_add_test(rts, runtime_files_are_exact_across_threads);
 	tcase_add_test(rts, runtime_files_describe_device_and_stack);
 	tcase_add_test(rts, readers_survive_runtimes_going_away);
 	suite_add_tcase(s, rts);

@@ -3,7 +3,7 @@ core_tests = tests/check_errors tests/check_runtime tests/check_tracking tests/c
 	tests/check_native
 check_PROGRAMS += $(core_tests)
 TESTS += $(core_tests)
-noinst_HEADERS += tests/testutil.h
+noinst_HEADERS += tests/testutil.h tests/thread_churn.h
 tests_check_errors_SOURCES = tests/check_errors.c
 tests_check_errors_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_errors_LDADD = libxdm.la $(CHECK_LIBS)

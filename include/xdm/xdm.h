@@ -141,7 +141,11 @@ XDM_API enum xdm_status xdm_runtime_get(uint32_t ordinal, struct xdm_runtime **o
  */
 XDM_API enum xdm_status xdm_runtime_create(uint32_t ordinal, const char *platform,
 					   const char *stack, struct xdm_runtime **out);
-/* Destroys a runtime from xdm_runtime_create(); singletons are refused. */
+/*
+ * Destroys a runtime from xdm_runtime_create(); singletons are refused.  No
+ * other thread may be using it, nor exiting after having used it (join
+ * such threads first): a thread's exit hands its counts to the runtime.
+ */
 XDM_API enum xdm_status xdm_runtime_destroy(struct xdm_runtime *rt);
 
 /* UINT32_MAX for a NULL runtime. */
@@ -180,16 +184,34 @@ XDM_API enum xdm_status xdm_finish_block_use(struct xdm_runtime *rt, struct xdm_
 XDM_API enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
 					 struct xdm_block *out);
 
-/* Counters kept by the runtime itself, read without locks. */
+/*
+ * Counters kept by the runtime itself, read without locks.  Each thread
+ * counts its own allocations, frees and bytes (allocated less freed), and a
+ * read sums the threads: every count but bytes_peak is exact once no thread
+ * is inside an allocation or a free (at quiescence); a read meanwhile may
+ * miss calls in flight, and an outstanding count that would be negative
+ * reads 0.
+ */
 struct xdm_stats {
-	uint64_t bytes_outstanding;	/* bytes of live blocks */
-	uint64_t blocks_outstanding;
+	uint64_t bytes_outstanding;	/* bytes of live blocks (their usable size) */
+	uint64_t blocks_outstanding;	/* allocs - frees */
+	/*
+	 * The highest bytes_outstanding sampled.  When a thread's bytes pass
+	 * the most that thread has ever held, the runtime sums every thread's
+	 * bytes and keeps the highest sum; each read of these stats (and of
+	 * the tree) keeps its sum the same way.  Exact when one thread makes
+	 * every allocation and free.  With several threads it is a sample,
+	 * the highest total seen at those moments: a peak reached by an
+	 * allocation that takes no thread past its own high is missed, and
+	 * a sum read while other threads allocate and free may be off by
+	 * their blocks in flight.
+	 */
 	uint64_t bytes_peak;
-	uint64_t allocs;
-	uint64_t frees;
+	uint64_t allocs;		/* successful allocations */
+	uint64_t frees;			/* blocks xdm_deallocate() consumed */
 	uint64_t failures;		/* failed allocations */
 	uint64_t waits_queued;		/* cross-stream event waits queued */
-	uint64_t events_recorded;
+	uint64_t events_recorded;	/* events recorded for uses of blocks */
 };
 XDM_API void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out);
 

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * counters.c - the per-thread counts of a runtime: joining and leaving its
+ * list of threads, summing it, and sampling the peak (counters.h says why
+ * and what each counter promises).
+ */
+#include "config.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+/* A reader that sees a fold in progress waits this many times, then yields. */
+#define SUM_SPINS_BEFORE_YIELD 64
+
+/* A compare-and-swap only when v is a new peak: never in a steady state. */
+void xdm_counters_raise_peak(struct xdm_counters *c, uint64_t v)
+{
+	uint64_t m = atomic_load_explicit(&c->peak, memory_order_relaxed);
+
+	while (v > m &&
+	       !atomic_compare_exchange_weak_explicit(&c->peak, &m, v, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+/*
+ * Writers of the retired totals hold threads_lock; readers take no lock.
+ * The sequence count is made odd before a fold's first store and even after
+ * its last; the fold's stores are release stores and the reader's loads
+ * acquire loads, so a reader that sees any of them sees the count changed
+ * (no fences: ThreadSanitizer does not model them).
+ */
+static void retire_begin(struct xdm_counters *c)
+{
+	uint32_t seq = atomic_load_explicit(&c->retired_seq, memory_order_relaxed);
+
+	atomic_store_explicit(&c->retired_seq, seq + 1, memory_order_relaxed);
+}
+
+static void retire_end(struct xdm_counters *c)
+{
+	uint32_t seq = atomic_load_explicit(&c->retired_seq, memory_order_relaxed);
+
+	atomic_store_explicit(&c->retired_seq, seq + 1, memory_order_release);
+}
+
+static void retire_store(_Atomic uint64_t *v, uint64_t value)
+{
+	atomic_store_explicit(v, value, memory_order_release);
+}
+
+/* Move counts into the retired totals; caller holds threads_lock. */
+static void retire_add(struct xdm_counters *c, uint64_t allocs, uint64_t frees, uint64_t bytes)
+{
+	retire_store(&c->retired_allocs,
+		     atomic_load_explicit(&c->retired_allocs, memory_order_relaxed) + allocs);
+	retire_store(&c->retired_frees,
+		     atomic_load_explicit(&c->retired_frees, memory_order_relaxed) + frees);
+	retire_store(&c->retired_bytes,
+		     atomic_load_explicit(&c->retired_bytes, memory_order_relaxed) + bytes);
+}
+
+/*
+ * The key's destructor: the thread exits, its counts go to the retired
+ * totals and its record to the next thread that joins.  A destructor of
+ * another key that then allocates or frees here joins again (glibc calls
+ * destructors again for a value set meanwhile, a few rounds); a record
+ * left in use after the last round keeps its counts in the sum.
+ */
+static void thread_exit(void *arg)
+{
+	struct xdm_thread_counts *t = arg;
+	struct xdm_counters *c = t->counters;
+
+	pthread_mutex_lock(&c->threads_lock);
+	retire_begin(c);
+	retire_add(c, atomic_load_explicit(&t->allocs, memory_order_relaxed),
+		   atomic_load_explicit(&t->frees, memory_order_relaxed),
+		   atomic_load_explicit(&t->bytes, memory_order_relaxed));
+	retire_store(&t->allocs, 0);
+	retire_store(&t->frees, 0);
+	retire_store(&t->bytes, 0);
+	retire_end(c);
+	t->in_use = false;
+	pthread_mutex_unlock(&c->threads_lock);
+}
+
+enum xdm_status xdm_counters_init(struct xdm_counters *c)
+{
+	if (pthread_mutex_init(&c->threads_lock, NULL) != 0)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cannot create the counters' lock");
+	if (pthread_key_create(&c->key, thread_exit) != 0) {
+		pthread_mutex_destroy(&c->threads_lock);
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY,
+				     "no pthread key left for the runtime's per-thread counters");
+	}
+	c->made = true;
+	return XDM_OK;
+}
+
+/*
+ * No destructor starts once the key is deleted, so every record still in
+ * use belongs to a thread that will never hand it over.  A thread inside
+ * the destructor at this moment would race: destroying a runtime while
+ * threads that used it exit is the caller's error (xdm_runtime_destroy).
+ */
+void xdm_counters_fini(struct xdm_counters *c)
+{
+	struct xdm_thread_counts *t, *next;
+
+	if (!c->made)
+		return;
+	pthread_key_delete(c->key);
+	for (t = atomic_load_explicit(&c->threads, memory_order_acquire); t; t = next) {
+		next = t->next;
+		free(t);
+	}
+	atomic_store_explicit(&c->threads, NULL, memory_order_relaxed);
+	pthread_mutex_destroy(&c->threads_lock);
+	c->made = false;
+}
+
+/*
+ * The calling thread's record: one that an exited thread left, else a new
+ * one, published at the head of the list.  NULL without memory; the caller
+ * then counts in the retired totals under the lock.
+ */
+static struct xdm_thread_counts *join(struct xdm_counters *c)
+{
+	struct xdm_thread_counts *t, *head;
+
+	pthread_mutex_lock(&c->threads_lock);
+	head = atomic_load_explicit(&c->threads, memory_order_relaxed);
+	for (t = head; t && t->in_use; t = t->next)
+		;
+	if (t)
+		t->in_use = true;
+	pthread_mutex_unlock(&c->threads_lock);
+
+	if (!t) {
+		/* Allocated outside the lock: a reader never waits on malloc. */
+		t = aligned_alloc(_Alignof(struct xdm_thread_counts), sizeof(*t));
+		if (!t)
+			return NULL;
+		memset(t, 0, sizeof(*t));
+		t->counters = c;
+		t->in_use = true;
+		pthread_mutex_lock(&c->threads_lock);
+		t->next = atomic_load_explicit(&c->threads, memory_order_relaxed);
+		atomic_store_explicit(&c->threads, t, memory_order_release);
+		pthread_mutex_unlock(&c->threads_lock);
+	}
+	/* A handed-down record holds no counts (the exit folded them). */
+	t->high = 0;
+	if (pthread_setspecific(c->key, t) != 0) {
+		pthread_mutex_lock(&c->threads_lock);
+		t->in_use = false;
+		pthread_mutex_unlock(&c->threads_lock);
+		return NULL;
+	}
+	return t;
+}
+
+static void count_retired(struct xdm_counters *c, uint64_t allocs, uint64_t frees,
+			  uint64_t bytes)
+{
+	pthread_mutex_lock(&c->threads_lock);
+	retire_begin(c);
+	retire_add(c, allocs, frees, bytes);
+	retire_end(c);
+	pthread_mutex_unlock(&c->threads_lock);
+}
+
+void xdm_counters_alloc_slow(struct xdm_counters *c, uint64_t bytes)
+{
+	struct xdm_thread_counts *t = join(c);
+
+	if (t) {
+		xdm_thread_count_alloc(t, bytes);
+		return;
+	}
+	count_retired(c, 1, 0, bytes);
+	xdm_counters_sample_peak(c);
+}
+
+void xdm_counters_free_slow(struct xdm_counters *c, uint64_t bytes)
+{
+	struct xdm_thread_counts *t = join(c);
+
+	if (t)
+		xdm_thread_count_free(t, bytes);
+	else
+		count_retired(c, 0, 1, -bytes);
+}
+
+void xdm_counters_sum(struct xdm_counters *c, struct xdm_counts_sum *out)
+{
+	unsigned int spins = 0;
+
+	for (;;) {
+		uint32_t seq = atomic_load_explicit(&c->retired_seq, memory_order_acquire);
+		struct xdm_thread_counts *t;
+
+		if (seq & 1) {
+			/* A fold is moving counts: a few instructions under a mutex. */
+			if (++spins < SUM_SPINS_BEFORE_YIELD)
+				xdm_cpu_relax();
+			else
+				sched_yield();
+			continue;
+		}
+		out->allocs = atomic_load_explicit(&c->retired_allocs, memory_order_acquire);
+		out->frees = atomic_load_explicit(&c->retired_frees, memory_order_acquire);
+		out->bytes = atomic_load_explicit(&c->retired_bytes, memory_order_acquire);
+		for (t = atomic_load_explicit(&c->threads, memory_order_acquire); t; t = t->next) {
+			out->allocs += atomic_load_explicit(&t->allocs, memory_order_acquire);
+			out->frees += atomic_load_explicit(&t->frees, memory_order_acquire);
+			out->bytes += atomic_load_explicit(&t->bytes, memory_order_acquire);
+		}
+		if (atomic_load_explicit(&c->retired_seq, memory_order_relaxed) == seq)
+			return;
+	}
+}
+
+uint64_t xdm_counters_sample_peak(struct xdm_counters *c)
+{
+	struct xdm_counts_sum s;
+
+	xdm_counters_sum(c, &s);
+	if ((int64_t)s.bytes <= 0)
+		return 0;
+	xdm_counters_raise_peak(c, s.bytes);
+	return s.bytes;
+}

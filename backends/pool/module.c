@@ -225,7 +225,7 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 	if (stream >= XDM_MAX_STREAMS)
 		return xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
 	i = pool_arena_index(p, stream, size);
-	if (pool_tc_takes(p, size) && (ptr = pool_tc_get(p, i, size)))
+	if (pool_tc_takes(p, size) && (ptr = pool_tc_pop(p, i, size)))
 		goto found;
 	a = pool_arena_at(p, i);
 	if (!a && !(a = pool_arena_get(p, i)))
@@ -275,7 +275,7 @@ static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block 
 	i = pool_arena_index(p, block->stream, block->bytes);
 	/* The core hands back only blocks it has live: no lookup before caching. */
 	if (pool_tc_takes(p, block->bytes) &&
-	    pool_tc_put(p, i, block->ptr, block->bytes)) {
+	    pool_tc_push(p, i, block->ptr, block->bytes)) {
 		block->state = XDM_BLOCK_RETIRED;
 		return XDM_OK;
 	}

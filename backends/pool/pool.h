@@ -391,6 +391,49 @@ static inline bool pool_tc_takes(const struct pool *p, uint64_t size)
 	return size <= p->params.tcache;
 }
 
+/*
+ * The hits, inline in the pool's two calls: a small size whose list is
+ * ready.  Everything else (a first call, a trim since the last, a large
+ * size, an empty or full list) takes pool_tc_get or pool_tc_put.
+ */
+static inline struct pool_tc_bin *pool_tc_hit_bin(struct pool *p, unsigned int i,
+						  uint64_t size, struct pool_tc_arena **ta)
+{
+	struct pool_tcache *tc;
+
+	if (size > p->params.small_max)
+		return NULL;
+	tc = pthread_getspecific(p->tc_key);
+	if (!tc || tc->epoch != atomic_load_explicit(&p->tc_epoch, memory_order_relaxed) ||
+	    !(*ta = tc->arena[i]))
+		return NULL;
+	return &(*ta)->bins[POOL_TC_LARGE + pool_class(p, size)];
+}
+
+static inline uint64_t pool_tc_pop(struct pool *p, unsigned int i, uint64_t size)
+{
+	struct pool_tc_arena *ta;
+	struct pool_tc_bin *bin = pool_tc_hit_bin(p, i, size, &ta);
+
+	if (!bin || !bin->n)
+		return pool_tc_get(p, i, size);
+	pool_sub(&ta->bytes, size);
+	return bin->ptr[--bin->n];
+}
+
+static inline bool pool_tc_push(struct pool *p, unsigned int i, uint64_t ptr, uint64_t size)
+{
+	struct pool_tc_arena *ta;
+	struct pool_tc_bin *bin = pool_tc_hit_bin(p, i, size, &ta);
+
+	if (!bin || bin->n == bin->cap ||
+	    atomic_load_explicit(&ta->bytes, memory_order_relaxed) + size > p->params.tcache)
+		return pool_tc_put(p, i, ptr, size);
+	bin->ptr[bin->n++] = ptr;
+	pool_add(&ta->bytes, size);
+	return true;
+}
+
 /* ---- attrs.c ---------------------------------------------------------- */
 
 extern const struct xdm_attr pool_attrs[];

@@ -330,11 +330,12 @@ static uint64_t large_take(struct pool *p, struct pool_tc_arena *ta, struct pool
 
 uint64_t pool_tc_get(struct pool *p, unsigned int i, uint64_t size)
 {
-	struct pool_tc_arena *ta = cache_of(p, i);
-	struct pool_arena *a;
+	struct pool_arena *a = pool_arena_at(p, i);
+	struct pool_tc_arena *ta;
 	struct pool_tc_bin *bin;
 
-	if (!ta)
+	/* A cache exists only for an arena that does: the caller makes it. */
+	if (!a || !(ta = cache_of(p, i)))
 		return 0;
 	bin = size <= p->params.small_max ? class_bin(p, ta, size) : large_find(ta, size);
 	if (bin && bin->n) {
@@ -342,8 +343,6 @@ uint64_t pool_tc_get(struct pool *p, unsigned int i, uint64_t size)
 		bin->used = ++ta->clock;
 		return bin->ptr[--bin->n];
 	}
-	if (!(a = pool_arena_at(p, i)))
-		return 0;
 	/* Large sizes are not fetched ahead: the next request may be any size. */
 	if (!bin)
 		return large_take(p, ta, a, size);

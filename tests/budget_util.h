@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,42 @@ static inline void alloc_refused(struct xdm_runtime *rt, size_t bytes, size_t re
 	ck_assert_uint_eq(e->remaining, remaining);
 }
 
+/* ---- a watcher of the segment ------------------------------------------- */
+
+struct monitor {
+	const struct budget_shm *s;
+	atomic_bool stop;
+	unsigned long long samples;
+	unsigned long long over;	/* samples with used > limit */
+	uint64_t worst;
+};
+
+/*
+ * Samples the shared usage as fast as it can, from outside the threads and
+ * processes that allocate: a witness of the limit, never a timing.
+ */
+static inline void *monitor_run(void *arg)
+{
+	struct monitor *m = arg;
+
+	while (!atomic_load(&m->stop)) {
+		for (int i = 0; i < 256; i++) {
+			uint64_t limit = atomic_load(&m->s->limit);
+			uint64_t used = atomic_load(&m->s->used);
+
+			m->samples++;
+			if (used > limit) {
+				m->over++;
+				if (used > m->worst)
+					m->worst = used;
+			}
+		}
+		/* Leave the workers the CPUs: 2 cores must run this suite. */
+		usleep(50);
+	}
+	return NULL;
+}
+
 /* ---- worker processes --------------------------------------------------- */
 
 struct worker {
@@ -183,41 +220,96 @@ static inline const char *worker_path(void)
 	return path;
 }
 
+static inline bool env_names(const char *entry, const char *name)
+{
+	size_t len = strlen(name);
+
+	return strncmp(entry, name, len) == 0 && entry[len] == '=';
+}
+
+/*
+ * environ, with the worker's module path and fault step in place of any it
+ * had: the array and its last two entries are the caller's to free (the
+ * others are environ's own).
+ */
+static inline char **fault_env(const char *module_path, const char *fault)
+{
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 3, sizeof(*env));
+	ck_assert_ptr_nonnull(env);
+	for (size_t i = 0; i < n; i++)
+		if (!env_names(environ[i], "XDM_MODULE_PATH") &&
+		    !env_names(environ[i], "XDM_BUDGET_FAULT"))
+			env[k++] = environ[i];
+	ck_assert_int_gt(asprintf(&env[k], "XDM_MODULE_PATH=%s", module_path), 0);
+	ck_assert_int_gt(asprintf(&env[k + 1], "XDM_BUDGET_FAULT=%s", fault), 0);
+	return env;
+}
+
+static inline void fault_env_free(char **env)
+{
+	size_t k = 0;
+
+	if (!env)
+		return;
+	while (env[k])
+		k++;
+	free(env[k - 2]);
+	free(env[k - 1]);
+	free(env);
+}
+
 /*
  * argv[0] is filled in; the list ends with NULL.  With fault, the worker
  * loads the test build of the budget (tests/faults) and stops itself at
  * the step fault names (adaptors/budget/faults.c).
+ *
+ * Everything the child needs is made before the fork: between fork and
+ * exec, a child of this threaded process calls only async-signal-safe
+ * functions.  A malloc there (check's assertions, setenv) could wait
+ * forever on an allocator lock that another thread held at the fork, as
+ * AddressSanitizer's allocator does when a runtime's stream threads are
+ * still starting.
  */
 static inline void worker_start_fault(struct worker *w, const char **argv, const char *fault)
 {
+	char **env = NULL;
 	int in[2], out[2];
 
+	argv[0] = worker_path();
+	if (fault) {
+		const char *top = getenv("XDM_TOP_BUILDDIR");
+		const char *path = getenv("XDM_MODULE_PATH");
+		char faults[8192];
+
+		snprintf(faults, sizeof(faults), "%s/tests/faults/.libs%s%s", top ? top : ".",
+			 path ? ":" : "", path ? path : "");
+		env = fault_env(faults, fault);
+	}
 	ck_assert_int_eq(pipe(in), 0);
 	ck_assert_int_eq(pipe(out), 0);
-	argv[0] = worker_path();
 	w->pid = fork();
-	ck_assert_int_ge(w->pid, 0);
 	if (w->pid == 0) {
+		static const char msg[] = "budget test: cannot exec ";
+
 		dup2(in[0], STDIN_FILENO);
 		dup2(out[1], STDOUT_FILENO);
 		close(in[0]);
 		close(in[1]);
 		close(out[0]);
 		close(out[1]);
-		if (fault) {
-			const char *top = getenv("XDM_TOP_BUILDDIR");
-			const char *path = getenv("XDM_MODULE_PATH");
-			char faults[8192];
-
-			snprintf(faults, sizeof(faults), "%s/tests/faults/.libs%s%s",
-				 top ? top : ".", path ? ":" : "", path ? path : "");
-			setenv("XDM_MODULE_PATH", faults, 1);
-			setenv("XDM_BUDGET_FAULT", fault, 1);
-		}
-		execv(argv[0], (char *const *)argv);
-		fprintf(stderr, "budget test: exec %s: %s\n", argv[0], strerror(errno));
+		execve(argv[0], (char *const *)argv, env ? env : environ);
+		if (write(STDERR_FILENO, msg, sizeof(msg) - 1) > 0 &&
+		    write(STDERR_FILENO, argv[0], strlen(argv[0])) > 0)
+			(void)!write(STDERR_FILENO, "\n", 1);
 		_exit(127);
 	}
+	fault_env_free(env);
+	ck_assert_int_ge(w->pid, 0);
 	close(in[0]);
 	close(out[1]);
 	w->to = fdopen(in[1], "w");

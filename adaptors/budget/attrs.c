@@ -162,20 +162,21 @@ const struct xdm_attr budget_attrs[] = {
 	{
 		.name = "used",
 		.mode = 0444,
-		.help = "bytes held by every process on the device, their streams' "
+		.help = "bytes held by every process on the device, their threads' "
 			"credit included",
 		.show = used_show,
 	},
 	{
 		.name = "credit",
 		.mode = 0444,
-		.help = "bytes, the credit parameter: what a stream may draw ahead",
+		.help = "bytes, the credit parameter: what a thread may draw ahead",
 		.show = credit_show,
 	},
 	{
 		.name = "credit_held",
 		.mode = 0444,
-		.help = "bytes this process's streams have drawn and not handed out",
+		.help = "bytes this layer's threads have drawn and not handed out, summed "
+			"over their records: a sample while they run, exact when they are quiet",
 		.show = credit_held_show,
 	},
 	{

@@ -6,6 +6,7 @@
 #ifndef XDM_BUDGET_H
 #define XDM_BUDGET_H
 
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -16,15 +17,27 @@
 
 #include "shared.h"
 
-/* A stream's credit, on a cache line of its own (credit.c). */
+/*
+ * A thread's credit on one budget layer, on a cache line of its own
+ * (credit.c, credit_thread.c).  Only its thread writes bytes, with relaxed
+ * loads and stores; others read it.  drain is set by a thread about to be
+ * refused, and cleared by the owner when it gives its credit back.  A line
+ * without a thread holds 0 bytes.
+ */
 struct budget_credit {
-	alignas(64) _Atomic uint64_t bytes;
+	alignas(64) _Atomic uint64_t bytes;	/* drawn from the usage, not handed out */
+	_Atomic uint32_t drain;			/* another thread asks for it back */
 };
+
+struct budget_credit_book;
 
 /* The state of one budget layer; nothing of it lives in globals. */
 struct budget {
-	struct budget_credit credit[XDM_MAX_STREAMS];
 	uint64_t credit_max;		/* credit=; 0: every call goes to the segment */
+	pthread_key_t credit_key;	/* a thread's struct budget_credit, with credit */
+	bool credit_key_made;		/* credit_key exists until fini */
+	/* pages of records, pushed and never popped until fini */
+	_Atomic(struct budget_credit_book *) credit_books;
 	struct budget_shm *shm;		/* the mapped segment */
 	struct budget_slot *slot;	/* this process's row of it */
 	uint64_t configured_limit;	/* limit= of this layer */
@@ -218,18 +231,67 @@ static inline void budget_release(struct budget *b, uint64_t n)
 	budget_slot_end(b->slot);
 }
 
-/* ---- credit.c: per-stream credit ---------------------------------------- */
+/* ---- credit.c and credit_thread.c: per-thread credit ------------------- */
 
 /* Keeps credit + request and twice the credit far from overflowing. */
 #define BUDGET_CREDIT_MAX (1ull << 30)
 
-/* Reserve n for an allocation on stream: from its credit, or the segment. */
-bool budget_charge(struct budget *b, xdm_stream_id stream, uint64_t n, uint64_t *remaining);
-/* Give n back from a block of stream. */
-void budget_uncharge(struct budget *b, xdm_stream_id stream, uint64_t n);
-/* Return every stream's credit to the segment; the bytes returned. */
-uint64_t budget_credit_drain(struct budget *b);
-/* Bytes of credit held now. */
+bool budget_charge_slow(struct budget *b, uint64_t n, uint64_t *remaining);
+void budget_uncharge_slow(struct budget *b, uint64_t n);
+
+/*
+ * Reserve n for an allocation: from the calling thread's credit, or the
+ * segment.  Inline, the case the credit covers: a plain load and store on
+ * the thread's own line, no atomic read-modify-write (credit.c says why
+ * that is enough, and does everything else).
+ */
+static inline bool budget_charge(struct budget *b, uint64_t n, uint64_t *remaining)
+{
+	struct budget_credit *c;
+	uint64_t have;
+
+	if (b->credit_max && n <= b->credit_max) {
+		c = pthread_getspecific(b->credit_key);
+		if (c && !atomic_load_explicit(&c->drain, memory_order_relaxed)) {
+			have = atomic_load_explicit(&c->bytes, memory_order_relaxed);
+			if (have >= n) {
+				atomic_store_explicit(&c->bytes, have - n, memory_order_relaxed);
+				return true;
+			}
+		}
+	}
+	return budget_charge_slow(b, n, remaining);
+}
+
+/* Give n back from a block: to the calling thread's credit, or the segment. */
+static inline void budget_uncharge(struct budget *b, uint64_t n)
+{
+	struct budget_credit *c;
+	uint64_t have;
+
+	if (b->credit_max && n <= b->credit_max) {
+		c = pthread_getspecific(b->credit_key);
+		if (c && !atomic_load_explicit(&c->drain, memory_order_relaxed)) {
+			have = atomic_load_explicit(&c->bytes, memory_order_relaxed) + n;
+			if (have <= 2 * b->credit_max) {
+				atomic_store_explicit(&c->bytes, have, memory_order_relaxed);
+				return;
+			}
+		}
+	}
+	budget_uncharge_slow(b, n);
+}
+
+/* With credit: the key and the first page of records. */
+enum xdm_status budget_credit_init(struct budget *b);
+/* Every thread's credit back to the segment, the records freed. */
+void budget_credit_fini(struct budget *b);
+/* The calling thread's first record; NULL without memory. */
+struct budget_credit *budget_credit_claim(struct budget *b);
+/* Bytes of credit held now, summed over the threads' records. */
 uint64_t budget_credit_held(struct budget *b);
+/* Ask every other thread that holds credit (mine is the caller's record,
+ * or NULL) to give it back on its next call. */
+void budget_credit_ask_back(struct budget *b, const struct budget_credit *mine);
 
 #endif /* XDM_BUDGET_H */

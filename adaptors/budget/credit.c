@@ -1,112 +1,179 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * credit.c - per-stream credit: bytes a stream has drawn from the shared
+ * credit.c - per-thread credit: bytes a thread has drawn from the shared
  * limit ahead of its allocations.
  *
- * Without credit every allocation and every free is a compare-and-swap on
- * the one shared counter of the device, a cache line that every thread of
- * every process fights for: sixteen threads on sixteen streams then go no
- * faster than one.  With credit=SIZE a stream draws SIZE more than it asked
- * for, hands later allocations out of that draw with one atomic on a line
- * of its own, and keeps what its frees give back up to twice SIZE.
+ * Without credit every allocation and every free is an atomic
+ * read-modify-write on the one shared counter of the device, a cache line
+ * that every thread of every process fights for.  With credit=SIZE a
+ * thread draws SIZE more than it asked for and hands its later allocations
+ * out of that draw; its frees go back to its credit, which keeps at most
+ * twice SIZE and gives the rest back.  The credit is a record of the
+ * thread's own (credit_thread.c) that no other thread writes, so a charge
+ * or an uncharge that the credit serves is a plain load and a plain store:
+ * no atomic read-modify-write, no shared cache line.  Requests and blocks
+ * larger than SIZE go to the shared counter directly.
  *
- * The shared counter stays a hard limit: credit is counted in `used`, so no
- * interleaving ever passes the limit.  What credit costs is sharpness: a
- * process may be refused while another holds credit it is not using, at
- * most twice SIZE per stream in use.  Before this process refuses, it
- * returns all of its own credit and asks again exactly, so a process alone
- * on a device is refused when its blocks and the request pass the limit
- * (unless one of its own threads draws credit again in between).
+ * The shared counter stays a hard limit: credit is counted in `used`, so
+ * no interleaving ever passes the limit.  What credit costs is sharpness.
+ * Before this process refuses, the refusing thread gives back its own
+ * credit and asks again for exactly the request (threads that exited gave
+ * theirs back on the way out), so a process with one thread alone on a
+ * device is refused exactly when its blocks and the request pass the limit.
+ * Another live thread's credit cannot be taken without an atomic on its
+ * every call: the refusing thread sets that thread's drain flag instead,
+ * and the owner, which reads the flag with a plain load on each charge and
+ * uncharge, gives all its credit back on its next call.  So a refusal may
+ * come while at most twice SIZE is held, unused, by each other thread of
+ * this process that has charged or uncharged through this layer and not
+ * called since it was asked, and by each thread of the other processes on
+ * the device (which are not asked).  A thread that honours a request keeps
+ * nothing and draws again on a later call only where the limit has room
+ * for the request and a whole credit more.
+ *
+ * Only the owner writes its record: a call from a signal handler that
+ * interrupted its own thread between the load and the store would lose an
+ * update (the core's registry takes spinlocks on the same path: no call
+ * into a runtime is signal-safe).
  */
 #include "config.h"
 
 #include "budget.h"
 
-static _Atomic uint64_t *credit_of(struct budget *b, xdm_stream_id stream)
+static uint64_t load(const _Atomic uint64_t *v)
 {
-	return &b->credit[stream].bytes;
+	return atomic_load_explicit(v, memory_order_relaxed);
 }
 
-/* Take n from the stream's credit; false when it holds less. */
-static bool credit_take(struct budget *b, xdm_stream_id stream, uint64_t n)
+static void store(_Atomic uint64_t *v, uint64_t value)
 {
-	_Atomic uint64_t *c = credit_of(b, stream);
-	uint64_t have = atomic_load_explicit(c, memory_order_relaxed);
-
-	while (have >= n)
-		if (atomic_compare_exchange_weak_explicit(c, &have, have - n,
-							  memory_order_relaxed,
-							  memory_order_relaxed))
-			return true;
-	return false;
+	atomic_store_explicit(v, value, memory_order_relaxed);
 }
 
-uint64_t budget_credit_drain(struct budget *b)
+/* The calling thread's record, claimed on its first call; NULL without memory. */
+static struct budget_credit *thread_record(struct budget *b)
 {
-	uint64_t sum = 0;
+	struct budget_credit *c = pthread_getspecific(b->credit_key);
+
+	return c ? c : budget_credit_claim(b);
+}
+
+static bool asked_back(const struct budget_credit *c)
+{
+	return __builtin_expect(atomic_load_explicit(&c->drain, memory_order_relaxed), 0);
+}
+
+/* The owner gives back all it holds, with extra bytes (a free's) if any. */
+static void give_back(struct budget *b, struct budget_credit *c, uint64_t extra)
+{
+	uint64_t have = load(&c->bytes) + extra;
+
+	atomic_store_explicit(&c->drain, 0, memory_order_relaxed);
+	store(&c->bytes, 0);
+	if (have)
+		budget_release(b, have);
+}
+
+/*
+ * The last try before a refusal: the caller's own credit goes back, every
+ * other thread holding credit is asked for its own, and the request is
+ * asked for once more, exactly.
+ */
+static bool charge_last_try(struct budget *b, uint64_t n, uint64_t *remaining)
+{
+	struct budget_credit *own;
 
 	if (!b->credit_max)
-		return 0;
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++)
-		sum += atomic_exchange_explicit(credit_of(b, i), 0, memory_order_relaxed);
-	if (sum)
-		budget_release(b, sum);
-	return sum;
-}
-
-uint64_t budget_credit_held(struct budget *b)
-{
-	uint64_t sum = 0;
-
-	if (!b->credit_max)
-		return 0;
-	for (unsigned int i = 0; i < XDM_MAX_STREAMS; i++)
-		sum += atomic_load_explicit(credit_of(b, i), memory_order_relaxed);
-	return sum;
-}
-
-bool budget_charge(struct budget *b, xdm_stream_id stream, uint64_t n, uint64_t *remaining)
-{
-	if (!b->credit_max || n > b->credit_max || stream >= XDM_MAX_STREAMS) {
-		if (budget_reserve(b, n, remaining))
-			return true;
-		goto drain;
-	}
-	if (credit_take(b, stream, n))
-		return true;
-	/* Draw this request and a credit's worth more, or at least the request. */
-	if (budget_reserve(b, n + b->credit_max, remaining)) {
-		atomic_fetch_add_explicit(credit_of(b, stream), b->credit_max,
-					  memory_order_relaxed);
-		return true;
-	}
-	if (budget_reserve(b, n, remaining))
-		return true;
-drain:
-	/* Before a refusal, this process's own credit goes back to everyone. */
-	if (!budget_credit_drain(b))
 		return false;
+	own = pthread_getspecific(b->credit_key);
+	if (own)
+		give_back(b, own, 0);
+	budget_credit_ask_back(b, own);
 	return budget_reserve(b, n, remaining);
 }
 
-void budget_uncharge(struct budget *b, xdm_stream_id stream, uint64_t n)
+/* Asked for its credit back: keep none, and draw nothing ahead this time. */
+static bool charge_asked_back(struct budget *b, struct budget_credit *c, uint64_t n,
+			      uint64_t *remaining)
 {
-	_Atomic uint64_t *c;
+	uint64_t have = load(&c->bytes);
+
+	if (have >= n) {
+		/* n of it is the request's, the rest goes back. */
+		store(&c->bytes, have - n);
+		give_back(b, c, 0);
+		return true;
+	}
+	give_back(b, c, 0);
+	return budget_reserve(b, n, remaining) || charge_last_try(b, n, remaining);
+}
+
+/* Everything but a charge that the thread's credit covers (budget.h). */
+bool budget_charge_slow(struct budget *b, uint64_t n, uint64_t *remaining)
+{
+	struct budget_credit *c;
 	uint64_t have;
 
-	if (!b->credit_max || n > b->credit_max || stream >= XDM_MAX_STREAMS) {
+	if (!b->credit_max)
+		goto exact;
+	if (n > b->credit_max) {
+		/* Past the credit, but a request to give it back is still heard. */
+		c = pthread_getspecific(b->credit_key);
+		if (c && asked_back(c))
+			give_back(b, c, 0);
+		goto exact;
+	}
+	c = thread_record(b);
+	if (!c)
+		goto exact;
+	if (asked_back(c))
+		return charge_asked_back(b, c, n, remaining);
+	have = load(&c->bytes);
+	if (have >= n) {
+		store(&c->bytes, have - n);
+		return true;
+	}
+	/* Draw this request and a credit's worth more, or at least the request. */
+	if (budget_reserve(b, n + b->credit_max, remaining)) {
+		store(&c->bytes, have + b->credit_max);
+		return true;
+	}
+exact:
+	return budget_reserve(b, n, remaining) || charge_last_try(b, n, remaining);
+}
+
+/* Everything but an uncharge that the thread's credit keeps whole (budget.h). */
+void budget_uncharge_slow(struct budget *b, uint64_t n)
+{
+	struct budget_credit *c;
+	uint64_t have;
+
+	if (!b->credit_max) {
 		budget_release(b, n);
 		return;
 	}
-	c = credit_of(b, stream);
-	have = atomic_fetch_add_explicit(c, n, memory_order_relaxed) + n;
-	/* Keep at most twice the credit; the rest goes back to the limit. */
-	while (have > 2 * b->credit_max) {
-		if (atomic_compare_exchange_weak_explicit(c, &have, b->credit_max,
-							  memory_order_relaxed,
-							  memory_order_relaxed)) {
-			budget_release(b, have - b->credit_max);
-			return;
-		}
+	if (n > b->credit_max) {
+		c = pthread_getspecific(b->credit_key);
+		if (c && asked_back(c))
+			give_back(b, c, 0);
+		budget_release(b, n);
+		return;
 	}
+	c = thread_record(b);
+	if (!c) {
+		budget_release(b, n);
+		return;
+	}
+	if (asked_back(c)) {
+		give_back(b, c, n);
+		return;
+	}
+	have = load(&c->bytes) + n;
+	/* Keep at most twice the credit; the rest goes back to the limit. */
+	if (have > 2 * b->credit_max) {
+		store(&c->bytes, b->credit_max);
+		budget_release(b, have - b->credit_max);
+		return;
+	}
+	store(&c->bytes, have);
 }

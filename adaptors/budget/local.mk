@@ -10,6 +10,7 @@ adaptors_budget_la_SOURCES = \
 	adaptors/budget/liveness.c \
 	adaptors/budget/lock.c \
 	adaptors/budget/credit.c \
+	adaptors/budget/credit_thread.c \
 	adaptors/budget/validate.c \
 	adaptors/budget/attrs.c
 adaptors_budget_la_LDFLAGS = $(module_link_flags)
@@ -52,6 +53,16 @@ TESTS += tests/budget_torture
 tests_budget_torture_SOURCES = tests/budget_torture.c tests/budget_test.h
 tests_budget_torture_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_budget_torture_LDADD = libxdm.la
+
+# credit=SIZE: per-thread records, the limit under many threads, a thread's
+# exit, drain requests, fini and fork.
+check_PROGRAMS += tests/check_budget_credit
+TESTS += tests/check_budget_credit
+tests_check_budget_credit_SOURCES = tests/check_budget_credit.c tests/budget_test.h \
+	tests/budget_util.h
+tests_check_budget_credit_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_budget_credit_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_check_budget_credit_LDADD = libxdm.la $(CHECK_LIBS) -lrt
 
 # Segments that are not what they should be, refused at attach.
 check_PROGRAMS += tests/check_budget_segment

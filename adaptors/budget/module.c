@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -51,9 +50,7 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 	enum xdm_status st;
 	int err;
 
-	b = aligned_alloc(alignof(struct budget), sizeof(*b));
-	if (b)
-		memset(b, 0, sizeof(*b));
+	b = calloc(1, sizeof(*b));
 	if (!b)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "budget: no memory for its state");
 	snprintf(b->uuid, sizeof(b->uuid), "%s", dev->uuid);
@@ -79,12 +76,17 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 				   strerror(-err));
 		goto fail;
 	}
-	st = budget_attach(b);
+	st = budget_credit_init(b);
 	if (st)
 		goto fail;
+	st = budget_attach(b);
+	if (st)
+		goto fail_credit;
 	xdm_layer_set_priv(self, b);
 	return XDM_OK;
 
+fail_credit:
+	budget_credit_fini(b);
 fail:
 	free(b);
 	return st;
@@ -97,7 +99,7 @@ static void budget_fini(struct xdm_layer *self)
 	if (!b)
 		return;
 	xdm_layer_set_priv(self, NULL);
-	budget_credit_drain(b);
+	budget_credit_fini(b);
 	budget_detach(b);
 	free(b);
 }
@@ -117,8 +119,7 @@ static void budget_fini(struct xdm_layer *self)
  * refusal that comes a millisecond after the latest scan, or by the next
  * attach.
  */
-static bool reserve_after_reclaim(struct budget *b, xdm_stream_id stream, uint64_t n,
-				  uint64_t *remaining)
+static bool reserve_after_reclaim(struct budget *b, uint64_t n, uint64_t *remaining)
 {
 	struct budget_shm *s = b->shm;
 	uint64_t scans = atomic_load_explicit(&s->scans, memory_order_relaxed);
@@ -129,7 +130,7 @@ static bool reserve_after_reclaim(struct budget *b, xdm_stream_id stream, uint64
 			budget_reclaim_locked(s, NULL, NULL);
 		budget_unlock(s);
 	}
-	return budget_charge(b, stream, n, remaining);
+	return budget_charge(b, n, remaining);
 }
 
 static enum xdm_status refuse(struct budget *b, size_t requested, uint64_t remaining,
@@ -154,14 +155,13 @@ static enum xdm_status charge_and_allocate(struct xdm_layer *self, bool placed, 
 	uint64_t remaining;
 	enum xdm_status st;
 
-	if (!budget_charge(b, stream, bytes, &remaining) &&
-	    !reserve_after_reclaim(b, stream, bytes, &remaining))
+	if (!budget_charge(b, bytes, &remaining) && !reserve_after_reclaim(b, bytes, &remaining))
 		return refuse(b, bytes, remaining, "");
 
 	st = placed ? xdm_up_allocate_at(up, at, bytes, stream, tag, out) :
 		      xdm_up_allocate(up, bytes, stream, tag, out);
 	if (st) {
-		budget_uncharge(b, stream, bytes);
+		budget_uncharge(b, bytes);
 		return st;
 	}
 	if (out->bytes == bytes)
@@ -170,13 +170,13 @@ static enum xdm_status charge_and_allocate(struct xdm_layer *self, bool placed, 
 	/* Count exactly what the block holds, so deallocate gives back
 	 * exactly what was reserved. */
 	if (out->bytes < bytes) {
-		budget_uncharge(b, stream, bytes - out->bytes);
+		budget_uncharge(b, bytes - out->bytes);
 		return XDM_OK;
 	}
-	if (budget_charge(b, stream, out->bytes - bytes, &remaining))
+	if (budget_charge(b, out->bytes - bytes, &remaining))
 		return XDM_OK;
 	xdm_up_deallocate(up, out);
-	budget_uncharge(b, stream, bytes);
+	budget_uncharge(b, bytes);
 	return refuse(b, out->bytes, remaining + bytes, "the layer below rounds up: ");
 }
 
@@ -211,11 +211,10 @@ static enum xdm_status budget_deallocate(struct xdm_layer *self, struct xdm_bloc
 {
 	struct budget *b = budget_of(self);
 	size_t bytes = block->bytes;
-	xdm_stream_id stream = block->stream;
 	enum xdm_status st;
 
 	st = xdm_up_deallocate(xdm_layer_upstream(self), block);
-	budget_uncharge(b, stream, bytes);
+	budget_uncharge(b, bytes);
 	return st;
 }
 
@@ -240,8 +239,8 @@ static const struct xdm_param_spec budget_params[] = {
 		.name = "credit",
 		.type = XDM_PARAM_SIZE,
 		.default_value = "0",
-		.help = "bytes each stream may draw from the limit ahead of its allocations, "
-			"so that streams do not meet on the shared counter (credit is counted "
+		.help = "bytes each thread may draw from the limit ahead of its allocations, "
+			"so that threads do not meet on the shared counter (credit is counted "
 			"as used); 0: every allocation and free updates the shared counter",
 	},
 	{ .name = NULL },

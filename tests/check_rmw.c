@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -217,6 +218,23 @@ START_TEST(a_pool_pair_makes_two)
 }
 END_TEST
 
+/*
+ * The full stack of the benchmarks: budget credit is the thread's own, so
+ * the budget adds none.  The segment is this test's own, removed after.
+ */
+START_TEST(a_full_stack_pair_makes_two)
+{
+	char stack[128], name[64];
+
+	snprintf(name, sizeof(name), "rmw-%d", (int)getpid());
+	snprintf(stack, sizeof(stack), "budget key=%s limit=1G credit=1M | pool | host", name);
+	expect_pair(stack, 4096, 2);
+	expect_pair(stack, 1 << 20, 2);
+	snprintf(stack, sizeof(stack), "/xdm-budget-%s", name);
+	shm_unlink(stack);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("rmw");
@@ -225,6 +243,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, the_decoder_knows_a_locked_instruction);
 	tcase_add_test(tc, the_arena_lock_is_seen);
 	tcase_add_test(tc, a_pool_pair_makes_two);
+	tcase_add_test(tc, a_full_stack_pair_makes_two);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

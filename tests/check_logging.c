@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -666,6 +667,579 @@ START_TEST(memory_limit_drops_whole_buffers)
 }
 END_TEST
 
+/* ---- the rings: many threads, a held sink, full=wait and full=drop ------ */
+
+/* Waits (without timing anything) until done says so; a hang fails the test. */
+struct flag {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool set;
+};
+
+static void flag_init(struct flag *f)
+{
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->set = false;
+}
+
+static void flag_set(struct flag *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->set = true;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void flag_wait(struct flag *f)
+{
+	pthread_mutex_lock(&f->lock);
+	while (!f->set)
+		pthread_cond_wait(&f->cond, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Polls what no condition variable tells: a counter of the layer, the pipe. */
+#define POLL_UNTIL(cond, what)                                                          \
+	do {                                                                            \
+		int polled_ms_ = 0;                                                     \
+		while (!(cond)) {                                                       \
+			ck_assert_msg(polled_ms_ < TU_PATIENCE_MS, "never happened: %s", \
+				      what);                                            \
+			tu_sleep_ms(1);                                                 \
+			polled_ms_++;                                                   \
+		}                                                                       \
+	} while (0)
+
+/*
+ * n pairs, each row's query id its index among the thread's rows: the
+ * thread's order can be read back from the file.
+ */
+static void log_pairs(struct xdm_runtime *rt, int n, xdm_stream_id stream, const char *tag)
+{
+	struct xdm_block b;
+
+	for (int i = 0; i < n; i++) {
+		xdm_set_query_id(2 * (uint64_t)i);
+		TU_OK(xdm_allocate(rt, 64 + (size_t)i % 512, stream, tag, &b));
+		xdm_set_query_id(2 * (uint64_t)i + 1);
+		TU_OK(xdm_deallocate(rt, &b));
+	}
+	xdm_set_query_id(0);
+}
+
+/*
+ * The rows of thread tid, in file order, are its rows 0, 1, 2, ... (query
+ * ids), but where a "dropped" row stands for the ones lost there; all of
+ * them are accounted for up to want.  Returns the rows dropped.
+ */
+static uint64_t check_thread_rows(const struct lr_log *log, uint64_t tid, uint64_t want,
+				  const char *tag)
+{
+	uint64_t next = 0, dropped = 0;
+
+	for (size_t i = 0; i < log->n; i++) {
+		const struct lr_row *r = &log->rows[i];
+
+		if (r->thread != tid)
+			continue;
+		if (!strcmp(r->action, "dropped")) {
+			ck_assert_uint_eq(r->ptr, 0);
+			ck_assert_uint_gt(r->bytes, 0);
+			ck_assert_str_eq(r->tag, "");
+			next += r->bytes;
+			dropped += r->bytes;
+			continue;
+		}
+		ck_assert_msg(r->query_id == next, "thread %" PRIu64 ": row %" PRIu64 " where %"
+			      PRIu64 " was due", tid, r->query_id, next);
+		ck_assert_str_eq(r->action, next % 2 ? "free" : "allocate");
+		if (tag)
+			ck_assert_str_eq(r->tag, tag);
+		next++;
+	}
+	ck_assert_uint_eq(next, want);
+	return dropped;
+}
+
+#define MT_THREADS 6
+#define MT_PAIRS 1500
+
+struct mt_thread {
+	struct xdm_runtime *rt;
+	int index;
+	pid_t tid;
+	char tag[200];
+	const char *giant;
+};
+
+static void *mt_run(void *arg)
+{
+	struct mt_thread *t = arg;
+
+	t->tid = my_tid();
+	log_pairs(t->rt, MT_PAIRS / 2, (xdm_stream_id)(1 + t->index % 4), t->tag);
+	/* A tag too long for a ring: the thread writes that row itself, in its place. */
+	if (t->giant) {
+		struct xdm_block b;
+
+		xdm_set_query_id(MT_PAIRS);
+		TU_OK(xdm_allocate(t->rt, 64, 1, t->giant, &b));
+		xdm_set_query_id(MT_PAIRS + 1);
+		TU_OK(xdm_deallocate(t->rt, &b));
+		xdm_set_query_id(0);
+	}
+	return NULL;
+}
+
+/*
+ * Every row of every thread arrives once, each thread's in its order:
+ * small rings (buffer=4K: 64 records) that wrap and wait often, two
+ * writers, tags of one to five slots (quoted ones among them) that wrap
+ * around the ring's end, and one tag longer than a ring takes.
+ */
+START_TEST(many_threads_all_rows_in_order)
+{
+	struct mt_thread t[MT_THREADS];
+	pthread_t th[MT_THREADS];
+	struct xdm_runtime *rt;
+	char path[128], err[256], *text, *giant;
+	struct lr_log log;
+	uint64_t total = 0;
+
+	giant = malloc(3001);
+	memset(giant, 'g', 3000);
+	giant[3000] = '\0';
+	giant[100] = '"';
+	giant[200] = ',';
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/mt.csv", tmpdir);
+	rt = logging_runtime("logging path=%s buffer=4K writers=2 | host", path);
+	for (int i = 0; i < MT_THREADS; i++) {
+		t[i] = (struct mt_thread){ .rt = rt, .index = i, .giant = i == 1 ? giant : NULL };
+		/* 5 to 180 bytes: one record slot to four. */
+		snprintf(t[i].tag, sizeof(t[i].tag), "t%d %.*s", i, 2 + 35 * i,
+			 "a,\"b\"-cdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			 "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			 "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+		ck_assert_int_eq(pthread_create(&th[i], NULL, mt_run, &t[i]), 0);
+	}
+	for (int i = 0; i < MT_THREADS; i++) {
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+		total += MT_PAIRS + (t[i].giant ? 2 : 0);
+	}
+	TU_OK(xdm_layer_attr_store(rt, 0, "flush", "1"));
+	text = read_file(path);
+	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
+	ck_assert_uint_eq(log.n, total);
+	ck_assert_uint_eq(attr_u64(rt, "rows"), total);
+	ck_assert_uint_eq(attr_u64(rt, "dropped"), 0);
+	ck_assert_uint_eq(attr_u64(rt, "writers"), 2);
+	for (int i = 0; i < MT_THREADS; i++) {
+		if (!t[i].giant) {
+			check_thread_rows(&log, (uint64_t)t[i].tid, MT_PAIRS, t[i].tag);
+			continue;
+		}
+		check_thread_rows(&log, (uint64_t)t[i].tid, MT_PAIRS + 2, NULL);
+		for (size_t k = 0; k < log.n; k++) {
+			if (log.rows[k].thread == (uint64_t)t[i].tid)
+				ck_assert_str_eq(log.rows[k].tag,
+						 log.rows[k].query_id >= MT_PAIRS ? giant : t[i].tag);
+		}
+	}
+	lr_free(&log);
+	free(text);
+	TU_OK(xdm_runtime_destroy(rt));
+	free(giant);
+	remove_tmpdir();
+}
+END_TEST
+
+/*
+ * A sink the test holds: a FIFO whose reading end is the test's.  The
+ * writers block in write() once the pipe is full, until the test reads.
+ */
+struct held {
+	char path[160];
+	int rfd;
+	int cap;
+	pthread_t reader;
+	char *text;
+	size_t len;
+};
+
+static void held_open(struct held *h, int pipe_size)
+{
+	make_tmpdir();
+	snprintf(h->path, sizeof(h->path), "%s/held.csv", tmpdir);
+	ck_assert_int_eq(mkfifo(h->path, 0600), 0);
+	/* Non-blocking: there is no writer yet; the logging layer opens one. */
+	h->rfd = open(h->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	ck_assert_int_ge(h->rfd, 0);
+	h->cap = fcntl(h->rfd, F_SETPIPE_SZ, pipe_size);
+	ck_assert_int_ge(h->cap, pipe_size);
+	h->text = NULL;
+	h->len = 0;
+}
+
+static int held_pending(const struct held *h)
+{
+	int n = 0;
+
+	ck_assert_int_eq(ioctl(h->rfd, FIONREAD, &n), 0);
+	return n;
+}
+
+/* Reads to the end: when the runtime is destroyed and its file closed. */
+static void *held_read(void *arg)
+{
+	struct held *h = arg;
+	size_t cap = 1 << 16;
+	ssize_t n;
+
+	h->text = malloc(cap);
+	for (;;) {
+		if (cap - h->len < 4096) {
+			cap *= 2;
+			h->text = realloc(h->text, cap);
+		}
+		n = read(h->rfd, h->text + h->len, cap - h->len - 1);
+		if (n == 0)
+			break;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		h->len += (size_t)n;
+	}
+	h->text[h->len] = '\0';
+	return NULL;
+}
+
+static void held_release(struct held *h)
+{
+	int fl = fcntl(h->rfd, F_GETFL);
+
+	ck_assert_int_eq(fcntl(h->rfd, F_SETFL, fl & ~O_NONBLOCK), 0);
+	ck_assert_int_eq(pthread_create(&h->reader, NULL, held_read, h), 0);
+}
+
+/* After the runtime is destroyed: the whole text, the junk after the header cut out. */
+static char *held_text(struct held *h)
+{
+	char *p;
+	size_t junk;
+
+	ck_assert_int_eq(pthread_join(h->reader, NULL), 0);
+	close(h->rfd);
+	ck_assert_uint_ge(h->len, strlen(LOG_HEADER));
+	ck_assert(strncmp(h->text, LOG_HEADER, strlen(LOG_HEADER)) == 0);
+	p = h->text + strlen(LOG_HEADER);
+	junk = strspn(p, "Z");
+	memmove(p, p + junk, strlen(p + junk) + 1);
+	unlink(h->path);
+	remove_tmpdir();
+	return h->text;
+}
+
+struct filler {
+	struct xdm_runtime *rt;
+	int pairs;
+	const char *tag;
+	pid_t tid;
+	struct flag logged;
+};
+
+/* Logs its pairs, says so, and exits: its exit hands over what is left. */
+static void *filler_run(void *arg)
+{
+	struct filler *f = arg;
+
+	f->tid = my_tid();
+	log_pairs(f->rt, f->pairs, 0, f->tag);
+	flag_set(&f->logged);
+	return NULL;
+}
+
+/*
+ * A writer stuck in write(): the pipe holds two pages; junk fills the
+ * first, so the writer's first write (more than a page of this thread's
+ * rows) fills the second and blocks.  Seen to block, the writer is inside
+ * a pass that began before the filler existed, so it never touches the
+ * filler's ring, whose 128 records (buffer=8K) the filler then logs.
+ * Returns the runtime; the caller reads it back with held_text().
+ */
+static struct xdm_runtime *stuck_writer(struct held *h)
+{
+	/* 88 bytes: two slots a record, so 32 rows make half the ring. */
+	static const char tag88[] = "0123456789012345678901234567890123456789"
+				    "0123456789012345678901234567890123456789-tag-88-";
+	struct xdm_runtime *rt;
+	char junk[4096];
+	int jfd, pending;
+
+	ck_assert_uint_eq(strlen(tag88), 88);
+	held_open(h, 8192);
+	ck_assert_int_eq(h->cap, 8192);
+	rt = logging_runtime("logging path=%s buffer=8K writers=1 | host", h->path);
+	pending = held_pending(h);
+	ck_assert_int_eq(pending, (int)strlen(LOG_HEADER));
+	jfd = open(h->path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	ck_assert_int_ge(jfd, 0);
+	memset(junk, 'Z', sizeof(junk));
+	ck_assert_int_eq(write(jfd, junk, 4096 - (size_t)pending), 4096 - pending);
+	close(jfd);
+	ck_assert_int_eq(held_pending(h), 4096);
+
+	/* This thread's 32 rows (~4.8K of text) cross half its ring: a pass. */
+	log_pairs(rt, 16, 0, tag88);
+	POLL_UNTIL(held_pending(h) > 4096, "the writer's write filling the pipe");
+	return rt;
+}
+
+static void check_stuck_writer_log(struct held *h, pid_t filler, int filler_rows)
+{
+	struct lr_log log;
+	char err[256], *text = held_text(h);
+
+	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
+	ck_assert_uint_eq(log.n, 32 + (size_t)filler_rows);
+	check_thread_rows(&log, (uint64_t)my_tid(), 32, NULL);
+	check_thread_rows(&log, (uint64_t)filler, (uint64_t)filler_rows, "filler");
+	lr_free(&log);
+	free(text);
+}
+
+/*
+ * A thread exits with its ring exactly full (128 records, no wait) and its
+ * writer stuck: its exit writes every row.
+ */
+START_TEST(exit_with_a_full_ring_loses_nothing)
+{
+	struct held h;
+	struct filler f = { .pairs = 64, .tag = "filler" };
+	pthread_t th;
+
+	f.rt = stuck_writer(&h);
+	flag_init(&f.logged);
+	ck_assert_int_eq(pthread_create(&th, NULL, filler_run, &f), 0);
+	flag_wait(&f.logged);
+	ck_assert_uint_eq(attr_u64(f.rt, "waits"), 0);
+	ck_assert_uint_eq(attr_u64(f.rt, "rows"), 32 + 128);
+
+	held_release(&h);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	TU_OK(xdm_runtime_destroy(f.rt));
+	check_stuck_writer_log(&h, f.tid, 128);
+}
+END_TEST
+
+/*
+ * One row more: the ring is full, its writer stuck on another ring, so the
+ * thread drains its ring itself (and blocks writing to the held sink, as
+ * its writer does, until the test reads).  Nothing is lost or reordered.
+ */
+START_TEST(full_ring_drained_by_its_own_thread)
+{
+	struct held h;
+	struct filler f = { .pairs = 65, .tag = "filler" };
+	pthread_t th;
+
+	f.rt = stuck_writer(&h);
+	flag_init(&f.logged);
+	ck_assert_int_eq(pthread_create(&th, NULL, filler_run, &f), 0);
+	POLL_UNTIL(attr_u64(f.rt, "waits") > 0, "the filler finding its ring full");
+	held_release(&h);
+	flag_wait(&f.logged);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_uint_eq(attr_u64(f.rt, "waits"), 1);
+	ck_assert_uint_eq(attr_u64(f.rt, "dropped"), 0);
+	TU_OK(xdm_runtime_destroy(f.rt));
+	check_stuck_writer_log(&h, f.tid, 130);
+}
+END_TEST
+
+/*
+ * full=wait: a thread logs far more than the pipe, its ring and the
+ * writer's text hold, with nobody reading: it must wait (seen in waits),
+ * and once the test reads, every row arrives in order.
+ */
+START_TEST(wait_policy_never_drops)
+{
+	struct held h;
+	struct filler f = { .pairs = 2000, .tag = "waiter" };
+	struct lr_log log;
+	pthread_t th;
+	char err[256], *text;
+
+	held_open(&h, 4096);
+	f.rt = logging_runtime("logging path=%s buffer=4K writers=1 full=wait | host", h.path);
+	flag_init(&f.logged);
+	ck_assert_int_eq(pthread_create(&th, NULL, filler_run, &f), 0);
+	POLL_UNTIL(attr_u64(f.rt, "waits") > 0, "the thread waiting for room");
+	held_release(&h);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_uint_gt(attr_u64(f.rt, "waits"), 0);
+	ck_assert_uint_eq(attr_u64(f.rt, "dropped"), 0);
+	ck_assert_uint_eq(attr_u64(f.rt, "rows"), 4000);
+	TU_OK(xdm_runtime_destroy(f.rt));
+	text = held_text(&h);
+	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
+	ck_assert_uint_eq(log.n, 4000);
+	ck_assert_uint_eq(check_thread_rows(&log, (uint64_t)f.tid, 4000, "waiter"), 0);
+	lr_free(&log);
+	free(text);
+}
+END_TEST
+
+/*
+ * full=drop: the same thread never waits; what its ring cannot take is
+ * counted in dropped, and "dropped" rows in the file say how many rows
+ * were lost exactly where (the rows around them number the thread's calls
+ * without a gap the markers do not fill).  At most a pipe, a text buffer
+ * and a ring of rows get through, so most are dropped.
+ */
+START_TEST(drop_policy_counts_and_says_every_loss)
+{
+	struct held h;
+	struct filler f = { .pairs = 2000, .tag = "dropper" };
+	struct lr_log log;
+	uint64_t dropped, marked;
+	size_t rows = 0;
+	pthread_t th;
+	char err[256], buf[16], *text;
+
+	held_open(&h, 4096);
+	f.rt = logging_runtime("logging path=%s buffer=4K writers=1 full=drop | host", h.path);
+	TU_OK(xdm_layer_attr_show(f.rt, 0, "full", buf, sizeof(buf)));
+	ck_assert_str_eq(buf, "drop\n");
+	flag_init(&f.logged);
+	ck_assert_int_eq(pthread_create(&th, NULL, filler_run, &f), 0);
+	flag_wait(&f.logged);
+	dropped = attr_u64(f.rt, "dropped");
+	ck_assert_uint_gt(dropped, 4000 - 4096 / 40 - 4096 / 40 - 64);
+	ck_assert_uint_lt(dropped, 4000);
+	ck_assert_uint_eq(attr_u64(f.rt, "waits"), 0);
+	ck_assert_uint_eq(attr_u64(f.rt, "rows"), 4000);
+
+	held_release(&h);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	TU_OK(xdm_layer_attr_store(f.rt, 0, "flush", "1"));
+	ck_assert_uint_eq(attr_u64(f.rt, "dropped"), dropped);
+	TU_OK(xdm_runtime_destroy(f.rt));
+	text = held_text(&h);
+	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
+	marked = check_thread_rows(&log, (uint64_t)f.tid, 4000, "dropper");
+	ck_assert_uint_eq(marked, dropped);
+	for (size_t i = 0; i < log.n; i++)
+		rows += strcmp(log.rows[i].action, "dropped") != 0;
+	ck_assert_uint_eq(rows + dropped, 4000);
+	lr_free(&log);
+	free(text);
+}
+END_TEST
+
+/*
+ * A forked child writes nothing of its own or of the parent's copied
+ * rows (they are counted in its dropped), and the parent's rows reach the
+ * file once.  The child logs failed allocations only: a free on the host
+ * platform queues work for a stream thread the child does not have.
+ */
+START_TEST(forked_child_writes_nothing)
+{
+	struct xdm_runtime *rt;
+	char path[128], *text, *p, prefix[32];
+	int status, rows = 0;
+	pid_t pid;
+
+	make_tmpdir();
+	snprintf(path, sizeof(path), "%s/fork.csv", tmpdir);
+	rt = logging_runtime("logging path=%s | host", path);
+	log_pairs(rt, 3, 0, "parent");
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct xdm_block b;
+		char buf[64];
+
+		for (int i = 0; i < 4; i++) {
+			if (xdm_allocate(rt, SIZE_MAX - 10, 0, "child", &b) != XDM_E_OUT_OF_MEMORY)
+				_exit(2);
+		}
+		if (xdm_layer_attr_store(rt, 0, "flush", "1") ||
+		    xdm_layer_attr_show(rt, 0, "dropped", buf, sizeof(buf)))
+			_exit(3);
+		/*
+		 * The parent's 6 copied rows and the child's 4.  _exit: a
+		 * stream thread of the parent may have been inside free() at
+		 * the fork, and LeakSanitizer's check at exit() would wait for
+		 * its allocator lock forever.
+		 */
+		_exit(strcmp(buf, "10\n") == 0 ? 0 : 4);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x",
+		      status);
+	log_pairs(rt, 1, 0, "parent");
+	TU_OK(xdm_layer_attr_store(rt, 0, "flush", "1"));
+	text = read_file(path);
+	ck_assert_ptr_null(strstr(text, "child"));
+	snprintf(prefix, sizeof(prefix), "\n%ld,", (long)my_tid());
+	for (p = text; (p = strstr(p, prefix)); p++)
+		rows++;
+	ck_assert_int_eq(rows, 8);
+	ck_assert_uint_eq(count_lines(text), 9);
+	ck_assert_uint_eq(attr_u64(rt, "dropped"), 0);
+	free(text);
+	TU_OK(xdm_runtime_destroy(rt));
+	remove_tmpdir();
+}
+END_TEST
+
+START_TEST(ring_parameters_are_checked)
+{
+	struct xdm_runtime *rt;
+	char buf[16];
+
+	tu_expect_config_error("host", "logging sink=null full=maybe | host", "full");
+	tu_expect_config_error("host", "logging sink=null writers=17 | host", "writers");
+	tu_expect_config_error("host", "logging sink=null buffer=2K | host", "buffer");
+	rt = logging_runtime("logging sink=memory writers=3 | host");
+	ck_assert_uint_eq(attr_u64(rt, "writers"), 3);
+	TU_OK(xdm_layer_attr_show(rt, 0, "full", buf, sizeof(buf)));
+	ck_assert_str_eq(buf, "wait\n");
+	ck_assert_uint_eq(attr_u64(rt, "waits"), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+	/* writers=0: as many as the machine suits, at least one. */
+	rt = logging_runtime("logging sink=memory | host");
+	ck_assert_uint_ge(attr_u64(rt, "writers"), 1);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* The readers take a "dropped" row and replay around it. */
+START_TEST(reader_takes_a_dropped_row)
+{
+	static const char text[] = LOG_HEADER
+		"7,10,allocate,0x1000,64,0,0,t,0\n"
+		"7,11,dropped,0x0,5,0,0,,0\n"
+		"7,12,free,0x1000,64,0,0,t,6\n";
+	struct lr_live *live;
+	struct lr_log log;
+	size_t n_live;
+	char err[256];
+
+	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
+	ck_assert_uint_eq(log.n, 3);
+	ck_assert_str_eq(log.rows[1].action, "dropped");
+	ck_assert_uint_eq(log.rows[1].bytes, 5);
+	ck_assert_msg(lr_replay(&log, &live, &n_live, err, sizeof(err)) == 0, "replay: %s", err);
+	ck_assert_uint_eq(n_live, 0);
+	free(live);
+	lr_free(&log);
+}
+END_TEST
+
 static Suite *logging_suite(void)
 {
 	Suite *s = suite_create("logging");
@@ -685,6 +1259,14 @@ static Suite *logging_suite(void)
 	tcase_add_test(tc, thread_exit_hands_rows_over);
 	tcase_add_test(tc, exit_flushes_the_file);
 	tcase_add_test(tc, memory_limit_drops_whole_buffers);
+	tcase_add_test(tc, many_threads_all_rows_in_order);
+	tcase_add_test(tc, exit_with_a_full_ring_loses_nothing);
+	tcase_add_test(tc, full_ring_drained_by_its_own_thread);
+	tcase_add_test(tc, wait_policy_never_drops);
+	tcase_add_test(tc, drop_policy_counts_and_says_every_loss);
+	tcase_add_test(tc, forked_child_writes_nothing);
+	tcase_add_test(tc, ring_parameters_are_checked);
+	tcase_add_test(tc, reader_takes_a_dropped_row);
 	suite_add_tcase(s, tc);
 	return s;
 }

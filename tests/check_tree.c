@@ -907,8 +907,8 @@ static const char *const guard_files[] = {
 };
 /* "flush" is an action: write-only (0200), nothing to show. */
 static const char *const logging_files[] = {
-	"rows", "bytes_written", "write_errors", "dropped", "path", "sink", "buffer", "contents",
-	"flush", NULL,
+	"rows", "bytes_written", "write_errors", "dropped", "waits", "path", "sink", "buffer",
+	"full", "writers", "contents", "flush", NULL,
 };
 
 static unsigned int writable_mode(const char *name)

@@ -3,7 +3,9 @@
  * log_replay.c - an independent reader of the allocation log: RFC 4180
  * fields, the nine columns of xdm-logging(7), and a replay of the rows.
  * It shares no code with the adaptor, so a formatting bug cannot be
- * mirrored by a parsing bug.
+ * mirrored by a parsing bug.  A "dropped" row (full=drop: bytes rows of
+ * its thread were lost there) is read like any row and skipped by the
+ * replay.
  */
 #include "config.h"
 
@@ -205,7 +207,8 @@ int lr_replay(struct lr_log *log, struct lr_live **live, size_t *n_live, char *e
 					    (unsigned long long)r->bytes);
 			}
 			set[j] = set[--n];
-		} else if (strcmp(r->action, "allocate_failure") != 0) {
+		} else if (strcmp(r->action, "allocate_failure") != 0 &&
+			   strcmp(r->action, "dropped") != 0) {
 			free(set);
 			return fail(err, err_len, "unknown action '%s'", r->action);
 		}

@@ -43,7 +43,8 @@ void lr_free(struct lr_log *log);
 
 /*
  * Sorts the rows by time (a free before an allocate at equal times) and
- * replays them: allocate adds ptr -> bytes, free and free_failure remove it.
+ * replays them: allocate adds ptr -> bytes, free and free_failure remove it;
+ * allocate_failure and dropped change nothing.
  * A row that contradicts the set so far (an address allocated twice, a free
  * of an unknown address or with other bytes) is an error.  *live is malloc'd.
  */

@@ -211,6 +211,24 @@ done
 run bad timeline -o "$tmp/bad.svg" "$tmp/bad_free.csv"
 [ "$rc" -eq 2 ] && [ ! -e "$tmp/bad.svg" ] || fail "a bad log left $tmp/bad.svg behind (exit $rc)"
 
+# ---- a log with losses (logging full=drop): "dropped" rows ---------------
+# They are read, not drawn: a lossy log that still adds up draws; one whose
+# free lost its allocate says so, naming the loss.
+printf '%s\n1,10,allocate,0x1000,256,0,0,t,0\n1,11,dropped,0x0,3,0,0,,0\n1,12,free,0x1000,256,0,0,t,0\n' \
+	"$header" >"$tmp/lossy.csv"
+run lossy.svg timeline "$tmp/lossy.csv"
+[ "$rc" -eq 0 ] || fail "timeline of a log with a dropped row exited $rc"
+[ -s "$tmp/err.lossy.svg" ] && fail "timeline of a log with a dropped row wrote to stderr"
+printf '%s\n1,10,dropped,0x0,1,0,0,,0\n1,12,free,0x1000,256,0,0,t,0\n' "$header" \
+	>"$tmp/lossy_free.csv"
+run bad timeline "$tmp/lossy_free.csv"
+[ "$rc" -eq 2 ] || fail "timeline of a lossy log that cannot add up exited $rc, not 2"
+grep -q "^xdmctl: timeline: $tmp/lossy_free.csv:3: .*1 rows were dropped" "$tmp/err.bad" ||
+	fail "the complaint does not name the loss: $(cat "$tmp/err.bad")"
+printf '%s\n1,10,dropped,0x10,1,0,0,,0\n' "$header" >"$tmp/bad_mark.csv"
+run bad timeline "$tmp/bad_mark.csv"
+[ "$rc" -eq 2 ] || fail "timeline of a malformed dropped row exited $rc, not 2"
+
 # ---- an output that cannot be written: a sentence naming it --------------
 run nodir timeline -o "$tmp/no/such/dir/t.svg" "$tmp/few.csv"
 [ "$rc" -eq 1 ] || fail "-o into a missing directory exited $rc, not 1"

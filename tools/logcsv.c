@@ -17,6 +17,12 @@
  *
  * Tags are interned: a log of a million rows has a handful of distinct
  * tags, and a row carries the index of its tag, not a copy.
+ *
+ * Losses.  A log written with full=drop may hold "dropped" rows, each
+ * saying how many rows its thread lost at that point (in the bytes
+ * column).  They are summed into log->dropped, not replayed; where the
+ * replay then finds a free of a block it never saw allocated, the
+ * complaint says the log lost rows.
  */
 #include "config.h"
 
@@ -332,7 +338,31 @@ nomem:
 	return LOGCSV_NOMEM;
 }
 
-/* One row into *row; the nine fields and their types are checked here. */
+/*
+ * A "dropped" row: "<thread>,<time>,dropped,0x0,<rows lost>,..."; its
+ * count goes to log->dropped.  Returns 1 when the row was one.
+ */
+static int parse_drop_mark(struct reader *r, uint64_t line, const struct field *f)
+{
+	uint64_t v;
+
+	if (!field_is(&f[2], "dropped"))
+		return 0;
+	if (!field_is(&f[3], "0x0"))
+		return bad_field(r, line, 3, &f[3], "0x0 in a dropped row");
+	if (!field_u64(&f[4], 10, &v) || v == 0)
+		return bad_field(r, line, 4, &f[4], "the number of rows lost, 1 or more");
+	if (v > UINT64_MAX - r->log->dropped)
+		return logcsv_say(r->log, line, "more than 2^64 rows dropped in all");
+	r->log->dropped += v;
+	r->log->drop_marks++;
+	return 1;
+}
+
+/*
+ * One row into *row; the nine fields and their types are checked here.
+ * Returns 1, not LOGCSV_OK, for a "dropped" row, which fills no row.
+ */
 static int parse_row(struct reader *r, struct logcsv_row *row)
 {
 	struct field f[CSV_FIELDS];
@@ -359,6 +389,9 @@ static int parse_row(struct reader *r, struct logcsv_row *row)
 		return bad_field(r, line, 0, &f[0], "a decimal thread id");
 	if (!field_u64(&f[1], 10, &row->time))
 		return bad_field(r, line, 1, &f[1], "nanoseconds in decimal");
+	rc = parse_drop_mark(r, line, f);
+	if (rc)
+		return rc;
 	if (field_is(&f[2], "allocate"))
 		row->action = LOGCSV_ALLOCATE;
 	else if (field_is(&f[2], "allocate_failure"))
@@ -368,7 +401,8 @@ static int parse_row(struct reader *r, struct logcsv_row *row)
 	else if (field_is(&f[2], "free_failure"))
 		row->action = LOGCSV_FREE_FAILURE;
 	else
-		return bad_field(r, line, 2, &f[2], "allocate, allocate_failure, free or free_failure");
+		return bad_field(r, line, 2, &f[2],
+				 "allocate, allocate_failure, free, free_failure or dropped");
 	if (f[3].quoted || f[3].len < 3 || f[3].start[0] != '0' || f[3].start[1] != 'x')
 		return bad_field(r, line, 3, &f[3], "an address written 0x and hexadecimal digits");
 	f[3].start += 2;
@@ -445,6 +479,10 @@ static int parse(struct logcsv *log, const char *text, size_t len)
 	}
 	while (r.p < r.end) {
 		rc = parse_row(&r, &log->rows[log->nrows]);
+		if (rc == 1) {
+			rc = LOGCSV_OK;
+			continue;
+		}
 		if (rc)
 			break;
 		log->rows[log->nrows].seq = log->nrows;
@@ -692,6 +730,10 @@ int logcsv_live_step(const struct logcsv *log, struct logcsv_live *m, const stru
 		m->n++;
 		return LOGCSV_OK;
 	}
+	if (!e->ptr && log->dropped)
+		return logcsv_say(log, r->line, "%s of 0x%llx, which no earlier row (in each thread's order, merged by time) left live; the log says %llu rows were dropped (the logging adaptor's full=drop), so it cannot be replayed whole",
+				  logcsv_action_name(r->action), (unsigned long long)r->ptr,
+				  (unsigned long long)log->dropped);
 	if (!e->ptr)
 		return logcsv_say(log, r->line, "%s of 0x%llx, which no earlier row (in each thread's order, merged by time) left live",
 				  logcsv_action_name(r->action), (unsigned long long)r->ptr);

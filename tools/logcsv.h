@@ -65,6 +65,12 @@ struct logcsv {
 	size_t *order;		/* the replay order: indexes of rows */
 	uint64_t threads;	/* distinct thread ids */
 	struct logcsv_tags tags;
+	/*
+	 * "dropped" rows (the adaptor's full=drop: its thread lost bytes
+	 * rows there) are not rows of the replay: they are summed here.
+	 */
+	uint64_t dropped;	/* rows the log says were lost */
+	uint64_t drop_marks;	/* "dropped" rows saying so */
 };
 
 /*

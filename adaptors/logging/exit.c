@@ -4,8 +4,8 @@
  *
  * A singleton runtime is never destroyed, so its layers never see fini, and
  * exit() runs no pthread key destructor for the main thread or for threads
- * still running.  Without this hook the last buffer of every thread would be
- * lost at a normal exit.
+ * still running.  Without this hook the rows still in every thread's ring
+ * would be lost at a normal exit.
  *
  * The hook is registered per layer with __cxa_atexit, the glibc/ELF call
  * that passes an argument, so no list of layers has to live in a global.

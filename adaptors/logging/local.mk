@@ -4,12 +4,13 @@ pkglib_LTLIBRARIES += adaptors/logging.la
 adaptors_logging_la_SOURCES = \
 	adaptors/logging/logging.h \
 	adaptors/logging/module.c \
-	adaptors/logging/buffer.c \
+	adaptors/logging/ring.c \
+	adaptors/logging/drain.c \
+	adaptors/logging/writer.c \
 	adaptors/logging/sink.c \
 	adaptors/logging/csv.c \
 	adaptors/logging/attrs.c \
-	adaptors/logging/exit.c \
-	adaptors/logging/writer.c
+	adaptors/logging/exit.c
 adaptors_logging_la_LDFLAGS = $(module_link_flags)
 adaptors_logging_la_LIBADD = $(module_link_libs)
 

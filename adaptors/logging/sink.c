@@ -2,10 +2,11 @@
 /*
  * sink.c - where the rows go: a file, a growing text in memory, or nowhere.
  *
- * The sink is handed whole buffers of whole rows, so it is entered once per
- * buffer (64 KiB by default), never once per row.  A failed write is counted
- * and reported on stderr once per layer; the rows are dropped and the caller,
- * an allocation, never sees the failure.
+ * The sink is handed pieces of text of whole rows, made by a writer thread
+ * or a flush (drain.c) up to the buffer size (64 KiB by default), so it is
+ * entered once per piece, never once per row, and never by an allocation.
+ * A failed write is counted and reported on stderr once per layer; the
+ * rows are dropped and allocation never sees the failure.
  */
 #include "config.h"
 
@@ -141,9 +142,10 @@ void log_sink_write(struct log_sink *s, const char *data, size_t len, uint64_t r
 	if (s->kind == LOG_SINK_NULL || !len)
 		return;
 	/*
-	 * A forked child inherits the parent's buffered rows and its file:
+	 * A forked child inherits the parent's pending rows and its file:
 	 * writing them would duplicate the parent's rows under the parent's
-	 * name.  One getpid() per buffer, not per row.
+	 * name.  One getpid() per piece of text, not per row.  (A child does
+	 * not drain its rings at all, drain.c; this is the last guard.)
 	 */
 	if (getpid() != s->pid) {
 		atomic_fetch_add_explicit(&s->dropped, rows, memory_order_relaxed);

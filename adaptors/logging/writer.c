@@ -1,106 +1,114 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * writer.c - the file sink's writer thread.
+ * writer.c - the writer threads: where the CSV text is made and written.
  *
- * A full thread buffer used to be written by the thread that filled it: a
- * write() of tens of kilobytes on the allocation path every few hundred
- * rows, which on the GPU machine cost more per row than the row itself.
- * Now the filling thread hands the full chunk over and goes on with an
- * empty one; this thread writes the chunks in the order they came, so each
- * thread's rows keep their order in the file.  Only a file sink has one:
- * memory and null sinks cost no system call.
+ * Each ring is drained by one writer, chosen round-robin when its thread
+ * logs its first row.  A writer sleeps until a thread kicks it (its ring
+ * crossed half full, or is full), then makes a pass: it drains every ring
+ * it serves (drain.c), waking each ring's thread if it waits for room.
+ * Formatting on the writer, not on the allocating thread, is what makes a
+ * row cheap; several writers exist because one thread formats and writes
+ * only so many rows a second, which a dozen allocating threads pass
+ * (writers=, by default a quarter of the online CPUs, 1 to 4).
  *
- * Memory stays bounded: past LOG_WRITER_QUEUE chunks in the queue, a
- * producer waits for the writer (the file is then the limit, and the log
- * loses no row).  The queue is short on purpose: it absorbs a burst, not a
- * sustained rate, which no queue could hide.  A drain waits until the queue is empty and the last
- * chunk written, which is what a flush promises.  A forked child has no
- * writer: it never waits on one (the sink drops a child's rows anyway).
+ * A kick is a mutex and a condition signal, made once per half ring.  A
+ * thread whose ring is full (full=wait) drains it itself if no writer
+ * holds it (ring.c); otherwise it waits on its ring's own room condition,
+ * rechecking its ring's tail under its writer's mutex, which whoever
+ * drained the ring (the writer, a flush) takes to signal right after that
+ * ring, not after the whole pass: no wake-up is lost, none is spent on
+ * another ring's thread, and a thread goes on as soon as its ring has room.
+ *
+ * Only the file and memory sinks have writers; the null sink records
+ * nothing.  A forked child has none (threads do not survive fork): it
+ * never kicks, waits or joins, and its locks are copies it leaves alone.
  */
 #include "config.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
-#include "logging.h"
-
-#define LOG_WRITER_QUEUE 4
+#include "adaptors/logging/logging.h"
 
 static void *writer_main(void *arg)
 {
-	struct logging *lg = arg;
-	struct log_writer *w = &lg->writer;
+	struct log_writer *w = arg;
 
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
-		struct log_chunk *c = w->head;
-
-		if (!c) {
+		if (!w->kicked) {
 			if (w->stop)
 				break;
 			pthread_cond_wait(&w->work, &w->lock);
 			continue;
 		}
-		w->head = c->next;
-		if (!w->head)
-			w->tail = NULL;
-		w->queued--;
-		w->busy = true;
-		pthread_cond_broadcast(&w->room);
+		w->kicked = false;
 		pthread_mutex_unlock(&w->lock);
-
-		log_sink_write(&lg->sink, c->data, c->len, c->rows);
-
+		log_drain_rings(w->lg, w, &w->text);
 		pthread_mutex_lock(&w->lock);
-		c->next = w->spare;
-		w->spare = c;
-		w->busy = false;
-		w->written++;
-		pthread_cond_broadcast(&w->room);
 	}
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
 }
 
-/* Whether this process's writer runs: false in a forked child. */
-static bool writer_here(struct log_writer *w)
+/* Caller holds w->lock. */
+static void writer_kick_locked(struct log_writer *w)
 {
-	return w->running && getpid() == w->pid;
+	if (!w->kicked) {
+		w->kicked = true;
+		pthread_cond_signal(&w->work);
+	}
 }
 
-bool log_writer_here(struct logging *lg)
+void log_writer_kick(struct log_ring *r)
 {
-	return writer_here(&lg->writer);
+	struct log_writer *w = r->writer;
+
+	if (!w || log_forked(r->lg))
+		return;
+	pthread_mutex_lock(&w->lock);
+	writer_kick_locked(w);
+	pthread_mutex_unlock(&w->lock);
 }
 
-/*
- * The writer's lock may be used: always without a writer thread, and in the
- * process that has it; a forked child may have copied it held, and never
- * takes it.
- */
-static bool lock_usable(struct log_writer *w)
+void log_writer_wait_room(struct log_ring *r, uint64_t need)
 {
-	return w->inited && (!w->running || getpid() == w->pid);
+	struct log_writer *w = r->writer;
+	uint64_t size = r->mask + 1;
+
+	pthread_mutex_lock(&w->lock);
+	writer_kick_locked(w);
+	r->waiting = true;
+	while (r->head_own + need - atomic_load_explicit(&r->tail, memory_order_acquire) > size)
+		pthread_cond_wait(&r->room, &w->lock);
+	r->waiting = false;
+	pthread_mutex_unlock(&w->lock);
+	r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
 }
 
-enum xdm_status log_writer_start(struct logging *lg)
+void log_writer_ring_drained(struct log_ring *r)
 {
-	struct log_writer *w = &lg->writer;
+	struct log_writer *w = r->writer;
 
+	pthread_mutex_lock(&w->lock);
+	if (r->waiting)
+		pthread_cond_signal(&r->room);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static enum xdm_status writer_init(struct logging *lg, struct log_writer *w)
+{
+	enum xdm_status st;
+
+	w->lg = lg;
+	st = log_text_init(&w->text, lg);
+	if (st)
+		return st;
 	if (pthread_mutex_init(&w->lock, NULL) != 0)
-		goto err;
+		goto err_text;
 	if (pthread_cond_init(&w->work, NULL) != 0)
 		goto err_lock;
-	if (pthread_cond_init(&w->room, NULL) != 0)
+	if (pthread_create(&w->thread, NULL, writer_main, w) != 0)
 		goto err_work;
-	w->inited = true;
-	if (lg->sink.kind != LOG_SINK_FILE)
-		return XDM_OK;
-	w->pid = getpid();
-	if (pthread_create(&w->thread, NULL, writer_main, lg) != 0) {
-		log_writer_stop(lg);
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: cannot start its writer thread");
-	}
 	w->running = true;
 	return XDM_OK;
 
@@ -108,108 +116,59 @@ err_work:
 	pthread_cond_destroy(&w->work);
 err_lock:
 	pthread_mutex_destroy(&w->lock);
-err:
-	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: cannot create the writer's locks");
+err_text:
+	log_text_fini(&w->text);
+	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: cannot start its writer thread");
 }
 
-struct log_chunk *log_chunk_get(struct logging *lg)
+static void writer_fini(struct log_writer *w, bool forked)
 {
-	struct log_writer *w = &lg->writer;
-	struct log_chunk *c = NULL;
-
-	if (lock_usable(w)) {
-		pthread_mutex_lock(&w->lock);
-		c = w->spare;
-		if (c)
-			w->spare = c->next;
-		pthread_mutex_unlock(&w->lock);
-	}
-	return c ? c : malloc(sizeof(*c) + lg->buf_size);
-}
-
-void log_chunk_put(struct logging *lg, struct log_chunk *c)
-{
-	struct log_writer *w = &lg->writer;
-
-	if (!c)
-		return;
-	if (!lock_usable(w)) {
-		free(c);
-		return;
-	}
-	pthread_mutex_lock(&w->lock);
-	c->next = w->spare;
-	w->spare = c;
-	pthread_mutex_unlock(&w->lock);
-}
-
-bool log_writer_push(struct logging *lg, struct log_chunk *c)
-{
-	struct log_writer *w = &lg->writer;
-
-	if (!writer_here(w))
-		return false;
-	c->next = NULL;
-	pthread_mutex_lock(&w->lock);
-	while (w->queued >= LOG_WRITER_QUEUE)
-		pthread_cond_wait(&w->room, &w->lock);
-	if (w->tail)
-		w->tail->next = c;
-	else
-		w->head = c;
-	w->tail = c;
-	w->queued++;
-	w->pushed++;
-	pthread_cond_signal(&w->work);
-	pthread_mutex_unlock(&w->lock);
-	return true;
-}
-
-/*
- * Waits for the chunks queued before the call, not for the queue to be
- * empty: under other threads' steady logging it never would be.
- */
-void log_writer_drain(struct logging *lg)
-{
-	struct log_writer *w = &lg->writer;
-	uint64_t target;
-
-	if (!writer_here(w))
-		return;
-	pthread_mutex_lock(&w->lock);
-	target = w->pushed;
-	while (w->written < target)
-		pthread_cond_wait(&w->room, &w->lock);
-	pthread_mutex_unlock(&w->lock);
-}
-
-void log_writer_stop(struct logging *lg)
-{
-	struct log_writer *w = &lg->writer;
-	struct log_chunk *c, *next;
-
-	if (!w->inited)
-		return;
-	if (writer_here(w)) {
+	if (!forked) {
 		pthread_mutex_lock(&w->lock);
 		w->stop = true;
 		pthread_cond_signal(&w->work);
 		pthread_mutex_unlock(&w->lock);
 		pthread_join(w->thread, NULL);
+		pthread_cond_destroy(&w->work);
+		pthread_mutex_destroy(&w->lock);
 	}
-	if (!lock_usable(w)) {
-		/* A forked child: the parent's thread, locks and chunks are not its own. */
-		w->inited = false;
-		return;
-	}
+	log_text_fini(&w->text);
 	w->running = false;
-	for (c = w->spare; c; c = next) {
-		next = c->next;
-		free(c);
+}
+
+enum xdm_status log_writers_start(struct logging *lg, unsigned int n)
+{
+	enum xdm_status st;
+	unsigned int i;
+
+	if (lg->sink.kind == LOG_SINK_NULL)
+		return XDM_OK;
+	lg->writers = calloc(n, sizeof(*lg->writers));
+	if (!lg->writers)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: no memory for its writers");
+	for (i = 0; i < n; i++) {
+		st = writer_init(lg, &lg->writers[i]);
+		if (st)
+			goto err;
 	}
-	w->spare = NULL;
-	pthread_cond_destroy(&w->room);
-	pthread_cond_destroy(&w->work);
-	pthread_mutex_destroy(&w->lock);
-	w->inited = false;
+	lg->nwriters = n;
+	return XDM_OK;
+
+err:
+	while (i-- > 0)
+		writer_fini(&lg->writers[i], false);
+	free(lg->writers);
+	lg->writers = NULL;
+	return st;
+}
+
+void log_writers_stop(struct logging *lg)
+{
+	bool forked = log_forked(lg);
+
+	for (unsigned int i = 0; i < lg->nwriters; i++)
+		writer_fini(&lg->writers[i], forked);
+	free(lg->writers);
+	lg->writers = NULL;
+	lg->nwriters = 0;
 }

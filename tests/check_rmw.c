@@ -235,6 +235,24 @@ START_TEST(a_full_stack_pair_makes_two)
 }
 END_TEST
 
+/*
+ * The logging adaptor: a row is a record in the thread's own ring,
+ * published with a release store.  The ring is far from half full after
+ * the warm-up (whose rows the writer may or may not have taken yet), so
+ * the measured pair never wakes the writer.
+ */
+START_TEST(a_logged_pair_adds_none)
+{
+	char stack[128];
+
+	snprintf(stack, sizeof(stack), "logging path=/tmp/check_rmw-%d.csv buffer=1M | pool | host",
+		 (int)getpid());
+	expect_pair(stack, 4096, 2);
+	snprintf(stack, sizeof(stack), "/tmp/check_rmw-%d.csv", (int)getpid());
+	unlink(stack);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("rmw");
@@ -244,6 +262,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, the_arena_lock_is_seen);
 	tcase_add_test(tc, a_pool_pair_makes_two);
 	tcase_add_test(tc, a_full_stack_pair_makes_two);
+	tcase_add_test(tc, a_logged_pair_adds_none);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

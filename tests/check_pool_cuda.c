@@ -234,7 +234,8 @@ END_TEST
 START_TEST(moved_chunk_waits_for_the_old_streams_kernel)
 {
 	for (int u = 0; u < N_UPSTREAMS; u++) {
-		struct xdm_runtime *rt = runtime("chunk=1M", upstreams[u]);
+		/* No thread cache: the freed block must reach its arena to idle the chunk. */
+		struct xdm_runtime *rt = runtime("chunk=1M tcache=0", upstreams[u]);
 		struct xdm_block a, b;
 		uint64_t before;
 

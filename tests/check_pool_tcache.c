@@ -77,7 +77,7 @@ START_TEST(a_pair_is_served_by_the_cache)
 	 * cache, so the counts are checked against what it held after it.
 	 */
 	for (unsigned int k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-		struct xdm_block a, b;
+		struct xdm_block a, b, c;
 		uint64_t ahead;
 
 		TU_OK(xdm_allocate(rt, sizes[k], 0, "a", &a));
@@ -91,6 +91,11 @@ START_TEST(a_pair_is_served_by_the_cache)
 		ck_assert_uint_eq(POOL(rt, "thread_cached"), ahead);
 		ck_assert_uint_eq(POOL(rt, "in_use"), sizes[k]);
 		assert_balanced(rt);
+		/* Its list now empty, the same size again comes from the arena. */
+		TU_OK(xdm_allocate(rt, sizes[k], 0, "c", &c));
+		ck_assert_uint_ne(c.ptr, b.ptr);
+		assert_balanced(rt);
+		TU_OK(xdm_deallocate(rt, &c));
 		TU_OK(xdm_deallocate(rt, &b));
 	}
 	finish(rt);

@@ -337,18 +337,19 @@ uint64_t pool_tc_get(struct pool *p, unsigned int i, uint64_t size)
 	/* A cache exists only for an arena that does: the caller makes it. */
 	if (!a || !(ta = cache_of(p, i)))
 		return 0;
-	bin = size <= p->params.small_max ? class_bin(p, ta, size) : large_find(ta, size);
-	if (bin && bin->n) {
-		pool_sub(&ta->bytes, size);
-		bin->used = ++ta->clock;
-		return bin->ptr[--bin->n];
+	if (size > p->params.small_max) {
+		/* Large sizes are not fetched ahead: the next request may be any size. */
+		bin = large_find(ta, size);
+		if (!bin || !bin->n)
+			return large_take(p, ta, a, size);
+	} else {
+		bin = class_bin(p, ta, size);
+		if (!bin->n)
+			return bin->cap ? refill(p, ta, a, bin) : 0;
 	}
-	/* Large sizes are not fetched ahead: the next request may be any size. */
-	if (!bin)
-		return large_take(p, ta, a, size);
-	if (!bin->cap)
-		return 0;
-	return refill(p, ta, a, bin);
+	pool_sub(&ta->bytes, size);
+	bin->used = ++ta->clock;
+	return bin->ptr[--bin->n];
 }
 
 bool pool_tc_put(struct pool *p, unsigned int i, uint64_t ptr, uint64_t size)

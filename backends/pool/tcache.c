@@ -30,10 +30,10 @@
  * half a list of the blocks the arena's own class cache holds.  Whatever a
  * cache gives back is merged at once.
  *
- * Measured on the GPU machine (BENCHMARKS.md, "Latency per pair"): a
- * bound of 2M per stream, which random sizes pass all the time, made the
- * random workload 23 ns slower per operation than no cache, since each
- * halving sends blocks back that are then cut again; at 16M it is even.
+ * Measured on the H100 (DESIGN-NOTES.md, "Thread caches"): a bound of 2M
+ * per stream, which random sizes pass all the time, made the random
+ * workload 23 ns slower per operation than no cache, since what a cache
+ * gives back is then cut again; at 16M it is even.
  *
  * A cache goes back to its arenas when its thread exits (the key's
  * destructor), before its thread makes the arena grow, and whenever the

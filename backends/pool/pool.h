@@ -138,7 +138,8 @@ struct pool_tcache {
 	struct pool *pool;
 	struct pool_tcache *prev, *next;	/* the pool's list, under tc_lock */
 	uint64_t epoch;			/* the pool's tc_epoch when it last drained */
-	struct pool_tc_arena *arena[POOL_ARENAS];
+	/* Written by the owner only, read by counters under tc_lock. */
+	struct pool_tc_arena *_Atomic arena[POOL_ARENAS];
 };
 
 /* When a pool over a granular upstream gives whole free granules back. */
@@ -391,6 +392,12 @@ static inline bool pool_tc_takes(const struct pool *p, uint64_t size)
 	return size <= p->params.tcache;
 }
 
+/* A thread's cache of arena i, or NULL; a plain load for its owner. */
+static inline struct pool_tc_arena *pool_tc_arena_of(struct pool_tcache *tc, unsigned int i)
+{
+	return atomic_load_explicit(&tc->arena[i], memory_order_acquire);
+}
+
 /*
  * The hits, inline in the pool's two calls: a small size whose list is
  * ready.  Everything else (a first call, a trim since the last, a large
@@ -405,7 +412,7 @@ static inline struct pool_tc_bin *pool_tc_hit_bin(struct pool *p, unsigned int i
 		return NULL;
 	tc = pthread_getspecific(p->tc_key);
 	if (!tc || tc->epoch != atomic_load_explicit(&p->tc_epoch, memory_order_relaxed) ||
-	    !(*ta = tc->arena[i]))
+	    !(*ta = pool_tc_arena_of(tc, i)))
 		return NULL;
 	return &(*ta)->bins[POOL_TC_LARGE + pool_class(p, size)];
 }

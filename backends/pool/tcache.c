@@ -132,8 +132,8 @@ static void arena_halve(struct pool *p, struct pool_tc_arena *ta, struct pool_ar
 static void cache_drain(struct pool *p, struct pool_tcache *tc)
 {
 	for (unsigned int i = 0; i < POOL_ARENAS; i++)
-		if (tc->arena[i])
-			arena_drain(p, tc->arena[i], i);
+		if (pool_tc_arena_of(tc, i))
+			arena_drain(p, pool_tc_arena_of(tc, i), i);
 }
 
 /* ---- a thread's cache: made on first use, gone at exit -------------------- */
@@ -141,7 +141,7 @@ static void cache_drain(struct pool *p, struct pool_tcache *tc)
 static void cache_free(struct pool_tcache *tc)
 {
 	for (unsigned int i = 0; i < POOL_ARENAS; i++)
-		free(tc->arena[i]);
+		free(pool_tc_arena_of(tc, i));
 	free(tc);
 }
 
@@ -201,7 +201,8 @@ static struct pool_tc_arena *arena_new(struct pool *p, struct pool_tcache *tc, u
 		bin->size = p->class_size[c];
 		bin->cap = (uint32_t)(fit < POOL_TC_CAP ? fit : POOL_TC_CAP);
 	}
-	tc->arena[i] = ta;
+	/* Published whole: the counters read it from other threads. */
+	atomic_store_explicit(&tc->arena[i], ta, memory_order_release);
 	return ta;
 }
 
@@ -221,9 +222,9 @@ static struct pool_tc_arena *cache_of(struct pool *p, unsigned int i)
 		cache_drain(p, tc);
 		tc->epoch = epoch;
 	}
-	if (__builtin_expect(!tc->arena[i], 0))
+	if (__builtin_expect(!pool_tc_arena_of(tc, i), 0))
 		return arena_new(p, tc, i);
-	return tc->arena[i];
+	return pool_tc_arena_of(tc, i);
 }
 
 /* ---- lists ------------------------------------------------------------------ */
@@ -380,8 +381,8 @@ void pool_tc_flush_arena(struct pool *p, unsigned int i)
 	if (!p->params.tcache)
 		return;
 	tc = pthread_getspecific(p->tc_key);
-	if (tc && tc->arena[i])
-		arena_drain(p, tc->arena[i], i);
+	if (tc && pool_tc_arena_of(tc, i))
+		arena_drain(p, pool_tc_arena_of(tc, i), i);
 }
 
 void pool_tc_flush_all(struct pool *p)
@@ -413,8 +414,8 @@ uint64_t pool_tc_bytes(struct pool *p, int arena)
 		for (unsigned int i = 0; i < POOL_ARENAS; i++) {
 			if (arena >= 0 && i != (unsigned int)arena)
 				continue;
-			if (tc->arena[i])
-				sum += load(&tc->arena[i]->bytes);
+			if (pool_tc_arena_of(tc, i))
+				sum += load(&pool_tc_arena_of(tc, i)->bytes);
 		}
 	}
 	pthread_mutex_unlock(&p->tc_lock);

@@ -40,8 +40,9 @@
  * pool is trimmed (a trim bumps the pool's epoch; each thread flushes its
  * cache at its next allocation or free, and the trimming thread at once).
  * A thread that stays idle keeps its cache until then: at most `tcache`
- * bytes per arena it used.  No thread may exit while its runtime is torn
- * down (as no call may run then): fini frees every cache.
+ * bytes per arena it used.  fini frees every cache under tc_lock, which a
+ * thread's exit holds for its whole drain (cache_exit); lock order: tc_lock,
+ * then an arena's lock.
  */
 #include "config.h"
 
@@ -145,14 +146,20 @@ static void cache_free(struct pool_tcache *tc)
 	free(tc);
 }
 
-/* The key's destructor: the thread exits, its blocks go back. */
+/*
+ * The key's destructor: the thread exits, its blocks go back.  All of it
+ * under tc_lock, which fini takes too: a thread whose exit is still
+ * running when its runtime is torn down (a join that returns before the
+ * thread's destructors ran, as Python's does) is then either done before
+ * fini frees the caches, or finds its key deleted and is never called.
+ */
 static void cache_exit(void *arg)
 {
 	struct pool_tcache *tc = arg;
 	struct pool *p = tc->pool;
 
-	cache_drain(p, tc);
 	pthread_mutex_lock(&p->tc_lock);
+	cache_drain(p, tc);
 	if (tc->prev)
 		tc->prev->next = tc->next;
 	else
@@ -448,12 +455,14 @@ void pool_tc_fini(struct pool *p)
 
 	if (!p->params.tcache)
 		return;
+	pthread_mutex_lock(&p->tc_lock);
 	pthread_key_delete(p->tc_key);
 	for (tc = p->tcaches; tc; tc = next) {
 		next = tc->next;
 		cache_free(tc);
 	}
 	p->tcaches = NULL;
+	pthread_mutex_unlock(&p->tc_lock);
 	pthread_mutex_destroy(&p->tc_lock);
 	p->params.tcache = 0;
 }

@@ -103,9 +103,13 @@ enum xdm_status xdm_counters_init(struct xdm_counters *c)
 
 /*
  * No destructor starts once the key is deleted, so every record still in
- * use belongs to a thread that will never hand it over.  A thread inside
- * the destructor at this moment would race: destroying a runtime while
- * threads that used it exit is the caller's error (xdm_runtime_destroy).
+ * use belongs to a thread that will never hand it over.  The records are
+ * freed under threads_lock, which a destructor holds for all its work: a
+ * thread whose exit was still running (a join can return before the
+ * thread's destructors ran, as Python's does) has then finished first.  A
+ * destructor that starts and has not yet taken the lock when the runtime
+ * is freed would still race: destroying a runtime while threads that used
+ * it exit is the caller's error (xdm_runtime_destroy).
  */
 void xdm_counters_fini(struct xdm_counters *c)
 {
@@ -113,12 +117,14 @@ void xdm_counters_fini(struct xdm_counters *c)
 
 	if (!c->made)
 		return;
+	pthread_mutex_lock(&c->threads_lock);
 	pthread_key_delete(c->key);
 	for (t = atomic_load_explicit(&c->threads, memory_order_acquire); t; t = next) {
 		next = t->next;
 		free(t);
 	}
 	atomic_store_explicit(&c->threads, NULL, memory_order_relaxed);
+	pthread_mutex_unlock(&c->threads_lock);
 	pthread_mutex_destroy(&c->threads_lock);
 	c->made = false;
 }

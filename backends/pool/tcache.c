@@ -132,9 +132,12 @@ static void arena_halve(struct pool *p, struct pool_tc_arena *ta, struct pool_ar
 
 static void cache_drain(struct pool *p, struct pool_tcache *tc)
 {
-	for (unsigned int i = 0; i < POOL_ARENAS; i++)
-		if (pool_tc_arena_of(tc, i))
-			arena_drain(p, pool_tc_arena_of(tc, i), i);
+	for (unsigned int i = 0; i < POOL_ARENAS; i++) {
+		struct pool_tc_arena *ta = pool_tc_arena_of(tc, i);
+
+		if (ta)
+			arena_drain(p, ta, i);
+	}
 }
 
 /* ---- a thread's cache: made on first use, gone at exit -------------------- */
@@ -222,6 +225,7 @@ static struct pool_tc_arena *cache_of(struct pool *p, unsigned int i)
 {
 	struct pool_tcache *tc = pthread_getspecific(p->tc_key);
 	uint64_t epoch = atomic_load_explicit(&p->tc_epoch, memory_order_relaxed);
+	struct pool_tc_arena *ta;
 
 	if (__builtin_expect(!tc, 0) && !(tc = cache_new(p)))
 		return NULL;
@@ -229,9 +233,8 @@ static struct pool_tc_arena *cache_of(struct pool *p, unsigned int i)
 		cache_drain(p, tc);
 		tc->epoch = epoch;
 	}
-	if (__builtin_expect(!pool_tc_arena_of(tc, i), 0))
-		return arena_new(p, tc, i);
-	return pool_tc_arena_of(tc, i);
+	ta = pool_tc_arena_of(tc, i);
+	return __builtin_expect(ta != NULL, 1) ? ta : arena_new(p, tc, i);
 }
 
 /* ---- lists ------------------------------------------------------------------ */
@@ -384,12 +387,13 @@ bool pool_tc_put(struct pool *p, unsigned int i, uint64_t ptr, uint64_t size)
 void pool_tc_flush_arena(struct pool *p, unsigned int i)
 {
 	struct pool_tcache *tc;
+	struct pool_tc_arena *ta;
 
 	if (!p->params.tcache)
 		return;
 	tc = pthread_getspecific(p->tc_key);
-	if (tc && pool_tc_arena_of(tc, i))
-		arena_drain(p, pool_tc_arena_of(tc, i), i);
+	if (tc && (ta = pool_tc_arena_of(tc, i)))
+		arena_drain(p, ta, i);
 }
 
 void pool_tc_flush_all(struct pool *p)
@@ -412,17 +416,19 @@ void pool_tc_flush_all(struct pool *p)
 
 uint64_t pool_tc_bytes(struct pool *p, int arena)
 {
+	unsigned int first = arena < 0 ? 0 : (unsigned int)arena;
+	unsigned int end = arena < 0 ? POOL_ARENAS : first + 1;
 	uint64_t sum = 0;
 
 	if (!p->params.tcache)
 		return 0;
 	pthread_mutex_lock(&p->tc_lock);
 	for (struct pool_tcache *tc = p->tcaches; tc; tc = tc->next) {
-		for (unsigned int i = 0; i < POOL_ARENAS; i++) {
-			if (arena >= 0 && i != (unsigned int)arena)
-				continue;
-			if (pool_tc_arena_of(tc, i))
-				sum += load(&pool_tc_arena_of(tc, i)->bytes);
+		for (unsigned int i = first; i < end; i++) {
+			struct pool_tc_arena *ta = pool_tc_arena_of(tc, i);
+
+			if (ta)
+				sum += load(&ta->bytes);
 		}
 	}
 	pthread_mutex_unlock(&p->tc_lock);

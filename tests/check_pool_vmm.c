@@ -55,19 +55,48 @@ static void sync_all(struct xdm_runtime *rt)
 }
 
 /*
+ * The trimmer is an actor of its own: quiescence includes it.  A write of
+ * 0 to trim_ms returns once no pass is running, so what is read after it
+ * and a synchronize cannot move; the period is written back afterwards.
+ */
+static uint64_t pause_trimmer(struct xdm_runtime *rt)
+{
+	uint64_t ms = POOL(rt, "trim_ms");
+
+	if (ms)
+		TU_OK(xdm_layer_attr_store(rt, POOL_LAYER, "trim_ms", "0"));
+	return ms;
+}
+
+static void resume_trimmer(struct xdm_runtime *rt, uint64_t ms)
+{
+	char text[32];
+
+	if (!ms)
+		return;
+	snprintf(text, sizeof(text), "%" PRIu64, ms);
+	TU_OK(xdm_layer_attr_store(rt, POOL_LAYER, "trim_ms", text));
+	ck_assert_uint_eq(POOL(rt, "trim_ms"), ms);
+}
+
+/*
  * At quiescence: the pool's pieces add up to what it reserved, and what it
  * reserved is what the backend has mapped once its releases have run.
  */
 static void expect_consistent(struct xdm_runtime *rt)
 {
+	uint64_t ms = pause_trimmer(rt);
+
 	sync_all(rt);
 	ck_assert_uint_eq(POOL(rt, "in_use") + POOL(rt, "free_bytes"), POOL(rt, "reserved"));
 	ck_assert_uint_eq(VMM(rt, "releasing"), 0);
 	ck_assert_uint_eq(VMM(rt, "mapped"), POOL(rt, "reserved"));
+	resume_trimmer(rt, ms);
 }
 
 static void finish(struct xdm_runtime *rt)
 {
+	pause_trimmer(rt);
 	/* A reap alone gives nothing back over a virtual-memory upstream. */
 	ck_assert_uint_eq(POOL(rt, "reserved"), POOL(rt, "in_use") + POOL(rt, "free_bytes"));
 	TU_OK(xdm_reap_pending(rt));
@@ -309,8 +338,50 @@ START_TEST(the_trimmer_gives_memory_back_with_no_call)
 	}
 	ck_assert_uint_eq(POOL(rt, "reserved"), 0);
 	ck_assert_uint_eq(POOL(rt, "given_back"), 4096 * KIB);
+	pause_trimmer(rt);
 	sync_all(rt);
 	ck_assert_uint_eq(VMM(rt, "mapped"), 0);
+	finish(rt);
+}
+END_TEST
+
+/*
+ * trim_ms is a knob: 0 stops the trimmer, a period starts it, even on a
+ * pool that had none; anything else is EINVAL and changes nothing.
+ */
+START_TEST(trim_ms_starts_and_stops_the_trimmer)
+{
+	static const char *const bad[] = { "", "soon", "-1", "10ms", " 5", "1.5",
+					   "99999999999999999999999" };
+	struct xdm_runtime *rt = vmm_runtime("release=trim trim_ms=0");
+	struct xdm_block big;
+	int waited = 0;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(xdm_layer_attr_store(rt, POOL_LAYER, "trim_ms", bad[i]),
+				 XDM_E_INVALID);
+		ck_assert_uint_eq(POOL(rt, "trim_ms"), 0);
+	}
+	alloc(rt, 4096 * KIB, &big);
+	TU_OK(xdm_deallocate(rt, &big));
+	/* No trimmer: the free memory stays, however long one waits. */
+	ck_assert_uint_eq(POOL(rt, "reserved"), 4096 * KIB);
+	TU_OK(xdm_layer_attr_store(rt, POOL_LAYER, "trim_ms", "20\n"));
+	ck_assert_uint_eq(POOL(rt, "trim_ms"), 20);
+	/* A safety net, not a timing: the trimmer now runs every 20 ms. */
+	while (POOL(rt, "reserved") && waited < TU_PATIENCE_MS) {
+		tu_sleep_ms(10);
+		waited += 10;
+	}
+	ck_assert_uint_eq(POOL(rt, "reserved"), 0);
+	/* Stopped: a write of 0 returns with no pass running. */
+	TU_OK(xdm_layer_attr_store(rt, POOL_LAYER, "trim_ms", "0"));
+	ck_assert_uint_eq(POOL(rt, "trim_ms"), 0);
+	alloc(rt, 4096 * KIB, &big);
+	TU_OK(xdm_deallocate(rt, &big));
+	sync_all(rt);
+	ck_assert_uint_eq(POOL(rt, "reserved"), 4096 * KIB);
+	ck_assert_uint_eq(VMM(rt, "mapped"), 4096 * KIB);
 	finish(rt);
 }
 END_TEST
@@ -457,6 +528,7 @@ static Suite *pool_vmm_suite(void)
 	tcase_add_test(tc, release_free_gives_back_on_the_free);
 	tcase_add_test(tc, trim_leaves_exactly_the_granules_in_use);
 	tcase_add_test(tc, the_trimmer_gives_memory_back_with_no_call);
+	tcase_add_test(tc, trim_ms_starts_and_stops_the_trimmer);
 	tcase_add_test(tc, churn_release_grow_keeps_data_and_counters);
 	tcase_add_test(tc, churn_release_free_keeps_data_and_counters);
 	tcase_add_test(tc, churn_beside_the_trimmer_keeps_data_and_counters);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pool.h"
@@ -117,7 +118,7 @@ SHOW(small_max, p->params.small_max)
 SHOW(granule, p->granule)
 SHOW(given_back, load(&p->given_back))
 SHOW(joins, load(&p->joins))
-SHOW(trim_ms, p->params.trim_ms)
+SHOW(trim_ms, load(&p->params.trim_ms))
 SHOW(split, p->split)
 
 /* Writing 0 starts a new peak from what is reserved now. */
@@ -208,6 +209,31 @@ static int stream_free_show(struct xdm_layer *self, char *buf, size_t len)
 	return (int)used;
 }
 
+/*
+ * A new period for the trimmer, in milliseconds; 0 stops it.  Over any
+ * upstream: a pool over plain device memory may be given a trimmer too
+ * (it then hands back idle chunks).
+ */
+static int trim_ms_store(struct xdm_layer *self, const char *buf, size_t len)
+{
+	char text[32], *end;
+	unsigned long long v;
+
+	if (len == 0 || len >= sizeof(text) || memchr(buf, '\0', len))
+		return -EINVAL;
+	memcpy(text, buf, len);
+	text[len] = '\0';
+	if (len && text[len - 1] == '\n')
+		text[len - 1] = '\0';
+	if (text[0] < '0' || text[0] > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno || *end || end == text)
+		return -EINVAL;
+	return pool_trimmer_set(pool_of(self), v);
+}
+
 static int trim_store(struct xdm_layer *self, const char *buf, size_t len)
 {
 	if (!is_word(buf, len, "1"))
@@ -258,8 +284,8 @@ const struct xdm_attr pool_attrs[] = {
 	  given_back_show, NULL },
 	{ "joins", 0444, "chunks joined to a neighbour in the address space so far", joins_show,
 	  NULL },
-	{ "trim_ms", 0444, "milliseconds between the trimmer's passes; 0: no trimmer",
-	  trim_ms_show, NULL },
+	{ "trim_ms", 0644, "milliseconds between the trimmer's passes; 0: no trimmer (a write "
+	  "stops it, and starts it again at the new period)", trim_ms_show, trim_ms_store },
 	{ "split", 0444, "blocks up to this size live in chunks apart from larger ones, bytes; "
 	  "0: no split", split_show, NULL },
 	{ .name = NULL },

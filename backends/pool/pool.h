@@ -162,7 +162,8 @@ struct pool_params {
 	uint64_t small_max;		/* classes and caches up to here */
 	bool doubling;			/* growth=double */
 	enum pool_release release;	/* over a granular upstream: when to give back */
-	uint64_t trim_ms;		/* the trimmer's period; 0: no trimmer */
+	/* The trimmer's period; 0: no trimmer.  The trim_ms attribute stores it. */
+	_Atomic uint64_t trim_ms;
 	uint64_t split;			/* small-block arenas up to this size; 0: none */
 	uint64_t tcache;		/* bytes a thread caches per arena; 0: no caches */
 };
@@ -198,6 +199,8 @@ struct pool {
 	bool trimmer_running;
 	bool trimmer_stop;		/* under trim_lock */
 	pthread_mutex_t trim_lock;
+	/* Serialises writes of trim_ms: each stops the thread and starts it again. */
+	pthread_mutex_t trim_knob;
 	pthread_cond_t trim_wake;
 	/* Each thread's cache (tcache.c), when params.tcache is set. */
 	pthread_key_t tc_key;
@@ -370,6 +373,7 @@ struct pool_arena *pool_arena_get(struct pool *p, unsigned int i);
 
 enum xdm_status pool_trimmer_start(struct pool *p);
 void pool_trimmer_stop(struct pool *p);
+int pool_trimmer_set(struct pool *p, uint64_t ms);
 
 /* ---- tcache.c: each thread's cache in front of the arenas -------------------- */
 

@@ -51,7 +51,9 @@ struct xdm_config {
 	char *text;			/* the text that was parsed, for display */
 	char *module_dir;		/* NULL if not set */
 	char *mount;			/* NULL if not set */
-	char **platforms;		/* in order of preference */
+	char **platforms;		/* names, in order of preference */
+	/* The same entries with their parameters ("host devices=2"), file positions kept. */
+	struct xdm_conf_layer *platform_specs;
 	size_t nplatforms;
 	unsigned int platform_line, platform_col;
 	uint32_t streams;		/* stream pool size; default 16 */
@@ -86,6 +88,14 @@ const char *xdm_config_embedded(void);
 enum xdm_status xdm_config_parse_stack(const char *source, const char *spec,
 				       struct xdm_conf_stack *out);
 void xdm_conf_stack_free(struct xdm_conf_stack *stack);
+
+/*
+ * Replace cfg's platform list with list, in the syntax of the platform key
+ * ("host devices=2, cuda"); errors name source:1:COL.  On error cfg is
+ * untouched.
+ */
+enum xdm_status xdm_config_set_platforms(struct xdm_config *cfg, const char *source,
+					 const char *list);
 
 /*
  * The section for ordinal: an exact [device N] first, else [device *], else

@@ -404,46 +404,6 @@ bad:
 	return fail(p, v, end - v, "streams must be an integer in 1..%d", XDM_MAX_STREAMS);
 }
 
-/* platform: module names separated by commas, in order of preference. */
-static enum xdm_status parse_platforms(struct parser *p, size_t v, size_t end)
-{
-	struct xdm_config *cfg = p->cfg;
-	const char *b = p->ll.buf;
-	size_t i = v, comma = v;
-
-	for (;;) {
-		void *bigger;
-		size_t e;
-
-		i = skip_blanks(b, i, end);
-		e = run_end(b, i, end, ",");
-		if (e == i)
-			return fail(p, i < end ? i : comma, 1, "empty platform name in the list");
-		if (!is_name(b + i, e - i))
-			return fail(p, i, e - i, "invalid platform name (a module name: letters, "
-				    "digits and '_', starting with a letter)");
-		for (size_t k = 0; k < cfg->nplatforms; k++)
-			if (strlen(cfg->platforms[k]) == e - i &&
-			    !memcmp(cfg->platforms[k], b + i, e - i))
-				return fail(p, i, e - i, "platform named twice in the list");
-		bigger = grow(cfg->platforms, cfg->nplatforms, sizeof(*cfg->platforms));
-		if (!bigger)
-			return no_memory(p->source);
-		cfg->platforms = bigger;
-		cfg->platforms[cfg->nplatforms] = strndup(b + i, e - i);
-		if (!cfg->platforms[cfg->nplatforms])
-			return no_memory(p->source);
-		cfg->nplatforms++;
-		i = skip_blanks(b, e, end);
-		if (i == end)
-			return XDM_OK;
-		if (b[i] != ',')
-			return fail(p, i, run_end(b, i, end, ",") - i,
-				    "expected ',' between platform names");
-		comma = i++;
-	}
-}
-
 /* ---- stack specs -------------------------------------------------------- */
 
 static void free_layer(struct xdm_conf_layer *l)
@@ -467,19 +427,26 @@ void xdm_conf_stack_free(struct xdm_conf_stack *stack)
 	stack->nlayers = 0;
 }
 
-/* One key=value after a module name, at b[*i]; *i moves past it. */
-static enum xdm_status parse_param(struct parser *p, size_t *i, size_t end,
+/*
+ * One key=value after a module name, at b[*i]; *i moves past it.  stop is
+ * the character that ends the layer: '|' in a stack, ',' in a platform list.
+ */
+static enum xdm_status parse_param(struct parser *p, size_t *i, size_t end, const char *stop,
 				   struct xdm_conf_layer *l)
 {
 	const char *b = p->ll.buf;
-	size_t k = *i, ke = run_end(b, k, end, "|="), after;
+	char key_stop[4] = { stop[0], '=', '\0' };
+	size_t k = *i, ke = run_end(b, k, end, key_stop), after;
 	struct xdm_conf_param *prm;
 	enum xdm_status st;
 	char *value;
 	void *bigger;
 
 	if (ke == k)
-		return fail(p, k, run_end(b, k, end, "|") - k, "parameter has no name before '='");
+		return fail(p, k, run_end(b, k, end, stop) - k, "parameter has no name before '='");
+	if ((ke == end || b[ke] != '=') && stop[0] == ',')
+		return fail(p, k, ke - k, "expected ',' between platform names, or a key=value "
+			    "parameter of the platform");
 	if (ke == end || b[ke] != '=')
 		return fail(p, k, ke - k, "expected a key=value parameter");
 	if (!is_word(b + k, ke - k))
@@ -488,14 +455,14 @@ static enum xdm_status parse_param(struct parser *p, size_t *i, size_t end,
 	for (size_t j = 0; j < l->nparams; j++)
 		if (strlen(l->params[j].key) == ke - k && !memcmp(l->params[j].key, b + k, ke - k))
 			return fail(p, k, ke - k, "parameter given twice in one layer");
-	if (ke + 1 == end || is_blank(b[ke + 1]) || b[ke + 1] == '|')
+	if (ke + 1 == end || is_blank(b[ke + 1]) || b[ke + 1] == stop[0])
 		return fail(p, k, ke + 1 - k, "empty value for the parameter");
-	st = parse_value(p, ke + 1, end, "|", &after, &value);
+	st = parse_value(p, ke + 1, end, stop, &after, &value);
 	if (st)
 		return st;
-	if (after < end && !is_blank(b[after]) && b[after] != '|') {
+	if (after < end && !is_blank(b[after]) && b[after] != stop[0]) {
 		free(value);
-		return fail(p, after, run_end(b, after, end, "|") - after,
+		return fail(p, after, run_end(b, after, end, stop) - after,
 			    "junk after the closing quote");
 	}
 	bigger = grow(l->params, l->nparams, sizeof(*l->params));
@@ -517,12 +484,12 @@ static enum xdm_status parse_param(struct parser *p, size_t *i, size_t end,
 	return XDM_OK;
 }
 
-/* One layer, a module name and its parameters, at b[*i] up to '|' or end. */
-static enum xdm_status parse_layer(struct parser *p, size_t *i, size_t end,
+/* One module name and its parameters, at b[*i] up to stop (a one-character string) or end. */
+static enum xdm_status parse_layer(struct parser *p, size_t *i, size_t end, const char *stop,
 				   struct xdm_conf_layer *l)
 {
 	const char *b = p->ll.buf;
-	size_t n = *i, ne = run_end(b, n, end, "|");
+	size_t n = *i, ne = run_end(b, n, end, stop);
 	enum xdm_status st;
 
 	if (memchr(b + n, '=', ne - n))
@@ -535,8 +502,8 @@ static enum xdm_status parse_layer(struct parser *p, size_t *i, size_t end,
 		return no_memory(p->source);
 	position(&p->ll, n, &l->line, &l->col);
 	*i = skip_blanks(b, ne, end);
-	while (*i < end && b[*i] != '|') {
-		st = parse_param(p, i, end, l);
+	while (*i < end && b[*i] != stop[0]) {
+		st = parse_param(p, i, end, stop, l);
 		if (st)
 			return st;
 		*i = skip_blanks(b, *i, end);
@@ -566,7 +533,7 @@ static enum xdm_status parse_stack_at(struct parser *p, size_t i, size_t end,
 			goto fail;
 		}
 		memset(&layer, 0, sizeof(layer));
-		rc = parse_layer(p, &i, end, &layer);
+		rc = parse_layer(p, &i, end, "|", &layer);
 		if (rc)
 			goto fail_layer;
 		bigger = grow(st.layers, st.nlayers, sizeof(*st.layers));
@@ -588,6 +555,60 @@ fail_layer:
 fail:
 	xdm_conf_stack_free(&st);
 	return rc;
+}
+
+/*
+ * platform: entries separated by commas, in order of preference; each is a
+ * module name and its parameters, as a layer of a stack is
+ * ("cuda, host devices=2 memory=8G").
+ */
+static enum xdm_status parse_platforms(struct parser *p, size_t v, size_t end)
+{
+	struct xdm_config *cfg = p->cfg;
+	const char *b = p->ll.buf;
+	size_t i = v, comma = v;
+
+	for (;;) {
+		struct xdm_conf_layer entry = { 0 };
+		enum xdm_status st;
+		void *bigger;
+		size_t e;
+
+		i = skip_blanks(b, i, end);
+		e = run_end(b, i, end, ",");
+		if (e == i)
+			return fail(p, i < end ? i : comma, 1, "empty platform name in the list");
+		if (!is_name(b + i, e - i))
+			return fail(p, i, e - i, "invalid platform name (a module name: letters, "
+				    "digits and '_', starting with a letter)");
+		for (size_t k = 0; k < cfg->nplatforms; k++)
+			if (strlen(cfg->platforms[k]) == e - i &&
+			    !memcmp(cfg->platforms[k], b + i, e - i))
+				return fail(p, i, e - i, "platform named twice in the list");
+		st = parse_layer(p, &i, end, ",", &entry);
+		if (st)
+			goto fail_entry;
+		st = no_memory(p->source);
+		bigger = grow(cfg->platforms, cfg->nplatforms, sizeof(*cfg->platforms));
+		if (!bigger)
+			goto fail_entry;
+		cfg->platforms = bigger;
+		bigger = grow(cfg->platform_specs, cfg->nplatforms, sizeof(*cfg->platform_specs));
+		if (!bigger)
+			goto fail_entry;
+		cfg->platform_specs = bigger;
+		cfg->platforms[cfg->nplatforms] = strdup(entry.module);
+		if (!cfg->platforms[cfg->nplatforms])
+			goto fail_entry;
+		cfg->platform_specs[cfg->nplatforms++] = entry;
+		if (i == end)
+			return XDM_OK;
+		comma = i++;
+		continue;
+fail_entry:
+		free_layer(&entry);
+		return st;
+	}
 }
 
 /* ---- lines -------------------------------------------------------------- */
@@ -813,18 +834,33 @@ static enum xdm_status apply_defaults(struct xdm_config *cfg)
 	if (cfg->nplatforms)
 		return XDM_OK;
 	cfg->platforms = calloc(2, sizeof(*cfg->platforms));
-	if (!cfg->platforms)
+	cfg->platform_specs = calloc(2, sizeof(*cfg->platform_specs));
+	if (!cfg->platforms || !cfg->platform_specs)
 		return no_memory(cfg->source);
 	for (size_t i = 0; i < 2; i++) {
 		cfg->platforms[i] = strdup(platforms[i]);
-		if (!cfg->platforms[i])
-			return no_memory(cfg->source);
+		cfg->platform_specs[i].module = strdup(platforms[i]);
 		cfg->nplatforms++;
+		if (!cfg->platforms[i] || !cfg->platform_specs[i].module)
+			return no_memory(cfg->source);
 	}
 	return XDM_OK;
 }
 
 /* ---- the interface of config.h ------------------------------------------ */
+
+static void free_platforms(struct xdm_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nplatforms; i++) {
+		free(cfg->platforms[i]);
+		free_layer(&cfg->platform_specs[i]);
+	}
+	free(cfg->platforms);
+	free(cfg->platform_specs);
+	cfg->platforms = NULL;
+	cfg->platform_specs = NULL;
+	cfg->nplatforms = 0;
+}
 
 void xdm_config_free(struct xdm_config *cfg)
 {
@@ -833,9 +869,7 @@ void xdm_config_free(struct xdm_config *cfg)
 	for (size_t i = 0; i < cfg->ndevices; i++)
 		xdm_conf_stack_free(&cfg->devices[i].stack);
 	free(cfg->devices);
-	for (size_t i = 0; i < cfg->nplatforms; i++)
-		free(cfg->platforms[i]);
-	free(cfg->platforms);
+	free_platforms(cfg);
 	free(cfg->mount);
 	free(cfg->module_dir);
 	free(cfg->text);
@@ -926,6 +960,46 @@ enum xdm_status xdm_config_parse_stack(const char *source, const char *spec,
 	while (end && is_blank(p.ll.buf[end - 1]))
 		end--;
 	st = parse_stack_at(&p, 0, end, out);
+out:
+	parser_fini(&p);
+	return st;
+}
+
+enum xdm_status xdm_config_set_platforms(struct xdm_config *cfg, const char *source,
+					 const char *list)
+{
+	struct xdm_config parsed = { .source = (char *)source };
+	struct parser p;
+	enum xdm_status st;
+	size_t end;
+
+	if (!cfg || !source || !list)
+		return xdm_error_set(XDM_E_INVALID, "xdm_config_set_platforms: NULL argument");
+	st = parser_init(&p, source, list);
+	if (st)
+		return st;
+	p.cfg = &parsed;
+	if (!next_line(&p)) {
+		st = fail_at(source, 1, 1, list, 0, "empty platform name in the list");
+		goto out;
+	}
+	st = only_blank_after(&p);
+	if (st)
+		goto out;
+	end = p.ll.len;
+	while (end && is_blank(p.ll.buf[end - 1]))
+		end--;
+	st = parse_platforms(&p, 0, end);
+	if (st) {
+		free_platforms(&parsed);
+		goto out;
+	}
+	free_platforms(cfg);
+	cfg->platforms = parsed.platforms;
+	cfg->platform_specs = parsed.platform_specs;
+	cfg->nplatforms = parsed.nplatforms;
+	cfg->platform_line = 1;
+	cfg->platform_col = 1;
 out:
 	parser_fini(&p);
 	return st;

@@ -26,20 +26,21 @@ struct stack_source {
 };
 
 static enum xdm_status init_platform(struct xdm_runtime *rt, const struct xdm_config *cfg,
-				     const char *name)
+				     const struct xdm_conf_layer *spec, const char *source)
 {
 	struct xdm_module_table *t = &xdm_table()->modules;
 	const struct xdm_module_rec *mod;
 	struct xdm_layer *p = &rt->platform;
 	enum xdm_status st;
 
-	st = xdm_modules_resolve(t, name, XDM_KIND_BIT(XDM_KIND_PLATFORM), cfg->module_dir, &mod);
+	st = xdm_modules_resolve(t, spec->module, XDM_KIND_BIT(XDM_KIND_PLATFORM), cfg->module_dir,
+				 &mod);
 	if (st)
 		return st;
 	p->mod = mod;
 	p->ops = &mod->ops;
 	p->rt = rt;
-	st = xdm_params_build(mod, NULL, cfg->source, 0, &p->params);
+	st = xdm_params_build(mod, spec, source, 0, &p->params);
 	if (st)
 		goto fail;
 	if (p->ops->init) {
@@ -66,32 +67,54 @@ fail:
  * The first platform that initializes wins.  With one candidate its own
  * error stands; with several, the error lists why each one failed.
  */
-static enum xdm_status choose_platform(struct xdm_runtime *rt, const struct xdm_config *cfg,
-				       const char *platform)
+static enum xdm_status try_platforms(struct xdm_runtime *rt, const struct xdm_config *cfg,
+				     const struct xdm_config *list, const char *source)
 {
 	char reasons[sizeof(((struct xdm_error *)0)->message)] = "";
-	size_t n = platform ? 1 : cfg->nplatforms;
 	enum xdm_status st = XDM_E_NO_DEVICE;
 
-	if (n == 0)
-		return xdm_error_set(XDM_E_CONFIG, "%s: no platform is configured", cfg->source);
-	for (size_t i = 0; i < n; i++) {
-		const char *name = platform ? platform : cfg->platforms[i];
+	if (list->nplatforms == 0)
+		return xdm_error_set(XDM_E_CONFIG, "%s: no platform is configured", source);
+	for (size_t i = 0; i < list->nplatforms; i++) {
 		size_t used = strlen(reasons);
 
-		st = init_platform(rt, cfg, name);
+		st = init_platform(rt, cfg, &list->platform_specs[i], source);
 		if (st == XDM_OK)
 			return XDM_OK;
-		snprintf(reasons + used, sizeof(reasons) - used, "%s%s: %s", used ? "; " : "", name,
-			 xdm_last_error_message());
+		snprintf(reasons + used, sizeof(reasons) - used, "%s%s: %s", used ? "; " : "",
+			 list->platforms[i], xdm_last_error_message());
 	}
-	if (n == 1) {
-		if (!platform)
-			xdm_error_locate(cfg->source, cfg->platform_line, cfg->platform_col);
+	if (list->nplatforms == 1) {
+		/* A parameter's error already names its own line and column. */
+		if (list == cfg && strncmp(xdm_last_error_message(), source, strlen(source)))
+			xdm_error_locate(source, list->platform_line, list->platform_col);
 		return st;
 	}
 	return xdm_error_set(XDM_E_NO_DEVICE, "no platform could serve device %u (%s)",
 			     rt->ordinal, reasons);
+}
+
+/*
+ * The file's platform list, or the one a caller named: a list in the
+ * syntax of the platform key ("host devices=2"), its errors located in
+ * "<platform>".
+ */
+static enum xdm_status choose_platform(struct xdm_runtime *rt, const struct xdm_config *cfg,
+				       const char *platform)
+{
+	struct xdm_config *named;
+	enum xdm_status st;
+
+	if (!platform)
+		return try_platforms(rt, cfg, cfg, cfg->source);
+	named = calloc(1, sizeof(*named));
+	if (!named)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of memory");
+	st = xdm_config_set_platforms(named, "<platform>", platform);
+	if (st == XDM_OK)
+		st = try_platforms(rt, cfg, named, "<platform>");
+	xdm_config_free(named);
+	return st;
 }
 
 static enum xdm_status pick_stack(struct xdm_runtime *rt, const struct xdm_config *cfg,

@@ -143,6 +143,50 @@ START_TEST(test_globals)
 }
 END_TEST
 
+START_TEST(test_platform_parameters)
+{
+	struct xdm_config *cfg = parse_ok("platform = host devices=3 memory=\"8G\" , cuda\n");
+	const struct xdm_conf_layer *h = &cfg->platform_specs[0];
+
+	ck_assert_uint_eq(cfg->nplatforms, 2);
+	ck_assert_str_eq(cfg->platforms[0], "host");
+	ck_assert_str_eq(cfg->platforms[1], "cuda");
+	ck_assert_str_eq(h->module, "host");
+	ck_assert_uint_eq(h->line, 1);
+	ck_assert_uint_eq(h->col, 12);
+	ck_assert_uint_eq(h->nparams, 2);
+	assert_param(h, 0, "devices", "3", 1, 17);
+	assert_param(h, 1, "memory", "8G", 1, 27);
+	ck_assert_str_eq(cfg->platform_specs[1].module, "cuda");
+	ck_assert_uint_eq(cfg->platform_specs[1].nparams, 0);
+	xdm_config_free(cfg);
+
+	parse_err("platform = host devices=\n", 1, 17, "devices=", "empty value");
+	parse_err("platform = host devices=2 devices=3\n", 1, 27, "devices",
+		  "given twice");
+	parse_err("platform = host =2\n", 1, 17, "=2", "no name");
+	parse_err("platform = host devices=2,\n", 1, 26, ",", "empty platform");
+}
+END_TEST
+
+/* A named platform list (xdm_runtime_create's argument) replaces the file's, or nothing. */
+START_TEST(test_platform_list_of_a_caller)
+{
+	struct xdm_config *cfg = parse_ok("platform = cuda\n");
+
+	ck_assert_int_eq(xdm_config_set_platforms(cfg, "<platform>", "host devices="),
+			 XDM_E_CONFIG);
+	ck_assert_ptr_nonnull(strstr(msg(), "<platform>:1:6: "));
+	ck_assert_uint_eq(cfg->nplatforms, 1);
+	ck_assert_str_eq(cfg->platforms[0], "cuda");
+	ck_assert_int_eq(xdm_config_set_platforms(cfg, "<platform>", "host devices=2"), XDM_OK);
+	ck_assert_uint_eq(cfg->nplatforms, 1);
+	ck_assert_str_eq(cfg->platform_specs[0].module, "host");
+	assert_param(&cfg->platform_specs[0], 0, "devices", "2", 1, 6);
+	xdm_config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_comments_blank_lines_crlf)
 {
 	struct xdm_config *cfg = parse_ok("# a comment\r\n"
@@ -881,6 +925,8 @@ static Suite *config_suite(void)
 
 	tcase_add_test(good, test_empty_text_gets_defaults);
 	tcase_add_test(good, test_globals);
+	tcase_add_test(good, test_platform_parameters);
+	tcase_add_test(good, test_platform_list_of_a_caller);
 	tcase_add_test(good, test_comments_blank_lines_crlf);
 	tcase_add_test(good, test_full_example);
 	tcase_add_test(good, test_stack_params_and_spacing);

@@ -25,6 +25,9 @@ static void check_shape(const struct xdm_config *cfg, const char *text)
 	FUZZ_ASSERT(cfg->nplatforms >= 1, "no platform");
 	for (size_t i = 0; i < cfg->nplatforms; i++) {
 		FUZZ_ASSERT(cfg->platforms[i] && *cfg->platforms[i], "platform %zu", i);
+		FUZZ_ASSERT(cfg->platform_specs[i].module &&
+			    !strcmp(cfg->platform_specs[i].module, cfg->platforms[i]),
+			    "platform %zu's entry", i);
 		for (size_t k = 0; k < i; k++)
 			FUZZ_ASSERT(strcmp(cfg->platforms[i], cfg->platforms[k]),
 				    "platform '%s' twice", cfg->platforms[i]);
@@ -66,8 +69,11 @@ static void write_config(struct text *t, const struct xdm_config *cfg)
 	}
 	text_puts(t, "platform = ");
 	for (size_t i = 0; i < cfg->nplatforms; i++) {
+		/* An entry is written as a one-layer stack: name, then key="value". */
+		struct xdm_conf_stack entry = { &cfg->platform_specs[i], 1 };
+
 		text_puts(t, i ? ", " : "");
-		text_puts(t, cfg->platforms[i]);
+		text_stack(t, &entry);
 	}
 	snprintf(num, sizeof(num), "\nstreams = %u\n", cfg->streams);
 	text_puts(t, num);
@@ -97,9 +103,13 @@ static bool config_eq(const struct xdm_config *a, const struct xdm_config *b)
 	    a->streams != b->streams || a->nplatforms != b->nplatforms ||
 	    a->ndevices != b->ndevices)
 		return false;
-	for (size_t i = 0; i < a->nplatforms; i++)
-		if (strcmp(a->platforms[i], b->platforms[i]))
+	for (size_t i = 0; i < a->nplatforms; i++) {
+		struct xdm_conf_stack x = { &a->platform_specs[i], 1 };
+		struct xdm_conf_stack y = { &b->platform_specs[i], 1 };
+
+		if (strcmp(a->platforms[i], b->platforms[i]) || !stack_eq(&x, &y))
 			return false;
+	}
 	for (size_t i = 0; i < a->ndevices; i++) {
 		const struct xdm_conf_device *x = &a->devices[i], *y = &b->devices[i];
 

@@ -203,9 +203,15 @@ XDM_HIDDEN void xdm_event_pool_fini(struct xdm_runtime *rt);
 
 /* ---- live-block registry (registry.c) -------------------------------- */
 
+/*
+ * A recorded use: an event of a stream.  rt is NULL for the block's own
+ * runtime; a peer use (work of another device, xdm_finish_peer_use) names
+ * the runtime whose stream recorded it and whose pool the event goes back to.
+ */
 struct xdm_use_event {
 	void *event;
 	xdm_stream_id stream;
+	struct xdm_runtime *rt;
 };
 
 #define XDM_INLINE_READS 4
@@ -298,6 +304,17 @@ XDM_HIDDEN bool xdm_registry_with_generation(struct xdm_registry *reg, xdm_gener
  * hand the events back to the pool. */
 XDM_HIDDEN enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struct xdm_block *b,
 					     struct xdm_use_track *uses);
+/* Hand one recorded use's event back to the runtime it came from. */
+XDM_HIDDEN void xdm_use_put(struct xdm_runtime *rt, const struct xdm_use_event *use);
+/* A use of owner's block on a stream of user, another device's runtime. */
+XDM_HIDDEN enum xdm_status xdm_track_peer_prepare(struct xdm_runtime *owner,
+						  struct xdm_block_id id,
+						  struct xdm_runtime *user, xdm_stream_id stream,
+						  enum xdm_access access);
+XDM_HIDDEN enum xdm_status xdm_track_peer_finish(struct xdm_runtime *owner,
+						 struct xdm_block_id id,
+						 struct xdm_runtime *user, xdm_stream_id stream,
+						 enum xdm_access access);
 
 static inline bool xdm_use_track_empty(const struct xdm_use_track *t)
 {
@@ -307,10 +324,11 @@ static inline bool xdm_use_track_empty(const struct xdm_use_track *t)
 /* True if a use of the block was recorded on a stream other than its own. */
 static inline bool xdm_use_track_crosses(const struct xdm_use_track *t, xdm_stream_id own)
 {
-	if (t->has_write && t->last_write.stream != own)
+	/* A peer use is on another device's stream: always a crossing. */
+	if (t->has_write && (t->last_write.stream != own || t->last_write.rt))
 		return true;
 	for (uint32_t i = 0; i < t->nreads; i++)
-		if (t->reads[i].stream != own)
+		if (t->reads[i].stream != own || t->reads[i].rt)
 			return true;
 	return false;
 }
@@ -350,6 +368,11 @@ struct xdm_runtime {
 	struct xdm_registry registry;
 	struct xdm_counters counters;
 	struct xdm_block_index tree_index;
+	/*
+	 * Events of this runtime held in blocks of other runtimes (peer uses):
+	 * it may not be destroyed while any is, since their frees give them back here.
+	 */
+	_Atomic uint64_t peer_uses;
 };
 
 /* The front end that serves the tree as files (mount.c). */

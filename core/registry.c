@@ -245,9 +245,9 @@ void xdm_registry_fini(struct xdm_runtime *rt)
 				struct xdm_use_track *t = &e->track;
 
 				if (t->has_write)
-					xdm_event_put(rt, t->last_write.event);
+					xdm_use_put(rt, &t->last_write);
 				for (uint32_t r = 0; r < t->nreads; r++)
-					xdm_event_put(rt, t->reads[r].event);
+					xdm_use_put(rt, &t->reads[r]);
 			}
 			free_chain(shard->buckets[b], true);
 		}

@@ -16,6 +16,13 @@ static enum xdm_status null_runtime(const char *fn)
 	return xdm_error_set(XDM_E_INVALID, "%s: runtime is NULL", fn);
 }
 
+/* A block names its device: another device's runtime refuses it by that name. */
+static enum xdm_status other_device(struct xdm_runtime *rt, uint32_t ordinal, const char *fn)
+{
+	return xdm_error_set(XDM_E_INVALID, "%s: block of device %u given to the runtime of "
+			     "device %u", fn, ordinal, rt->ordinal);
+}
+
 enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
 			     const char *tag, struct xdm_block *out)
 {
@@ -109,9 +116,7 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 	if (!rt || !block)
 		return xdm_error_set(XDM_E_INVALID, "xdm_deallocate: NULL runtime or block");
 	if (block->ordinal != rt->ordinal)
-		return xdm_error_set(XDM_E_INVALID,
-				     "xdm_deallocate: block of device %u given to the runtime of "
-				     "device %u", block->ordinal, rt->ordinal);
+		return other_device(rt, block->ordinal, "xdm_deallocate");
 	if (!xdm_registry_take(&rt->registry, block->ptr, block->generation, &b, &uses))
 		return not_live(rt, "xdm_deallocate", block->ptr, block->generation);
 	xdm_count_free(&rt->counters, b.bytes);
@@ -149,6 +154,8 @@ enum xdm_status xdm_record_block_use(struct xdm_runtime *rt, const struct xdm_bl
 {
 	if (!rt || !block)
 		return xdm_error_set(XDM_E_INVALID, "xdm_record_block_use: NULL runtime or block");
+	if (block->ordinal != rt->ordinal)
+		return other_device(rt, block->ordinal, "xdm_record_block_use");
 	return xdm_up_record_block_use(&rt->layers[0], block, use_stream);
 }
 
@@ -157,6 +164,8 @@ enum xdm_status xdm_prepare_block_use(struct xdm_runtime *rt, struct xdm_block_i
 {
 	if (!rt)
 		return null_runtime("xdm_prepare_block_use");
+	if (id.ordinal != rt->ordinal)
+		return other_device(rt, id.ordinal, "xdm_prepare_block_use");
 	return xdm_up_prepare_block_use(&rt->layers[0], id, use_stream, access);
 }
 
@@ -165,7 +174,63 @@ enum xdm_status xdm_finish_block_use(struct xdm_runtime *rt, struct xdm_block_id
 {
 	if (!rt)
 		return null_runtime("xdm_finish_block_use");
+	if (id.ordinal != rt->ordinal)
+		return other_device(rt, id.ordinal, "xdm_finish_block_use");
 	return xdm_up_finish_block_use(&rt->layers[0], id, use_stream, access);
+}
+
+/*
+ * What a peer use needs: both runtimes, the block of the owner's device,
+ * one platform (a stream of one may wait on an event of the other), and an
+ * owner whose stack tracks uses (its frees are queued behind them).
+ */
+static enum xdm_status check_peer(struct xdm_runtime *owner, struct xdm_block_id id,
+				  struct xdm_runtime *user, const char *fn)
+{
+	if (!owner || !user)
+		return xdm_error_set(XDM_E_INVALID, "%s: NULL runtime", fn);
+	if (id.ordinal != owner->ordinal)
+		return xdm_error_set(XDM_E_INVALID,
+				     "%s: block of device %u given as a block of device %u", fn,
+				     id.ordinal, owner->ordinal);
+	if (user->platform.ops != owner->platform.ops)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED,
+				     "%s: device %u is served by platform '%s' and device %u by "
+				     "'%s': work of one cannot be ordered against the other", fn,
+				     owner->ordinal, owner->device.platform, user->ordinal,
+				     user->device.platform);
+	if (!xdm_supports_block_use_tracking(owner))
+		return xdm_error_set(XDM_E_NOT_SUPPORTED,
+				     "%s: the stack of device %u does not track block uses, so its "
+				     "frees cannot wait for another device's work", fn,
+				     owner->ordinal);
+	return XDM_OK;
+}
+
+enum xdm_status xdm_prepare_peer_use(struct xdm_runtime *owner, struct xdm_block_id id,
+				     struct xdm_runtime *user, xdm_stream_id user_stream,
+				     enum xdm_access access)
+{
+	enum xdm_status st = check_peer(owner, id, user, "xdm_prepare_peer_use");
+
+	if (st)
+		return st;
+	if (user == owner)
+		return xdm_prepare_block_use(owner, id, user_stream, access);
+	return xdm_track_peer_prepare(owner, id, user, user_stream, access);
+}
+
+enum xdm_status xdm_finish_peer_use(struct xdm_runtime *owner, struct xdm_block_id id,
+				    struct xdm_runtime *user, xdm_stream_id user_stream,
+				    enum xdm_access access)
+{
+	enum xdm_status st = check_peer(owner, id, user, "xdm_finish_peer_use");
+
+	if (st)
+		return st;
+	if (user == owner)
+		return xdm_finish_block_use(owner, id, user_stream, access);
+	return xdm_track_peer_finish(owner, id, user, user_stream, access);
 }
 
 enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
@@ -177,6 +242,8 @@ enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
 
 	if (!rt || !out)
 		return xdm_error_set(XDM_E_INVALID, "xdm_block_lookup: NULL runtime or result");
+	if (id.ordinal != rt->ordinal)
+		return other_device(rt, id.ordinal, "xdm_block_lookup");
 	shard = xdm_registry_shard(&rt->registry, id.ptr);
 	xdm_spin_lock(&shard->lock);
 	e = xdm_registry_find_locked(shard, id.ptr);

@@ -107,6 +107,13 @@ enum xdm_status xdm_runtime_destroy(struct xdm_runtime *rt)
 		return xdm_error_set(XDM_E_INVALID,
 				     "xdm_runtime_destroy: the runtime of device %u is the "
 				     "process singleton and lives until exit", rt->ordinal);
+	/* Their frees would hand the events back to a runtime that is gone. */
+	if (atomic_load_explicit(&rt->peer_uses, memory_order_acquire))
+		return xdm_error_set(XDM_E_INVALID,
+				     "xdm_runtime_destroy: %llu uses recorded on the streams of "
+				     "device %u are still kept by blocks of other devices; free "
+				     "those blocks first",
+				     (unsigned long long)atomic_load(&rt->peer_uses), rt->ordinal);
 	xdm_tree_unpublish(rt);
 	xdm_runtime_teardown(rt);
 	return XDM_OK;

@@ -12,6 +12,13 @@
  *
  * Backends whose frees are queued on the block's stream opt in by pointing
  * their tracking methods here.
+ *
+ * A peer use is work of another device's runtime (the user) on a block of
+ * this one (the owner): the waits are queued on the user's stream, the
+ * event comes from the user's pool and is recorded on its stream, and the
+ * owner keeps it with the block like any other use, naming the user, so
+ * that the free on the owner's stream waits for it (a stream may wait on an
+ * event of another device) and the event goes back to the user's pool.
  */
 #include "config.h"
 
@@ -19,18 +26,35 @@
 
 #include "core/internal.h"
 
-static enum xdm_status queue_wait(struct xdm_runtime *rt, xdm_stream_id waiter,
-				  const struct xdm_use_event *use)
+/* The runtime a use's event and stream belong to. */
+static struct xdm_runtime *use_rt(struct xdm_runtime *owner, const struct xdm_use_event *use)
+{
+	return use->rt ? use->rt : owner;
+}
+
+/* Make waiter, a stream of wrt, wait on a use of one of owner's blocks. */
+static enum xdm_status queue_wait(struct xdm_runtime *owner, struct xdm_runtime *wrt,
+				  xdm_stream_id waiter, const struct xdm_use_event *use)
 {
 	enum xdm_status st;
 
-	if (use->stream == waiter)
+	if (use_rt(owner, use) == wrt && use->stream == waiter)
 		return XDM_OK;
-	st = rt->platform.ops->stream_wait_event(&rt->platform, xdm_stream_native(rt, waiter),
-						 use->event);
+	st = wrt->platform.ops->stream_wait_event(&wrt->platform, xdm_stream_native(wrt, waiter),
+						  use->event);
 	if (st == XDM_OK)
-		atomic_fetch_add_explicit(&rt->counters.waits, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&wrt->counters.waits, 1, memory_order_relaxed);
 	return st;
+}
+
+void xdm_use_put(struct xdm_runtime *rt, const struct xdm_use_event *use)
+{
+	struct xdm_runtime *from = use_rt(rt, use);
+
+	xdm_stream_events_held(&from->streams, use->stream, -1);
+	xdm_event_put(from, use->event);
+	if (use->rt)
+		atomic_fetch_sub_explicit(&from->peer_uses, 1, memory_order_release);
 }
 
 static enum xdm_status check_use(struct xdm_runtime *rt, xdm_stream_id stream,
@@ -86,10 +110,8 @@ static void spend(struct spent_events *sp, const struct xdm_use_event *use)
 
 static void put_spent(struct xdm_runtime *rt, struct spent_events *sp)
 {
-	for (uint32_t i = 0; i < sp->n; i++) {
-		xdm_stream_events_held(&rt->streams, sp->use[i].stream, -1);
-		xdm_event_put(rt, sp->use[i].event);
-	}
+	for (uint32_t i = 0; i < sp->n; i++)
+		xdm_use_put(rt, &sp->use[i]);
 	sp->n = 0;
 }
 
@@ -112,62 +134,76 @@ static enum xdm_status order_after_owner(struct xdm_runtime *rt, struct xdm_reg_
 		return st;
 	atomic_fetch_add_explicit(&rt->counters.events, 1, memory_order_relaxed);
 	xdm_stream_events_held(&rt->streams, e->block.stream, 1);
-	e->track.last_write = (struct xdm_use_event){ event, e->block.stream };
+	e->track.last_write = (struct xdm_use_event){ event, e->block.stream, NULL };
 	e->track.has_write = true;
 	return XDM_OK;
 }
 
-enum xdm_status xdm_track_prepare(struct xdm_layer *self, struct xdm_block_id id,
-				  xdm_stream_id use_stream, enum xdm_access access)
+/* Queue on user's stream the waits an access to owner's block needs. */
+static enum xdm_status prepare_use(struct xdm_runtime *owner, struct xdm_block_id id,
+				   struct xdm_runtime *user, xdm_stream_id use_stream,
+				   enum xdm_access access)
 {
-	struct xdm_runtime *rt = self->rt;
 	struct xdm_reg_shard *shard;
 	struct xdm_reg_entry *e;
 	void *spare = NULL;
 	enum xdm_status st;
 
-	st = check_use(rt, use_stream, access);
+	st = check_use(user, use_stream, access);
 	if (st)
 		return st;
 relock:
-	e = lock_entry(rt, id, &shard);
+	e = lock_entry(owner, id, &shard);
 	if (!e) {
 		st = XDM_E_USE_AFTER_FREE;
 		goto out;
 	}
-	if (!e->track.has_write && use_stream != e->block.stream) {
+	if (!e->track.has_write && (user != owner || use_stream != e->block.stream)) {
 		if (!spare) {
 			/* Fetch an event without the lock, then look again. */
 			xdm_spin_unlock(&shard->lock);
-			st = xdm_event_get(rt, &spare);
+			st = xdm_event_get(owner, &spare);
 			if (st)
 				return st;
 			goto relock;
 		}
-		st = order_after_owner(rt, e, spare);
+		st = order_after_owner(owner, e, spare);
 		if (st)
 			goto unlock;
 		spare = NULL;
 	}
 	/* Reads and writes alike must follow the last write. */
 	if (e->track.has_write)
-		st = queue_wait(rt, use_stream, &e->track.last_write);
+		st = queue_wait(owner, user, use_stream, &e->track.last_write);
 	/* A writer must also follow every outstanding reader. */
 	for (uint32_t i = 0; st == XDM_OK && (access & XDM_ACCESS_WRITE) && i < e->track.nreads; i++)
-		st = queue_wait(rt, use_stream, &e->track.reads[i]);
+		st = queue_wait(owner, user, use_stream, &e->track.reads[i]);
 unlock:
 	xdm_spin_unlock(&shard->lock);
 out:
 	if (spare)
-		xdm_event_put(rt, spare);
+		xdm_event_put(owner, spare);
 	return st;
+}
+
+enum xdm_status xdm_track_prepare(struct xdm_layer *self, struct xdm_block_id id,
+				  xdm_stream_id use_stream, enum xdm_access access)
+{
+	return prepare_use(self->rt, id, self->rt, use_stream, access);
+}
+
+enum xdm_status xdm_track_peer_prepare(struct xdm_runtime *owner, struct xdm_block_id id,
+				       struct xdm_runtime *user, xdm_stream_id stream,
+				       enum xdm_access access)
+{
+	return prepare_use(owner, id, user, stream, access);
 }
 
 static bool add_read(struct xdm_use_track *t, const struct xdm_use_event *use,
 		     struct spent_events *sp)
 {
 	for (uint32_t i = 0; i < t->nreads; i++) {
-		if (t->reads[i].stream == use->stream) {
+		if (t->reads[i].stream == use->stream && t->reads[i].rt == use->rt) {
 			spend(sp, &t->reads[i]);
 			t->reads[i] = *use;
 			return true;
@@ -208,54 +244,65 @@ static void set_write(struct xdm_use_track *t, const struct xdm_use_event *use,
  * of one block on one stream then store their events in the order the stream
  * will reach them, so a later event never gets replaced by an earlier one.
  */
-static enum xdm_status record_use(struct xdm_runtime *rt, struct xdm_block_id id,
-				  xdm_stream_id use_stream, enum xdm_access access)
+static enum xdm_status record_use(struct xdm_runtime *owner, struct xdm_block_id id,
+				  struct xdm_runtime *user, xdm_stream_id use_stream,
+				  enum xdm_access access)
 {
-	struct xdm_use_event use = { .stream = use_stream };
+	struct xdm_use_event use = { .stream = use_stream, .rt = user == owner ? NULL : user };
 	struct spent_events sp = { .n = 0 };
 	struct xdm_reg_shard *shard;
 	struct xdm_reg_entry *e;
 	enum xdm_status st;
 
-	st = check_use(rt, use_stream, access);
+	st = check_use(user, use_stream, access);
 	if (st)
 		return st;
-	st = xdm_event_get(rt, &use.event);
+	st = xdm_event_get(user, &use.event);
 	if (st)
 		return st;
-	e = lock_entry(rt, id, &shard);
+	e = lock_entry(owner, id, &shard);
 	if (!e) {
 		st = XDM_E_USE_AFTER_FREE;
 		goto put;
 	}
-	st = rt->platform.ops->event_record(&rt->platform, use.event,
-					    xdm_stream_native(rt, use_stream));
+	st = user->platform.ops->event_record(&user->platform, use.event,
+					      xdm_stream_native(user, use_stream));
 	if (st) {
 		xdm_spin_unlock(&shard->lock);
 		goto put;
 	}
-	atomic_fetch_add_explicit(&rt->counters.events, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&user->counters.events, 1, memory_order_relaxed);
 	if (access & XDM_ACCESS_WRITE)
 		set_write(&e->track, &use, &sp);
 	else if (!add_read(&e->track, &use, &sp))
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of memory recording a read");
-	if (st == XDM_OK)
-		xdm_stream_events_held(&rt->streams, use_stream, 1);
+	if (st == XDM_OK) {
+		xdm_stream_events_held(&user->streams, use_stream, 1);
+		if (use.rt)
+			atomic_fetch_add_explicit(&user->peer_uses, 1, memory_order_relaxed);
+	}
 	xdm_spin_unlock(&shard->lock);
-	put_spent(rt, &sp);
+	put_spent(owner, &sp);
 	if (st)
 		goto put;
 	return XDM_OK;
 
 put:
-	xdm_event_put(rt, use.event);
+	xdm_event_put(user, use.event);
 	return st;
 }
 
 enum xdm_status xdm_track_finish(struct xdm_layer *self, struct xdm_block_id id,
 				 xdm_stream_id use_stream, enum xdm_access access)
 {
-	return record_use(self->rt, id, use_stream, access);
+	return record_use(self->rt, id, self->rt, use_stream, access);
+}
+
+enum xdm_status xdm_track_peer_finish(struct xdm_runtime *owner, struct xdm_block_id id,
+				      struct xdm_runtime *user, xdm_stream_id stream,
+				      enum xdm_access access)
+{
+	return record_use(owner, id, user, stream, access);
 }
 
 /* An untyped use: ordered like a read, so later writers and the free wait. */
@@ -264,7 +311,8 @@ enum xdm_status xdm_track_record(struct xdm_layer *self, const struct xdm_block 
 {
 	if (!block)
 		return xdm_error_set(XDM_E_INVALID, "record_block_use: block is NULL");
-	return record_use(self->rt, xdm_block_id_of(block), use_stream, XDM_ACCESS_READ);
+	return record_use(self->rt, xdm_block_id_of(block), self->rt, use_stream,
+			  XDM_ACCESS_READ);
 }
 
 bool xdm_track_supported(struct xdm_layer *self)
@@ -279,17 +327,15 @@ enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struct xdm_block
 
 	/* Queue every wait even if one fails: each is one more safe edge. */
 	if (t->has_write) {
-		st = queue_wait(rt, b->stream, &t->last_write);
-		xdm_stream_events_held(&rt->streams, t->last_write.stream, -1);
-		xdm_event_put(rt, t->last_write.event);
+		st = queue_wait(rt, rt, b->stream, &t->last_write);
+		xdm_use_put(rt, &t->last_write);
 		t->has_write = false;
 	}
 	for (uint32_t i = 0; i < t->nreads; i++) {
-		st2 = queue_wait(rt, b->stream, &t->reads[i]);
+		st2 = queue_wait(rt, rt, b->stream, &t->reads[i]);
 		if (st == XDM_OK)
 			st = st2;
-		xdm_stream_events_held(&rt->streams, t->reads[i].stream, -1);
-		xdm_event_put(rt, t->reads[i].event);
+		xdm_use_put(rt, &t->reads[i]);
 	}
 	t->nreads = 0;
 	return st;

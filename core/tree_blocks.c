@@ -127,10 +127,26 @@ struct block_view {
 	struct xdm_block block;
 	char tag[128];
 	bool has_write;
-	xdm_stream_id write_stream;
+	struct use_view {
+		xdm_stream_id stream;
+		uint32_t device;	/* a peer use's device; UINT32_MAX: the block's own */
+	} write, reads[XDM_MAX_STREAMS];
 	uint32_t nreads;
-	xdm_stream_id reads[XDM_MAX_STREAMS];
 };
+
+static struct use_view use_view_of(const struct xdm_use_event *u)
+{
+	return (struct use_view){ u->stream, u->rt ? u->rt->ordinal : UINT32_MAX };
+}
+
+/* A stream of the block's own runtime as its id; another device's as DEVICE:STREAM. */
+static void print_use(struct tree_buf *b, const struct use_view *u, bool first)
+{
+	if (u->device != UINT32_MAX)
+		tree_printf(b, first ? "%u:%u" : " %u:%u", u->device, u->stream);
+	else
+		tree_printf(b, first ? "%u" : " %u", u->stream);
+}
 
 static void copy_block(const struct xdm_reg_entry *e, void *arg)
 {
@@ -145,10 +161,10 @@ static void copy_block(const struct xdm_reg_entry *e, void *arg)
 	v->tag[i] = '\0';
 	v->block.tag = NULL;
 	v->has_write = e->track.has_write;
-	v->write_stream = e->track.last_write.stream;
+	v->write = use_view_of(&e->track.last_write);
 	v->nreads = 0;
 	for (uint32_t r = 0; r < e->track.nreads && r < XDM_MAX_STREAMS; r++)
-		v->reads[v->nreads++] = e->track.reads[r].stream;
+		v->reads[v->nreads++] = use_view_of(&e->track.reads[r]);
 }
 
 /* The view of pos's block, or -ENOENT once it has been freed. */
@@ -215,17 +231,19 @@ static void print_tag(const struct block_view *v, struct tree_buf *b)
 /* The stream of the last recorded write, or "none". */
 static void print_last_write(const struct block_view *v, struct tree_buf *b)
 {
-	if (v->has_write)
-		tree_printf(b, "%u\n", v->write_stream);
-	else
+	if (v->has_write) {
+		print_use(b, &v->write, true);
+		tree_printf(b, "\n");
+	} else {
 		tree_printf(b, "none\n");
+	}
 }
 
 /* The streams of the reads recorded since the last write, or "none". */
 static void print_reads(const struct block_view *v, struct tree_buf *b)
 {
 	for (uint32_t i = 0; i < v->nreads; i++)
-		tree_printf(b, i ? " %u" : "%u", v->reads[i]);
+		print_use(b, &v->reads[i], i == 0);
 	tree_printf(b, v->nreads ? "\n" : "none\n");
 }
 

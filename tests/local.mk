@@ -1,5 +1,6 @@
 # tests/: check suites of the core.  Each suite is its own program.
 core_tests = tests/check_errors tests/check_runtime tests/check_tracking tests/check_tree \
+	tests/check_devices \
 	tests/check_native
 check_PROGRAMS += $(core_tests)
 TESTS += $(core_tests)
@@ -10,6 +11,9 @@ tests_check_errors_LDADD = libxdm.la $(CHECK_LIBS)
 tests_check_runtime_SOURCES = tests/check_runtime.c
 tests_check_runtime_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_runtime_LDADD = libxdm.la $(CHECK_LIBS)
+tests_check_devices_SOURCES = tests/check_devices.c
+tests_check_devices_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_devices_LDADD = libxdm.la $(CHECK_LIBS)
 tests_check_tracking_SOURCES = tests/check_tracking.c
 tests_check_tracking_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_tracking_LDADD = libxdm.la $(CHECK_LIBS)

@@ -180,6 +180,24 @@ XDM_API enum xdm_status xdm_prepare_block_use(struct xdm_runtime *rt, struct xdm
 /* After the work is queued on use_stream: record its event. */
 XDM_API enum xdm_status xdm_finish_block_use(struct xdm_runtime *rt, struct xdm_block_id id,
 					     xdm_stream_id use_stream, enum xdm_access access);
+/*
+ * A use of owner's block by work of another device: user is that device's
+ * runtime and user_stream one of its streams.  prepare queues on
+ * user_stream the waits the access needs (the block's last write; for a
+ * write, its reads too); finish records the work's event, which later uses
+ * of the block on any device and its free wait for.  Whether the device
+ * can reach the memory at all is the backend's grant (peers=, xdm-cuda(7));
+ * these calls only order the work.  Both runtimes must be of one platform
+ * and the owner's stack must track uses (NOT_SUPPORTED otherwise).  While
+ * a block keeps such a use, user may not be destroyed (INVALID) until the
+ * block is freed.  user == owner is the plain prepare/finish_block_use.
+ */
+XDM_API enum xdm_status xdm_prepare_peer_use(struct xdm_runtime *owner, struct xdm_block_id id,
+					     struct xdm_runtime *user, xdm_stream_id user_stream,
+					     enum xdm_access access);
+XDM_API enum xdm_status xdm_finish_peer_use(struct xdm_runtime *owner, struct xdm_block_id id,
+					    struct xdm_runtime *user, xdm_stream_id user_stream,
+					    enum xdm_access access);
 /* Validate an id against the registry and copy the live block out. */
 XDM_API enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
 					 struct xdm_block *out);

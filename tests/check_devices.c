@@ -152,6 +152,43 @@ START_TEST(each_device_has_its_own_budget_and_one_device_shares_it)
 }
 END_TEST
 
+/*
+ * A key is a group's name, and a budget still one device's: the same key on
+ * two devices is refused, and %u in a key gives each device its own.
+ */
+START_TEST(one_key_is_one_device_and_percent_u_names_each)
+{
+	char stack[128], key[64], path[128];
+	struct xdm_runtime *a = NULL, *b = NULL, *rt = NULL;
+	struct xdm_device_info da, db;
+
+	snprintf(key, sizeof(key), "check-devices-%ld", (long)getpid());
+	snprintf(stack, sizeof(stack), "budget key=%s limit=1M | host", key);
+	a = make(DEV_A, stack);
+	ck_assert_int_eq(xdm_runtime_create(DEV_B, PLATFORM, stack, &rt), XDM_E_CONFIG);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "is the budget of device"));
+	ck_assert_ptr_null(rt);
+	TU_OK(xdm_runtime_destroy(a));
+
+	snprintf(stack, sizeof(stack), "budget key=%s-%%u limit=1M | host", key);
+	a = make(DEV_A, stack);
+	b = make(DEV_B, stack);
+	TU_OK(xdm_runtime_device(a, &da));
+	TU_OK(xdm_runtime_device(b, &db));
+	snprintf(path, sizeof(path), "/dev/shm/xdm-budget-%s-%s", key, da.uuid);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "/dev/shm/xdm-budget-%s-%s", key, db.uuid);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	TU_OK(xdm_runtime_destroy(b));
+	TU_OK(xdm_runtime_destroy(a));
+
+	/* A '%' that is neither %u nor %%: the config is wrong, and says where. */
+	ck_assert_int_eq(xdm_runtime_create(DEV_A, PLATFORM, "budget key=a%d | host", &rt),
+			 XDM_E_CONFIG);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "'%' must be followed"));
+}
+END_TEST
+
 /* ---- peer uses ------------------------------------------------------------------ */
 
 struct probe {
@@ -296,6 +333,7 @@ static Suite *devices_suite(void)
 	tcase_add_test(tc, the_config_gives_each_device_its_stack);
 	tcase_add_test(tc, a_block_of_another_device_is_a_typed_error);
 	tcase_add_test(tc, each_device_has_its_own_budget_and_one_device_shares_it);
+	tcase_add_test(tc, one_key_is_one_device_and_percent_u_names_each);
 	tcase_add_test(tc, the_free_waits_for_a_peer_write);
 	tcase_add_test(tc, an_owner_write_waits_for_a_peer_read);
 	tcase_add_test(tc, bad_peer_uses_are_typed_errors);

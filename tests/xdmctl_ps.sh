@@ -89,6 +89,8 @@ if '$tree' == 'yes':
 # ---- budget and --set ----------------------------------------------------
 "$ctl" budget "$key" >"$tmp/budget.txt" 2>&1 || fail "xdmctl budget exited $?"
 grep -q "limit *67108864" "$tmp/budget.txt" || fail "budget: $(cat "$tmp/budget.txt")"
+grep -q "device *686f7374-0000-4000-8000-000000000000" "$tmp/budget.txt" ||
+	fail "budget names no device: $(cat "$tmp/budget.txt")"
 grep -q "processes *3: 3 live, 0 stopped, 0 dead" "$tmp/budget.txt" ||
 	fail "budget: $(cat "$tmp/budget.txt")"
 # A unique start of the key names it too.
@@ -110,6 +112,8 @@ check "bad sizes change nothing" "assert b['limit'] == 32 * 2**20, b['limit']"
 check "--set 50%" "
 want = b['device_total'] * 50 // 100
 assert b['device_total'] > 0
+# The host platform's device 0: 'host' in hex, then the ordinal.
+assert b['device'] == '686f7374-0000-4000-8000-000000000000', b['device']
 assert abs(b['limit'] - want) <= 1, (b['limit'], want)
 s = json.load(open('$tmp/set.json'))
 assert s == {'key': '$key', 'limit_before': 32 * 2**20, 'limit': b['limit']}, s

@@ -62,6 +62,7 @@ static void print_text(const struct xdmctl_segment *seg)
 	printf("  remaining     %" PRIu64 "\n", seg->used < seg->limit ? seg->limit - seg->used : 0);
 	printf("  peak          %" PRIu64 "\n", seg->peak);
 	printf("  refusals      %" PRIu64 "\n", seg->refusals);
+	printf("  device        %s\n", seg->device_uuid);
 	printf("  device total  %" PRIu64 " (%s)\n", seg->device_total,
 	       xdmctl_human(seg->device_total, h, sizeof(h)));
 	printf("  processes     %zu: %u live, %u stopped, %u dead\n", seg->nprocs, states[0],

@@ -156,6 +156,8 @@ static void read_segment(int dirfd, const char *name, struct xdmctl_segment *seg
 	seg->peak = load(&s->peak);
 	seg->refusals = load(&s->refusals);
 	seg->device_total = s->device_total;
+	snprintf(seg->device_uuid, sizeof(seg->device_uuid), "%.*s",
+		 (int)strnlen(s->device_uuid, sizeof(s->device_uuid)), s->device_uuid);
 	seg->unsettled = atomic_load_explicit(&s->unsettled, memory_order_relaxed);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
 		seg->nprocs += read_proc(&s->slots[i], &seg->procs[seg->nprocs]);

@@ -39,6 +39,7 @@ struct xdmctl_segment {
 	/* Empty when the segment was read; otherwise why not, as a phrase. */
 	char unreadable[160];
 	uint64_t limit, used, peak, refusals, device_total;
+	char device_uuid[BUDGET_UUID_MAX];	/* the device whose budget it is */
 	uint32_t unsettled;
 	size_t nprocs;
 	struct xdmctl_proc procs[BUDGET_SLOTS];

@@ -63,6 +63,9 @@ void xdmctl_segment_json(FILE *f, const struct xdmctl_segment *seg, bool with_pr
 	json_u64(f, "remaining", seg->used < seg->limit ? seg->limit - seg->used : 0, true);
 	json_u64(f, "peak", seg->peak, true);
 	json_u64(f, "refusals", seg->refusals, true);
+	fputs("\"device\": ", f);
+	xdmctl_json_string(f, seg->device_uuid);
+	fputs(", ", f);
 	json_u64(f, "device_total", seg->device_total, true);
 	json_u64(f, "unsettled", seg->unsettled, true);
 	json_u64(f, "nprocesses", seg->nprocs, with_procs);

@@ -22,17 +22,43 @@
 
 /* ---- lifetime ------------------------------------------------------------ */
 
-/* The key names a file in /dev/shm: anything but [A-Za-z0-9_-] becomes '_'. */
+/*
+ * The key names a file in /dev/shm: "%u" stands for the device's UUID and
+ * "%%" for '%', so that one [device *] line gives every device a budget of
+ * its own; then anything but [A-Za-z0-9_-] becomes '_'.
+ */
 static enum xdm_status make_name(struct budget *b, const char *key)
 {
-	size_t len = strlen(key), pre = strlen(BUDGET_NAME_PREFIX);
+	size_t pre = strlen(BUDGET_NAME_PREFIX), len = 0;
+	char expanded[BUDGET_KEY_MAX + 1];
 
-	if (len == 0 || len > BUDGET_KEY_MAX)
+	for (const char *k = key; *k; k++) {
+		const char *piece = k;
+		size_t n = 1;
+
+		if (k[0] == '%' && k[1] == 'u') {
+			piece = b->uuid;
+			n = strlen(b->uuid);
+			k++;
+		} else if (k[0] == '%' && k[1] == '%') {
+			k++;
+		} else if (k[0] == '%') {
+			return xdm_error_set(XDM_E_CONFIG, "budget: in key '%s', '%%' must be "
+					     "followed by 'u' (the device's UUID) or '%%'", key);
+		}
+		if (len + n > BUDGET_KEY_MAX)
+			return xdm_error_set(XDM_E_CONFIG, "budget: key must be 1 to %d characters "
+					     "(after %%u is replaced), not '%s'", BUDGET_KEY_MAX,
+					     key);
+		memcpy(expanded + len, piece, n);
+		len += n;
+	}
+	if (len == 0)
 		return xdm_error_set(XDM_E_CONFIG, "budget: key must be 1 to %d characters",
 				     BUDGET_KEY_MAX);
 	memcpy(b->name, BUDGET_NAME_PREFIX, pre);
 	for (size_t i = 0; i < len; i++) {
-		char c = key[i];
+		char c = expanded[i];
 		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			  (c >= '0' && c <= '9') || c == '_' || c == '-';
 

@@ -115,6 +115,7 @@ static enum xdm_status create_segment(struct budget *b, int fd, struct budget_sh
 	s->nslots = BUDGET_SLOTS;
 	s->size = sizeof(*s);
 	s->device_total = b->device_total;
+	snprintf(s->device_uuid, sizeof(s->device_uuid), "%s", b->uuid);
 	budget_set_limit_locked(s, b->configured_limit);	/* nobody else can see it yet */
 	atomic_store_explicit(&s->magic, BUDGET_MAGIC, memory_order_release);
 	*out = s;
@@ -266,6 +267,17 @@ static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm 
 				     "xdm",
 				     b->name, s->version, s->nslots, s->size, BUDGET_LAYOUT_VERSION,
 				     BUDGET_SLOTS, sizeof(*s));
+		goto fail;
+	}
+	/* A budget is one device's: a key shared by two devices is a mistake. */
+	if (strncmp(s->device_uuid, b->uuid, sizeof(s->device_uuid))) {
+		st = xdm_error_set(XDM_E_CONFIG,
+				     "budget: the shared segment %s is the budget of device %.*s, "
+				     "and this runtime's device is %s: give each device its own "
+				     "key (%%u in a key stands for the device's UUID), or leave "
+				     "key unset", b->name, (int)strnlen(s->device_uuid,
+									sizeof(s->device_uuid)),
+				     s->device_uuid, b->uuid);
 		goto fail;
 	}
 	*out = s;

@@ -36,8 +36,11 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 #define BUDGET_MAGIC 0x78646d6275646731ull
 /* 2: a slot counts the changes its process begins and ends (begun, done),
  * the limit has its check word.  3: the header has the device's memory,
- * so that a limit given in % can be set from outside (xdmctl(1)). */
-#define BUDGET_LAYOUT_VERSION 3u
+ * so that a limit given in % can be set from outside (xdmctl(1)).  4: the
+ * header names its device's UUID, so that one key given to two devices is
+ * refused rather than made one budget of both. */
+#define BUDGET_LAYOUT_VERSION 4u
+#define BUDGET_UUID_MAX 40
 #define BUDGET_SLOTS 256u
 
 /*
@@ -76,6 +79,7 @@ struct budget_shm {
 	_Atomic uint64_t last_scan_ns;	/* CLOCK_MONOTONIC start of the latest */
 	uint64_t device_total;		/* bytes of the device's memory, by the creator:
 					 * the base of a limit given in % */
+	char device_uuid[BUDGET_UUID_MAX];	/* by the creator; NUL-terminated */
 
 	/* The allocation path's one shared cache line. */
 	alignas(64) _Atomic uint64_t used;

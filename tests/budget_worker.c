@@ -189,29 +189,72 @@ static int hold(struct xdm_runtime *rt, const char *bytes_text)
 	return xdm_deallocate(rt, &b) == XDM_OK ? 0 : 1;
 }
 
+/*
+ * "devices": the runtimes this process can make, one line each, "ORDINAL
+ * UUID", then "devices N": the ordinals as this process sees them (after
+ * CUDA_VISIBLE_DEVICES), and the physical device each one is.
+ */
+static int list_devices(const char *platform, const char *stack)
+{
+	uint32_t n = 0;
+
+	for (; n < XDM_MAX_DEVICES; n++) {
+		struct xdm_device_info info;
+		struct xdm_runtime *rt;
+		enum xdm_status st = xdm_runtime_create(n, platform, stack, &rt);
+
+		if (st == XDM_E_NO_DEVICE)
+			break;
+		if (st) {
+			fprintf(stderr, "budget_worker: device %u: %s\n", n,
+				xdm_last_error_message());
+			return BT_EXIT_RUNTIME;
+		}
+		st = xdm_runtime_device(rt, &info);
+		xdm_runtime_destroy(rt);
+		if (st)
+			return BT_EXIT_RUNTIME;
+		printf("%u %s\n", n, info.uuid);
+	}
+	printf("devices %u\n", n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	struct xdm_device_info info;
 	struct xdm_runtime *rt;
+	uint32_t ordinal = 0;
 	enum xdm_status st;
 	int rc;
 
+	if (argc == 4 && strcmp(argv[1], "devices") == 0)
+		return list_devices(argv[2], argv[3]);
 	if (argc < 5 || (strcmp(argv[1], "hold") != 0 && strcmp(argv[1], "churn") != 0) ||
+	    (strcmp(argv[1], "hold") == 0 && argc > 6) ||
 	    (strcmp(argv[1], "churn") == 0 && argc != 10)) {
-		fprintf(stderr, "usage: budget_worker hold PLATFORM STACK BYTES\n"
+		fprintf(stderr, "usage: budget_worker hold PLATFORM STACK BYTES [ORDINAL]\n"
 				"       budget_worker churn PLATFORM STACK LIMIT THREADS ROUNDS "
-				"OPS SEED MAXSIZE\n");
+				"OPS SEED MAXSIZE\n"
+				"       budget_worker devices PLATFORM STACK\n");
 		return BT_EXIT_USAGE;
 	}
-	st = xdm_runtime_create(0, argv[2], argv[3], &rt);
+	if (strcmp(argv[1], "hold") == 0 && argc == 6)
+		ordinal = (uint32_t)strtoul(argv[5], NULL, 10);
+	st = xdm_runtime_create(ordinal, argv[2], argv[3], &rt);
 	if (st) {
 		fprintf(stderr, "budget_worker: runtime '%s' on '%s': %s (%s)\n", argv[3], argv[2],
 			xdm_strerror(st), xdm_last_error_message());
 		return BT_EXIT_RUNTIME;
 	}
-	if (strcmp(argv[1], "hold") == 0)
+	if (strcmp(argv[1], "hold") == 0) {
+		/* Which physical device this ordinal is, for the tests of orders. */
+		if (argc == 6 && xdm_runtime_device(rt, &info) == XDM_OK)
+			printf("uuid %s\n", info.uuid);
 		rc = hold(rt, argv[4]);
-	else
+	} else {
 		rc = churn(rt, argv + 4);
+	}
 	xdm_runtime_destroy(rt);
 	return rc;
 }

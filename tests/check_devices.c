@@ -79,6 +79,43 @@ START_TEST(each_ordinal_has_its_own_device_and_directory)
 }
 END_TEST
 
+/* visible= orders host devices as CUDA_VISIBLE_DEVICES orders GPUs. */
+START_TEST(visible_maps_ordinals_to_devices)
+{
+	static const char *const bad[] = { "2,2", "5", "1,", ",1", "1;0", "x" };
+	struct xdm_runtime *rt = NULL;
+	struct xdm_device_info d0, d1, r0;
+	char platform[64];
+
+	rt = NULL;
+	TU_OK(xdm_runtime_create(0, "host devices=3", "host", &rt));
+	TU_OK(xdm_runtime_device(rt, &d0));
+	TU_OK(xdm_runtime_destroy(rt));
+	TU_OK(xdm_runtime_create(1, "host devices=3", "host", &rt));
+	TU_OK(xdm_runtime_device(rt, &d1));
+	TU_OK(xdm_runtime_destroy(rt));
+	TU_OK(xdm_runtime_create(0, "host devices=3 visible=\"1,0\"", "host", &rt));
+	TU_OK(xdm_runtime_device(rt, &r0));
+	ck_assert_str_eq(r0.uuid, d1.uuid);
+	TU_OK(xdm_runtime_destroy(rt));
+	TU_OK(xdm_runtime_create(1, "host devices=3 visible=\"1,0\"", "host", &rt));
+	TU_OK(xdm_runtime_device(rt, &r0));
+	ck_assert_str_eq(r0.uuid, d0.uuid);
+	TU_OK(xdm_runtime_destroy(rt));
+	/* Two visible devices: ordinal 2 is none, though devices=3. */
+	rt = NULL;
+	ck_assert_int_eq(xdm_runtime_create(2, "host devices=3 visible=\"1,0\"", "host", &rt),
+			 XDM_E_NO_DEVICE);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "visible=1,0"));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(platform, sizeof(platform), "host devices=3 visible=\"%s\"", bad[i]);
+		ck_assert_int_eq(xdm_runtime_create(0, platform, "host", &rt), XDM_E_CONFIG);
+		ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), bad[i]));
+		ck_assert_ptr_null(rt);
+	}
+}
+END_TEST
+
 /* The process's runtimes come from xdm.conf: one stack per [device] section. */
 START_TEST(the_config_gives_each_device_its_stack)
 {
@@ -330,6 +367,7 @@ static Suite *devices_suite(void)
 
 	tcase_set_timeout(tc, TU_TIMEOUT_S);
 	tcase_add_test(tc, each_ordinal_has_its_own_device_and_directory);
+	tcase_add_test(tc, visible_maps_ordinals_to_devices);
 	tcase_add_test(tc, the_config_gives_each_device_its_stack);
 	tcase_add_test(tc, a_block_of_another_device_is_a_typed_error);
 	tcase_add_test(tc, each_device_has_its_own_budget_and_one_device_shares_it);

@@ -93,6 +93,13 @@ EXTRA_DIST += doc/xdmctl-timeline.png
 # ps and budget against live processes; top in a real terminal (tmux).
 TESTS += tests/xdmctl_ps.sh tests/xdmctl_top.sh
 EXTRA_DIST += tests/xdmctl_ps.sh tests/xdmctl_top.sh tests/xdmctl_live_test.sh
+# One budget per physical device under any device order: host devices here,
+# two GPUs in devices_gpu.sh (a skip on fewer).
+TESTS += tests/devices_order.sh
+EXTRA_DIST += tests/devices_order.sh tests/devices_order_body.sh tests/devices_gpu.sh
+if HAVE_CUDA
+TESTS += tests/devices_gpu.sh
+endif
 # timeline: drawn from logs that tests/timeline_gen.py simulates, whose
 # true figures it knows without reading the CSV back.
 TESTS += tests/xdmctl_timeline.sh

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 
 struct host_platform {
 	uint32_t ordinal;
+	uint32_t device;		/* the host device it is: visible= maps ordinals */
 	uint64_t memory;		/* total_bytes of the device */
 	struct host_stream_set streams;	/* what a native handle may name */
 };
@@ -59,6 +61,53 @@ static enum xdm_status host_physical_memory(uint64_t *out)
 	return XDM_OK;
 }
 
+/*
+ * visible= is CUDA_VISIBLE_DEVICES for host devices: the devices this
+ * process sees, in its order ("1,0": ordinal 0 is device 1).  Each entry a
+ * device below devices=, none twice.  Unset: ordinal k is device k.
+ */
+static enum xdm_status host_visible_device(const char *visible, uint64_t devices,
+					   uint32_t ordinal, uint32_t *device)
+{
+	bool seen[XDM_MAX_DEVICES] = { false };
+	const char *p = visible;
+	uint32_t k = 0;
+
+	if (!visible) {
+		*device = ordinal;
+		return XDM_OK;
+	}
+	for (;;) {
+		char *end;
+		unsigned long v;
+
+		if (*p < '0' || *p > '9')
+			goto bad;
+		v = strtoul(p, &end, 10);
+		if (v >= devices || v >= XDM_MAX_DEVICES || seen[v])
+			goto bad;
+		seen[v] = true;
+		if (k++ == ordinal)
+			*device = (uint32_t)v;
+		if (*end == '\0')
+			break;
+		if (*end != ',')
+			goto bad;
+		p = end + 1;
+	}
+	if (ordinal >= k)
+		return xdm_error_set(XDM_E_NO_DEVICE,
+				     "host platform: there is no host device %" PRIu32
+				     ": visible=%s makes only ordinals below %" PRIu32,
+				     ordinal, visible, k);
+	return XDM_OK;
+bad:
+	return xdm_error_set(XDM_E_CONFIG,
+			     "host platform: visible must list host devices below devices=%"
+			     PRIu64 ", each once, separated by ',' (quote it in a platform list: "
+			     "visible=\"1,0\"), not '%s'", devices, visible);
+}
+
 static enum xdm_status host_platform_init(struct xdm_layer *self, const struct xdm_params *params)
 {
 	uint32_t ordinal = xdm_layer_ordinal(self);
@@ -66,12 +115,16 @@ static enum xdm_status host_platform_init(struct xdm_layer *self, const struct x
 	struct host_platform *p;
 	enum xdm_status st;
 	uint64_t memory = 0;
+	uint32_t device = 0;
 
 	if (ordinal >= devices)
 		return xdm_error_set(XDM_E_NO_DEVICE,
 				     "host platform: there is no host device %" PRIu32
 				     ": devices=%" PRIu64 " makes only ordinals below %" PRIu64,
 				     ordinal, devices, devices);
+	st = host_visible_device(xdm_params_string(params, "visible"), devices, ordinal, &device);
+	if (st)
+		return st;
 	if (xdm_params_has(params, "memory")) {
 		memory = xdm_params_size(params, "memory");
 		if (!memory)
@@ -89,6 +142,7 @@ static enum xdm_status host_platform_init(struct xdm_layer *self, const struct x
 				     "host platform: no memory for the state of device %" PRIu32,
 				     ordinal);
 	p->ordinal = ordinal;
+	p->device = device;
 	p->memory = memory;
 	host_stream_set_init(&p->streams);
 	xdm_layer_set_priv(self, p);
@@ -115,9 +169,9 @@ static enum xdm_status host_device_info(struct xdm_layer *self, struct xdm_devic
 	snprintf(out->name, sizeof(out->name), "host");
 	/* Fixed per ordinal, so that a budget keyed by UUID is shared by
 	 * every process using the same host device: "host" in hex, then the
-	 * ordinal. */
+	 * device (the ordinal, unless visible= reorders them). */
 	snprintf(out->uuid, sizeof(out->uuid), "686f7374-0000-4000-8000-%012" PRIx32,
-		 p->ordinal);
+		 p->device);
 	out->total_bytes = p->memory;
 	snprintf(out->platform, sizeof(out->platform), "host");
 	return XDM_OK;
@@ -301,6 +355,9 @@ static enum xdm_status host_op_memcpy_async(struct xdm_layer *self, uint64_t dst
 static const struct xdm_param_spec host_platform_params[] = {
 	{ "devices", XDM_PARAM_UINT, "1",
 	  "how many host devices exist; ordinals from this number on have none" },
+	{ "visible", XDM_PARAM_STRING, NULL,
+	  "the host devices this process sees, in its order, as CUDA_VISIBLE_DEVICES: "
+	  "\"1,0\" makes ordinal 0 device 1 (default: ordinal k is device k)" },
 	{ "memory", XDM_PARAM_SIZE, NULL,
 	  "total memory each host device reports (default: the machine's physical memory)" },
 	{ NULL },

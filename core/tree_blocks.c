@@ -161,7 +161,9 @@ static void copy_block(const struct xdm_reg_entry *e, void *arg)
 	v->tag[i] = '\0';
 	v->block.tag = NULL;
 	v->has_write = e->track.has_write;
-	v->write = use_view_of(&e->track.last_write);
+	/* Without a write, last_write is whatever the entry held before: not read. */
+	if (v->has_write)
+		v->write = use_view_of(&e->track.last_write);
 	v->nreads = 0;
 	for (uint32_t r = 0; r < e->track.nreads && r < XDM_MAX_STREAMS; r++)
 		v->reads[v->nreads++] = use_view_of(&e->track.reads[r]);

@@ -1157,6 +1157,25 @@ enum {
 	CHILD_DONE = 16,	/* it got to the end */
 };
 
+/* Where the forked child is, for the line its watchdog writes. */
+static const char *volatile child_step = "starting";
+
+/*
+ * A hang ends the child, saying at which step (async-signal-safe: write
+ * and _exit only), so that a failure seen once in CI can be placed.
+ */
+static void child_watchdog(int sig)
+{
+	static const char head[] = "check_fusefs: the forked child hung while ";
+	const char *step = child_step;
+
+	(void)sig;
+	if (write(STDERR_FILENO, head, sizeof(head) - 1) < 0 ||
+	    write(STDERR_FILENO, step, strlen(step)) < 0 || write(STDERR_FILENO, "\n", 1) < 0)
+		_exit(3);
+	_exit(3);
+}
+
 static int forked_child(const struct fx *fx, pid_t parent, const char *own_dir)
 {
 	char path[PATH_MAX], buf[64], want[32];
@@ -1164,10 +1183,10 @@ static int forked_child(const struct fx *fx, pid_t parent, const char *own_dir)
 	enum xdm_status s;
 	int result = 0;
 
-	/* A hang ends the child: SIGALRM's default action, not check's handler,
-	 * which would kill the whole test's process group. */
-	signal(SIGALRM, SIG_DFL);
+	/* Our handler, not check's, which would kill the whole test's process group. */
+	signal(SIGALRM, child_watchdog);
 	alarm(WATCHDOG_S / 2);
+	child_step = "reading the parent's pid through the parent's mount";
 	snprintf(path, sizeof(path), "%s/pid", fx->dir);
 	snprintf(want, sizeof(want), "%ld\n", (long)parent);
 	if (read_text(path, buf, sizeof(buf)) != 0 || strcmp(buf, want) != 0)
@@ -1176,6 +1195,7 @@ static int forked_child(const struct fx *fx, pid_t parent, const char *own_dir)
 		result |= CHILD_STILL_MOUNTED;
 
 	/* Its own copy of the runtime: may or may not serve (a GPU's won't). */
+	child_step = "allocating and freeing on its copy of the runtime";
 	s = xdm_allocate(fx->rt, 4096, 0, "child", &b);
 	if (s == XDM_OK)
 		s = xdm_deallocate(fx->rt, &b);
@@ -1183,15 +1203,18 @@ static int forked_child(const struct fx *fx, pid_t parent, const char *own_dir)
 		fx->v->name, xdm_strerror(s));
 
 	/* A tree of its own, which exit takes away. */
+	child_step = "mounting a tree of its own";
 	if (xdm_mount(own_dir) != XDM_OK) {
 		fprintf(stderr, "check_fusefs: the child's mount: %s\n", xdm_last_error_message());
 		result |= CHILD_OWN_MOUNT | CHILD_OWN_PID;
 	} else {
+		child_step = "reading its own pid through its own mount";
 		snprintf(path, sizeof(path), "%s/pid", own_dir);
 		snprintf(want, sizeof(want), "%ld\n", (long)getpid());
 		if (read_text(path, buf, sizeof(buf)) != 0 || strcmp(buf, want) != 0)
 			result |= CHILD_OWN_PID;
 	}
+	child_step = "sending its result";
 	return result | CHILD_DONE;
 }
 
@@ -1216,6 +1239,7 @@ static void fork_and_exit(struct fx *fx)
 		if (write(pipefd[1], &result, sizeof(result)) != sizeof(result))
 			_exit(2);
 		close(pipefd[1]);
+		child_step = "exiting (its atexit handler unmounts its tree)";
 		exit(0);	/* exit, not _exit: the atexit handlers run */
 	}
 

@@ -33,13 +33,15 @@ enum presence {
 	GPU,
 };
 
-static enum presence probe(void)
+/* What this machine has; with a GPU, *devices is how many the driver sees. */
+static enum presence probe_devices(int *devices)
 {
 	CUresult (*init)(unsigned int flags);
 	CUresult (*count)(int *n);
 	void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	int n = 0;
 
+	*devices = 0;
 	if (!dl)
 		return NO_DRIVER;
 	/* Neither has a versioned ABI, so dlsym by the plain name is right.
@@ -49,7 +51,15 @@ static enum presence probe(void)
 	ck_assert_msg(init && count, "libcuda.so.1 lacks cuInit or cuDeviceGetCount");
 	if (init(0) != CUDA_SUCCESS || count(&n) != CUDA_SUCCESS || n < 1)
 		return NO_DEVICE;
+	*devices = n;
 	return GPU;
+}
+
+static enum presence probe(void)
+{
+	int n;
+
+	return probe_devices(&n);
 }
 
 static const char *message(void)
@@ -276,10 +286,11 @@ START_TEST(test_module_tables)
 {
 	static const char *const async_params[] = {
 		"pool", "release_threshold", "reuse_follow_event_dependencies",
-		"reuse_allow_opportunistic", "reuse_allow_internal_dependencies",
+		"reuse_allow_opportunistic", "reuse_allow_internal_dependencies", "peers",
 	};
 	static const char *const vmm_attrs[] = {
 		"granule", "reserved_va", "mapped", "mapped_peak", "releasing", "maps", "releases",
+		"peers", "peers_skipped",
 	};
 	const struct xdm_ops *t[] = { platform_ops, direct_ops, async_ops, vmm_ops };
 	const struct xdm_param_spec *ps;
@@ -313,12 +324,15 @@ START_TEST(test_module_tables)
 
 	for (n = 0, ps = async_ops->params; ps && ps->name; ps++, n++)
 		ck_assert_str_eq(ps->name, async_params[n]);
-	ck_assert_int_eq(n, 5);
+	ck_assert_int_eq(n, 6);
 	ck_assert_str_eq(async_ops->params[0].default_value, "default");
 	ck_assert_str_eq(async_ops->params[1].default_value, "max");
+	ck_assert_str_eq(async_ops->params[5].default_value, "none");
 	for (n = 0, a = async_ops->attrs; a && a->name; a++, n++)
 		ck_assert_uint_eq(a->mode, 0444);
-	ck_assert_int_eq(n, 5);
+	ck_assert_int_eq(n, 7);
+	/* peers= is left out of cuda_direct (see xdm-cuda(7)): no parameters. */
+	ck_assert_ptr_null(direct_ops->params);
 	for (n = 0, a = direct_ops->attrs; a && a->name; a++, n++)
 		ck_assert_uint_eq(a->mode, 0444);
 	ck_assert_int_eq(n, 3);
@@ -342,14 +356,17 @@ START_TEST(test_module_tables)
 	ck_assert_int_eq(vmm_ops->params[0].type, XDM_PARAM_SIZE);
 	/* Twice the device's memory is no percentage the parser takes. */
 	ck_assert_ptr_null(vmm_ops->params[0].default_value);
-	ck_assert_ptr_null(vmm_ops->params[1].name);
+	ck_assert_str_eq(vmm_ops->params[1].name, "peers");
+	ck_assert_int_eq(vmm_ops->params[1].type, XDM_PARAM_STRING);
+	ck_assert_str_eq(vmm_ops->params[1].default_value, "none");
+	ck_assert_ptr_null(vmm_ops->params[2].name);
 	for (n = 0, a = vmm_ops->attrs; a && a->name; a++, n++) {
 		ck_assert_str_eq(a->name, vmm_attrs[n]);
 		ck_assert_uint_eq(a->mode, 0444);
 		ck_assert_ptr_nonnull(a->show);
 		ck_assert_ptr_null(a->store);
 	}
-	ck_assert_int_eq(n, 7);
+	ck_assert_int_eq(n, 9);
 }
 END_TEST
 
@@ -359,7 +376,8 @@ START_TEST(test_module_exports_only_entry)
 		"cuda_platform_ops", "cuda_direct_ops", "cuda_async_ops", "cuda_driver_open",
 		"cuda_fail", "cuda_platform_of", "cuda_stream_create", "cuda_show_u64",
 		"cuda_vmm_ops", "cuda_vmm_map", "cuda_vmm_reap", "cuda_vmm_attrs", "vrange_init",
-		"vrange_find",
+		"vrange_find", "cuda_peers_parse", "cuda_peers_resolve", "cuda_peers_show",
+		"cuda_peers_grant_init",
 	};
 
 	for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++)
@@ -480,6 +498,122 @@ START_TEST(test_backends_allocate_and_account)
 }
 END_TEST
 
+/* ---- peers= --------------------------------------------------------- */
+
+/*
+ * Over the host platform, so on every machine: the value is read before
+ * the layer asks for the cuda platform, and a bad one is the error.
+ */
+START_TEST(test_peers_refused_before_the_driver)
+{
+	static const char *const layers[] = { "cuda_async", "cuda_vmm" };
+	char stack[64], want[160];
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(stack, sizeof(stack), "%s peers=bogus", layers[i]);
+		snprintf(want, sizeof(want), "%s: peers='bogus' must be 'none', 'all' or device "
+			 "ordinals separated by commas (like 1,2)", layers[i]);
+		tu_expect_config_error("host", stack, want);
+		/* Quoted or not, the tokenizer refuses an empty value first. */
+		snprintf(stack, sizeof(stack), "%s peers=\"\"", layers[i]);
+		tu_expect_config_error("host", stack, "empty value");
+		snprintf(stack, sizeof(stack), "%s peers=1,1", layers[i]);
+		tu_expect_config_error("host", stack, "device 1 is named twice");
+		snprintf(stack, sizeof(stack), "%s peers=1,", layers[i]);
+		tu_expect_config_error("host", stack, "peers='1,'");
+		snprintf(stack, sizeof(stack), "%s peers=64", layers[i]);
+		tu_expect_config_error("host", stack, "device 64 is past the largest ordinal");
+		/* A good value goes on to the platform check. */
+		snprintf(stack, sizeof(stack), "%s peers=1,2", layers[i]);
+		snprintf(want, sizeof(want), "%s needs the cuda platform, not 'host'", layers[i]);
+		tu_expect_config_error("host", stack, want);
+	}
+	/* The stack tokenizer refuses a key with nothing after the '='. */
+	tu_expect_config_error("host", "cuda_async peers=", "empty value for the parameter");
+	tu_expect_config_error("host", "pool | cuda_vmm peers= reserve=1G",
+			       "empty value for the parameter");
+	/* A grant on the process's default pool is refused, by name. */
+	tu_expect_config_error("host", "cuda_async pool=default peers=all",
+			       "cuda_async: peers=all needs a pool of the layer's own, not "
+			       "pool=default");
+	tu_expect_config_error("host", "cuda_async pool=own peers=all",
+			       "cuda_async needs the cuda platform");
+	/* cuda_direct has no peers= at all. */
+	tu_expect_config_error("host", "cuda_direct peers=all",
+			       "'cuda_direct' has no parameter 'peers'");
+}
+END_TEST
+
+static void expect_peers(struct xdm_runtime *rt, uint32_t layer, const char *granted,
+			 const char *skipped)
+{
+	char buf[256];
+
+	TU_OK(xdm_layer_attr_show(rt, layer, "peers", buf, sizeof(buf)));
+	if (granted)
+		ck_assert_str_eq(buf, granted);
+	else
+		ck_assert_msg(buf[strlen(buf) - 1] == '\n', "peers is no line: '%s'", buf);
+	TU_OK(xdm_layer_attr_show(rt, layer, "peers_skipped", buf, sizeof(buf)));
+	if (skipped)
+		ck_assert_str_eq(buf, skipped);
+	else
+		ck_assert_msg(buf[strlen(buf) - 1] == '\n', "peers_skipped is no line: '%s'", buf);
+}
+
+/*
+ * On a GPU, the checks that need only one: its own ordinal and one past the
+ * last are refused by name, and peers=all on one GPU grants nothing.  Two
+ * GPUs and the grant itself are tests/check_peer_cuda.c's.
+ */
+START_TEST(test_peers_on_this_machine)
+{
+	static const char *const stacks[] = {
+		"cuda_async peers=all", "pool | cuda_async peers=all",
+		"cuda_vmm reserve=1G peers=all", "pool | cuda_vmm reserve=1G peers=all",
+	};
+	struct xdm_runtime *rt = NULL;
+	enum presence have;
+	char stack[64], want[128];
+	int n;
+
+	have = probe_devices(&n);
+	if (have != GPU) {
+		expect_absent(have, xdm_runtime_create(0, "cuda", "cuda_async peers=all", &rt));
+		expect_absent(have, xdm_runtime_create(0, "cuda", "cuda_vmm peers=all", &rt));
+		ck_assert_ptr_null(rt);
+		return;
+	}
+	tu_expect_config_error("cuda", "cuda_direct peers=all",
+			       "'cuda_direct' has no parameter 'peers'");
+	tu_expect_config_error("cuda", "cuda_async peers=0",
+			       "cuda_async: peers names device 0, which is the layer's own device");
+	tu_expect_config_error("cuda", "cuda_vmm reserve=1G peers=0",
+			       "cuda_vmm: peers names device 0, which is the layer's own device");
+	if (n < 64) {
+		snprintf(stack, sizeof(stack), "cuda_async peers=%d", n);
+		snprintf(want, sizeof(want), "peers names device %d, which this process does not "
+			 "have: it sees %d CUDA device", n, n);
+		tu_expect_config_error("cuda", stack, want);
+		snprintf(stack, sizeof(stack), "cuda_vmm reserve=1G peers=%d", n);
+		tu_expect_config_error("cuda", stack, want);
+	}
+	for (int i = 0; i < 4; i++) {
+		uint32_t layer = strncmp(stacks[i], "pool", 4) == 0;
+
+		TU_OK(xdm_runtime_create(0, "cuda", stacks[i], &rt));
+		expect_peers(rt, layer, n == 1 ? "\n" : NULL, n == 1 ? "\n" : NULL);
+		TU_OK(xdm_runtime_destroy(rt));
+	}
+	TU_OK(xdm_runtime_create(0, "cuda", "cuda_async", &rt));
+	expect_peers(rt, 0, "\n", "\n");
+	TU_OK(xdm_runtime_destroy(rt));
+	TU_OK(xdm_runtime_create(0, "cuda", "cuda_vmm reserve=1G", &rt));
+	expect_peers(rt, 0, "\n", "\n");
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
 static Suite *cuda_absent_suite(void)
 {
 	Suite *s = suite_create("cuda_absent");
@@ -493,6 +627,11 @@ static Suite *cuda_absent_suite(void)
 	tcase_add_test(tc, test_config_cuda_alone_names_the_line);
 	tcase_add_test(tc, test_tracking_support);
 	tcase_add_test(tc, test_backends_allocate_and_account);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("peers");
+	tcase_add_test(tc, test_peers_refused_before_the_driver);
+	tcase_add_test(tc, test_peers_on_this_machine);
 	suite_add_tcase(s, tc);
 
 	/* Outside `make check` there is no built module to open. */

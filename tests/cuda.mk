@@ -11,9 +11,9 @@ CLEANFILES += tests/sanitizer-*.log
 
 if HAVE_CUDA
 check_PROGRAMS += tests/check_cuda tests/cuda_oob tests/check_native_cuda \
-	tests/check_vmm_cuda
+	tests/check_vmm_cuda tests/check_peer_cuda
 TESTS += tests/check_cuda tests/check_native_cuda tests/check_vmm_cuda \
-	tests/sanitizer_gate.sh
+	tests/check_peer_cuda tests/sanitizer_gate.sh
 
 # -no-install: real executables in the build tree, not libtool wrapper
 # scripts, so that compute-sanitizer runs the program itself.
@@ -36,6 +36,14 @@ tests_check_vmm_cuda_SOURCES = tests/check_vmm_cuda.c tests/cudatest.c tests/cud
 tests_check_vmm_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
 tests_check_vmm_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_vmm_cuda_LDADD = libxdm.la $(CHECK_LIBS)
+
+# peers= on two GPUs: a kernel of device 1 writes a block of device 0's
+# runtime; skips (77) on a machine with fewer GPUs, or two without peer access.
+tests_check_peer_cuda_SOURCES = tests/check_peer_cuda.c tests/cudatest.c tests/cudatest.h \
+	tests/cudacheck.h
+tests_check_peer_cuda_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS) $(CHECK_CFLAGS)
+tests_check_peer_cuda_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_check_peer_cuda_LDADD = libxdm.la $(CHECK_LIBS)
 
 tests_cuda_oob_SOURCES = tests/cuda_oob.c tests/cudatest.c tests/cudatest.h
 tests_cuda_oob_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)

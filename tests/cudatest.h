@@ -40,7 +40,12 @@
 	X(cuMemGetInfo)			\
 	X(cuStreamCreate)		\
 	X(cuStreamDestroy)		\
-	X(cuStreamSynchronize)
+	X(cuStreamSynchronize)		\
+	X(cuDeviceGetCount)		\
+	X(cuDeviceCanAccessPeer)	\
+	X(cuMemGetAccess)		\
+	X(cuMemPoolGetAccess)		\
+	X(cuPointerGetAttribute)
 
 struct ct_driver {
 #define CT_MEMBER(fn) __typeof__(fn) *fn;

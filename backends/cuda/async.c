@@ -29,6 +29,11 @@
  * framework's legacy default stream (CU_STREAM_LEGACY in the pool, see
  * cuda_stream_resolve()) is such a handle, and PyTorch allocates from
  * autograd threads that have no context: those calls take the rule.
+ *
+ * With peers=, other devices are granted read and write on the pool once,
+ * at init (cuMemPoolSetAccess): the grant is the pool's, so it covers every
+ * allocation and costs the allocation path nothing.  It is only ever made
+ * on a pool of the layer's own; see cuda_async_read_params().
  */
 #include "config.h"
 
@@ -51,6 +56,7 @@ struct cuda_async {
 	const struct cuda_platform *p;
 	CUmemoryPool pool;
 	bool own_pool;				/* created here, destroyed in fini */
+	struct cuda_peer_grant peers;		/* set at init, never changed */
 	struct cuda_async_stream streams[XDM_MAX_STREAMS];
 };
 
@@ -144,20 +150,80 @@ static enum xdm_status cuda_async_configure(const struct cuda_async *ca,
 				  xdm_params_bool(params, "reuse_allow_internal_dependencies"));
 }
 
-static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_params *params)
+/*
+ * pool= and peers=, checked before anything else.  A grant to peers needs
+ * a pool of the layer's own: cuMemPoolSetAccess on the device's default
+ * pool would hand its memory to other devices for every cudaMallocAsync
+ * user in the process, and the grant would outlive the runtime.  So
+ * peers= other than none makes the pool own where pool= is not given, and
+ * is refused beside an explicit pool=default.
+ */
+static enum xdm_status cuda_async_read_params(const struct xdm_params *params, bool *own,
+					      struct cuda_peers_request *peers)
 {
 	const char *pool = xdm_params_string(params, "pool");
-	struct cuda_platform *p;
-	struct cuda_async *ca;
+	const char *text = xdm_params_string(params, "peers");
 	enum xdm_status st;
-	CUresult rc;
 
-	st = cuda_platform_of(self, &p);
-	if (st)
-		return st;
 	if (!pool || (strcmp(pool, "default") != 0 && strcmp(pool, "own") != 0))
 		return xdm_error_set(XDM_E_CONFIG, "cuda_async: pool must be 'default' or 'own', "
 				     "not '%s'", pool ? pool : "");
+	st = cuda_peers_parse("cuda_async", text, peers);
+	if (st)
+		return st;
+	*own = !strcmp(pool, "own");
+	if (peers->kind == CUDA_PEERS_NONE || *own)
+		return XDM_OK;
+	if (xdm_params_has(params, "pool"))
+		return xdm_error_set(XDM_E_CONFIG, "cuda_async: peers=%s needs a pool of the "
+				     "layer's own, not pool=default: a grant on the device's "
+				     "default pool would reach every cudaMallocAsync user in the "
+				     "process; write pool=own, or leave pool= out", text);
+	*own = true;
+	return XDM_OK;
+}
+
+/* Let the granted peers read and write every allocation of the pool. */
+static enum xdm_status cuda_async_grant(const struct cuda_async *ca)
+{
+	const struct cuda_platform *p = ca->p;
+	char who[4 * CUDA_PEERS_MAX] = "";
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (!ca->peers.n)
+		return XDM_OK;
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	/* Only the peers: the owner's own access is the pool's from birth. */
+	rc = p->drv.MemPoolSetAccess(ca->pool, ca->peers.access, ca->peers.n);
+	cuda_ctx_leave(p, restore);
+	if (rc == CUDA_SUCCESS)
+		return XDM_OK;
+	if (cuda_peers_show(ca->peers.set.granted, who, sizeof(who)) > 0)
+		who[strcspn(who, "\n")] = '\0';
+	return cuda_fail(&p->drv, rc, "cuda_async: cuMemPoolSetAccess(the pool of CUDA device %u, "
+			 "read and write for device%s %s)", p->ordinal,
+			 ca->peers.n == 1 ? "" : "s", who);
+}
+
+static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_params *params)
+{
+	struct cuda_peers_request peers;
+	struct cuda_platform *p;
+	struct cuda_async *ca;
+	enum xdm_status st;
+	bool own = false;
+	CUresult rc;
+
+	st = cuda_async_read_params(params, &own, &peers);
+	if (st)
+		return st;
+	st = cuda_platform_of(self, &p);
+	if (st)
+		return st;
 	st = cuda_async_check_support(p);
 	if (st)
 		return st;
@@ -173,8 +239,11 @@ static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_
 		atomic_init(&ca->streams[i].queued, 0);
 		atomic_init(&ca->streams[i].done, 0);
 	}
+	st = cuda_peers_grant_init(p, "cuda_async", &peers, &ca->peers);
+	if (st)
+		goto err_free;
 
-	if (!strcmp(pool, "own")) {
+	if (own) {
 		st = cuda_async_own_pool(ca);
 	} else {
 		rc = p->drv.DeviceGetDefaultMemPool(&ca->pool, p->dev);
@@ -185,6 +254,9 @@ static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_
 	if (st)
 		goto err_free;
 	st = cuda_async_configure(ca, params);
+	if (st)
+		goto err_pool;
+	st = cuda_async_grant(ca);
 	if (st)
 		goto err_pool;
 	xdm_layer_set_priv(self, ca);
@@ -403,6 +475,16 @@ static int cuda_async_show_release_threshold(struct xdm_layer *self, char *buf, 
 	return cuda_async_show_pool(self, buf, len, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
 }
 
+static int cuda_async_show_peers(struct xdm_layer *self, char *buf, size_t len)
+{
+	return cuda_peers_show(cuda_async_of(self)->peers.set.granted, buf, len);
+}
+
+static int cuda_async_show_peers_skipped(struct xdm_layer *self, char *buf, size_t len)
+{
+	return cuda_peers_show(cuda_async_of(self)->peers.set.skipped, buf, len);
+}
+
 static const struct xdm_attr cuda_async_attrs[] = {
 	{ "bytes_outstanding", 0444,
 	  "bytes of live blocks plus bytes whose cuMemFreeAsync may not have run yet; "
@@ -419,13 +501,20 @@ static const struct xdm_attr cuda_async_attrs[] = {
 	{ "release_threshold", 0444,
 	  "bytes the pool keeps reserved across synchronizations "
 	  "(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)", cuda_async_show_release_threshold, NULL },
+	{ "peers", 0444,
+	  "ordinals of the other devices granted read and write on the pool (peers=), "
+	  "ascending, space separated; an empty line when none", cuda_async_show_peers, NULL },
+	{ "peers_skipped", 0444,
+	  "ordinals that peers=all left out because they cannot access this device; an "
+	  "empty line when none", cuda_async_show_peers_skipped, NULL },
 	{ .name = NULL },
 };
 
 static const struct xdm_param_spec cuda_async_params[] = {
 	{ "pool", XDM_PARAM_STRING, "default",
 	  "'default': the device's default memory pool (shared with every cudaMallocAsync user "
-	  "in the process); 'own': a pool created for this layer and destroyed with it" },
+	  "in the process); 'own': a pool created for this layer and destroyed with it; "
+	  "peers= other than none makes it 'own' unless given" },
 	{ "release_threshold", XDM_PARAM_SIZE, "max",
 	  "bytes the pool may keep reserved when streams synchronize, instead of giving them "
 	  "back to the device" },
@@ -436,6 +525,9 @@ static const struct xdm_param_spec cuda_async_params[] = {
 	  "let an allocation reuse memory whose free has already completed on another stream" },
 	{ "reuse_allow_internal_dependencies", XDM_PARAM_BOOL, "true",
 	  "let the driver insert its own waits on a free's stream to reuse its memory" },
+	{ "peers", XDM_PARAM_STRING, "none",
+	  "other devices of the process that may read and write the pool's memory: 'none', "
+	  "'all' (those that can), or ordinals separated by commas, like 1,2" },
 	{ .name = NULL },
 };
 

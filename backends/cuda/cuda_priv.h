@@ -16,6 +16,7 @@
 #include <xdm/module.h>
 
 #include "driver.h"
+#include "peers.h"
 
 /* One per runtime: the device of one ordinal. */
 struct cuda_platform {
@@ -93,6 +94,28 @@ enum xdm_status cuda_memset_async(struct xdm_layer *self, uint64_t ptr, int valu
 				  void *stream);
 enum xdm_status cuda_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t src,
 				  size_t bytes, void *stream);
+
+/*
+ * The devices a layer's memory is granted to (peers=), with one access
+ * descriptor per peer: read and write, for the peer's CUdevice, ascending
+ * by ordinal.  The layer's own device is never among them.
+ */
+struct cuda_peer_grant {
+	struct cuda_peers set;
+	uint32_t n;
+	CUmemAccessDesc access[CUDA_PEERS_MAX];
+};
+
+/*
+ * Ask the driver about the devices req may name (cuDeviceGetCount,
+ * cuDeviceGet, cuDeviceCanAccessPeer; no context needed), check req against
+ * them and fill *out.  XDM_E_CONFIG, naming the ordinal, for a listed device
+ * that cannot be granted; XDM_E_DRIVER if the driver fails.  A request of
+ * none grants nothing and asks nothing.
+ */
+enum xdm_status cuda_peers_grant_init(const struct cuda_platform *p, const char *layer,
+				      const struct cuda_peers_request *req,
+				      struct cuda_peer_grant *out);
 
 /* Attributes print one decimal number and a newline. */
 int cuda_show_u64(char *buf, size_t len, uint64_t value);

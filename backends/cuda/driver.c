@@ -48,6 +48,7 @@
 	X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease)	\
 	X(CtxGetCurrent, cuCtxGetCurrent)			\
 	X(CtxSetCurrent, cuCtxSetCurrent)			\
+	X(DeviceCanAccessPeer, cuDeviceCanAccessPeer)		\
 	X(StreamCreate, cuStreamCreate)				\
 	X(StreamDestroy, cuStreamDestroy)			\
 	X(StreamSynchronize, cuStreamSynchronize)		\
@@ -72,6 +73,7 @@
 	X(MemPoolSetAttribute, cuMemPoolSetAttribute)		\
 	X(MemPoolGetAttribute, cuMemPoolGetAttribute)		\
 	X(MemPoolTrimTo, cuMemPoolTrimTo)			\
+	X(MemPoolSetAccess, cuMemPoolSetAccess)			\
 	X(MemGetAllocationGranularity, cuMemGetAllocationGranularity) \
 	X(MemAddressReserve, cuMemAddressReserve)		\
 	X(MemAddressFree, cuMemAddressFree)			\

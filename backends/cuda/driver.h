@@ -47,6 +47,7 @@ struct cuda_driver {
 	CUresult (*DevicePrimaryCtxRelease)(CUdevice dev);
 	CUresult (*CtxGetCurrent)(CUcontext *pctx);
 	CUresult (*CtxSetCurrent)(CUcontext ctx);
+	CUresult (*DeviceCanAccessPeer)(int *canAccessPeer, CUdevice dev, CUdevice peerDev);
 
 	CUresult (*StreamCreate)(CUstream *phStream, unsigned int Flags);
 	CUresult (*StreamDestroy)(CUstream hStream);
@@ -79,6 +80,7 @@ struct cuda_driver {
 	CUresult (*MemPoolSetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
 	CUresult (*MemPoolGetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
 	CUresult (*MemPoolTrimTo)(CUmemoryPool pool, size_t minBytesToKeep);
+	CUresult (*MemPoolSetAccess)(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
 
 	/* cuda_vmm */
 	CUresult (*MemGetAllocationGranularity)(size_t *granularity,

@@ -18,6 +18,9 @@ backends_cuda_la_SOURCES = \
 	backends/cuda/vmm.c \
 	backends/cuda/vmm_map.c \
 	backends/cuda/vmm_attrs.c \
+	backends/cuda/peers.h \
+	backends/cuda/peers.c \
+	backends/cuda/peers_grant.c \
 	backends/common/vrange.h \
 	backends/common/vrange.c
 backends_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
@@ -35,6 +38,15 @@ tests_check_cuda_absent_LDADD = libxdm.la $(CHECK_LIBS)
 
 dist_man_MANS += man/xdm-cuda.7
 endif
+
+# peers= read and checked over made-up machines: peers.c is plain C with no
+# driver in it, linked straight in, so this runs wherever the tests do.
+check_PROGRAMS += tests/check_peers
+TESTS += tests/check_peers
+tests_check_peers_SOURCES = tests/check_peers.c backends/cuda/peers.h \
+	backends/cuda/peers.c
+tests_check_peers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_peers_LDADD = libxdm.la $(CHECK_LIBS)
 
 # The page is installed with the module, and always distributed.
 EXTRA_DIST += man/xdm-cuda.7

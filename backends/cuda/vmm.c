@@ -22,6 +22,10 @@
  * These calls are off the hot path (the pool calls them to grow and to
  * give back), so one mutex covers the state, and each call takes the
  * context rule once.
+ *
+ * With peers=, other devices are granted read and write on every mapping
+ * too: each map's one cuMemSetAccess names them after the device itself.
+ * Which devices is settled at init (peers_grant.c) and never changes.
  */
 #include "config.h"
 
@@ -118,11 +122,16 @@ err_free_va:
 
 static enum xdm_status cuda_vmm_init(struct xdm_layer *self, const struct xdm_params *params)
 {
+	struct cuda_peers_request peers;
 	struct cuda_platform *p;
 	struct cuda_vmm *v;
 	CUcontext restore;
 	enum xdm_status st;
 
+	/* peers= first: a bad value is refused before the driver is needed. */
+	st = cuda_peers_parse("cuda_vmm", xdm_params_string(params, "peers"), &peers);
+	if (st)
+		return st;
 	st = cuda_platform_of(self, &p);
 	if (st)
 		return st;
@@ -139,14 +148,20 @@ static enum xdm_status cuda_vmm_init(struct xdm_layer *self, const struct xdm_pa
 	v->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
 	v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	v->prop.location.id = (int)p->ordinal;
-	v->access.location = v->prop.location;
-	v->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	v->access[0].location = v->prop.location;
+	v->access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	v->naccess = 1;
 	atomic_init(&v->outstanding, 0);
 	atomic_init(&v->mapped, 0);
 	atomic_init(&v->mapped_peak, 0);
 	atomic_init(&v->releasing, 0);
 	atomic_init(&v->maps, 0);
 	atomic_init(&v->releases, 0);
+	st = cuda_peers_grant_init(p, "cuda_vmm", &peers, &v->peers);
+	if (st)
+		goto err_free;
+	memcpy(&v->access[1], v->peers.access, v->peers.n * sizeof(v->access[0]));
+	v->naccess = 1 + v->peers.n;
 	if (pthread_mutex_init(&v->lock, NULL)) {
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "cuda_vmm: cannot create its mutex");
 		goto err_free;
@@ -489,6 +504,9 @@ static const struct xdm_param_spec cuda_vmm_params[] = {
 	{ "reserve", XDM_PARAM_SIZE, NULL,
 	  "bytes of virtual addresses to reserve for the device's memory, rounded up to the "
 	  "granule; absent: twice the device's memory" },
+	{ "peers", XDM_PARAM_STRING, "none",
+	  "other devices of the process that may read and write every mapping: 'none', 'all' "
+	  "(those that can), or ordinals separated by commas, like 1,2" },
 	{ .name = NULL },
 };
 

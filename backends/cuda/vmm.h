@@ -39,7 +39,14 @@ struct cuda_vmm {
 	 */
 	CUmemGenericAllocationHandle *handles;
 	CUmemAllocationProp prop;	/* pinned memory of the device */
-	CUmemAccessDesc access;		/* read and write for the device */
+	/*
+	 * What every cuMemSetAccess grants: read and write for the device
+	 * first, then for each peer of peers= (the grant is per mapping, so
+	 * each map must name them all).
+	 */
+	CUmemAccessDesc access[1 + CUDA_PEERS_MAX];
+	uint32_t naccess;
+	struct cuda_peer_grant peers;	/* set at init, never changed */
 	struct cuda_vmm_release *pending;	/* oldest first */
 	struct cuda_vmm_release **pending_tail;
 
@@ -61,7 +68,8 @@ static inline struct cuda_vmm *cuda_vmm_of(struct xdm_layer *self)
  * Under lock and the context rule, each of these.
  *
  * cuda_vmm_map: a fresh allocation for each granule of [first, first + n),
- * each mapped in its place, then one cuMemSetAccess over the whole run.
+ * each mapped in its place, then one cuMemSetAccess over the whole run for
+ * the device and its peers.
  * On failure nothing of it is left; *call names the driver call that
  * failed.  The granules' state is the caller's to set.
  */

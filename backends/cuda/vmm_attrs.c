@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * vmm_attrs.c - cuda_vmm's attributes: the granule, the reserved range, and
- * how much of it is mapped, in use, or on its way back.
+ * how much of it is mapped, in use, or on its way back; and its peers.
  *
  * Each reads one atomic that the backend writes under its mutex, so a read
  * never waits on a map or a release, and every value is exact whenever no
- * call is in flight.
+ * call is in flight.  The peers are set at init and never change.
  */
 #include "config.h"
 
@@ -51,6 +51,16 @@ static int releases_show(struct xdm_layer *self, char *buf, size_t len)
 	return cuda_show_u64(buf, len, load(&cuda_vmm_of(self)->releases));
 }
 
+static int peers_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return cuda_peers_show(cuda_vmm_of(self)->peers.set.granted, buf, len);
+}
+
+static int peers_skipped_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return cuda_peers_show(cuda_vmm_of(self)->peers.set.skipped, buf, len);
+}
+
 const struct xdm_attr cuda_vmm_attrs[] = {
 	{ "granule", 0444, "bytes of each piece memory is mapped and given back in",
 	  granule_show, NULL },
@@ -65,5 +75,9 @@ const struct xdm_attr cuda_vmm_attrs[] = {
 	{ "maps", 0444, "granules mapped since the layer was created", maps_show, NULL },
 	{ "releases", 0444, "granules unmapped and released since the layer was created",
 	  releases_show, NULL },
+	{ "peers", 0444, "ordinals of the other devices every mapping grants read and write "
+	  "(peers=), ascending, space separated; an empty line when none", peers_show, NULL },
+	{ "peers_skipped", 0444, "ordinals that peers=all left out because they cannot access "
+	  "this device; an empty line when none", peers_skipped_show, NULL },
 	{ .name = NULL },
 };

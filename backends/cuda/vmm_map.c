@@ -9,7 +9,9 @@
  * only ever be given back whole, and the pool above gives back whatever
  * granules it finds wholly free.  Access is set once per run: one
  * cuMemSetAccess over neighbouring, separately created mappings works
- * (measured), and it is the costliest call of the map (~50 us).
+ * (measured), and it is the costliest call of the map (~50 us).  It names
+ * the device and every peer of peers= in one call: a mapping starts with
+ * no access for anyone, and access is the mapping's, not a context's.
  *
  * A release waits on the event recorded on the block's stream.  Unmapping
  * memory a kernel still uses is not a wrong result but a dead context
@@ -47,7 +49,7 @@ CUresult cuda_vmm_map(struct cuda_vmm *v, uint64_t first, uint64_t n, const char
 		mapped++;
 	}
 	*call = "cuMemSetAccess";
-	rc = d->MemSetAccess(vrange_addr(&v->vr, first), n * g, &v->access, 1);
+	rc = d->MemSetAccess(vrange_addr(&v->vr, first), n * g, v->access, v->naccess);
 	if (rc == CUDA_SUCCESS)
 		return CUDA_SUCCESS;
 

@@ -7,6 +7,9 @@
 # off), and --anchors on says no, naming the driver, where there is none.
 # The replay workload replays a log that a logging stack writes here, and
 # the fragmentation figure is checked on a pool stack where pool.so exists.
+# --devices spreads the threads workload over two host devices
+# ("host devices=2"), each with its own runtime, and says no to what it
+# cannot do.
 #
 # Exit 0 pass, 1 fail, 77 skip (the binary was not built).  Run by make
 # check from the build directory, with XDM_TOP_BUILDDIR, XDM_MODULE_PATH
@@ -284,6 +287,104 @@ PY
 	fi
 fi
 
+# ---- --devices: threads over two host devices, a runtime each ------------
+# Thread i runs on the (i mod 2)-th device: 1 thread leaves device 1 idle,
+# 4 threads put 2 on each.  Each runtime counts what it served itself, so
+# its allocs are the pairs of its own threads, warm-up included.
+run devices.json --platform "host devices=2" --stack host --workload threads --devices 0,1 \
+	--threads 1,4 --iterations 500 --repeat 2 --json
+[ "$rc" -eq 0 ] || fail "--devices 0,1 --json exited $rc"
+[ -s "$tmp/err.devices.json" ] && fail "--devices 0,1 --json wrote to stderr"
+if command -v python3 >/dev/null 2>&1; then
+	python3 - "$tmp/devices.json" <<'PY' || fail "the JSON of --devices is wrong (above)"
+import json, sys
+
+with open(sys.argv[1]) as f:
+    doc = json.load(f)
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what, file=sys.stderr)
+        sys.exit(1)
+
+check(doc["options"]["devices"] == [0, 1], "options.devices %r" % doc["options"])
+devs = doc["devices"]
+check([d["ordinal"] for d in devs] == [0, 1], "devices %r" % devs)
+check([d["uuid"] for d in devs] == ["686f7374-0000-4000-8000-%012x" % i for i in (0, 1)],
+      "device uuids %r" % devs)
+check(all(d["platform"] == "host" and d["stack"] == "host" for d in devs), "devices %r" % devs)
+check(doc["device"]["ordinal"] == 0, "device %r" % doc["device"])
+subj = doc["subjects"]
+check(len(subj) == 1 and subj[0]["name"] == "xdm" and subj[0]["parts"] == ["xdm@0", "xdm@1"],
+      "subjects %r" % subj)
+res = doc["results"]
+check([(r["workload"], r["threads"]) for r in res] == [("threads", 1), ("threads", 4)],
+      "results %r" % res)
+served = {0: 0, 1: 0}
+for r in res:
+    per = r["per_device"]
+    check([p["ordinal"] for p in per] == [0, 1], "per_device ordinals %r" % per)
+    check([p["subject"] for p in per] == ["xdm@0", "xdm@1"], "per_device names %r" % per)
+    check(sum(p["threads"] for p in per) == r["threads"], "per_device threads %r" % r)
+    check(sum(p["ops"] for p in per) == r["ops"] == 500 * r["threads"], "per_device ops %r" % r)
+    for p in per:
+        check(p["ops"] == 500 * p["threads"], "a device's ops %r" % p)
+        check(abs(p["share"] - p["ops"] / r["ops"]) < 1e-6, "a device's share %r" % p)
+        if p["threads"]:
+            check(p["median_ns"] > 0 and 0 < p["min_ns"] <= p["median_ns"], "times %r" % p)
+            check(p["ops_per_s"] > 0, "ops_per_s %r" % p)
+        else:
+            check(p["median_ns"] is None and p["ops_per_s"] is None, "idle device %r" % p)
+        served[p["ordinal"]] += 3 * p["ops"]	# warm-up + 2 runs
+check([p["threads"] for p in res[0]["per_device"]] == [1, 0], "1 thread %r" % res[0])
+check([p["threads"] for p in res[1]["per_device"]] == [2, 2], "4 threads %r" % res[1])
+fin = doc["final"]
+check([c["subject"] for c in fin] == ["xdm@0", "xdm@1"], "final %r" % fin)
+for d, c in enumerate(fin):
+    check(c["allocs"] > 0, "device %d's runtime served nothing: %r" % (d, c))
+    check(c["allocs"] == c["frees"] == served[d], "device %d served %r, its threads made %d"
+          % (d, c, served[d]))
+    check(c["blocks_outstanding"] == 0 and c["bytes_outstanding"] == 0, "final %r" % c)
+check(sum(c["allocs"] for c in fin) == 3 * sum(r["ops"] for r in res), "the total %r" % fin)
+check([c["subject"] for c in doc["counters"]] == ["xdm@0", "xdm@1"], "counters %r" % doc["counters"])
+check(doc["leak"] is False, "leak flag")
+PY
+else
+	grep -q '"per_device": \[{"subject": "xdm@0", "ordinal": 0' "$tmp/devices.json" ||
+		fail "no per_device of xdm@0 in the JSON"
+	grep -q '{"subject": "xdm@1", "ordinal": 1, "threads": 2, "ops": 1000' "$tmp/devices.json" ||
+		fail "no share of xdm@1 in the JSON"
+	grep -q '"leak": false' "$tmp/devices.json" || fail "--devices: leak flag"
+fi
+
+# The table, "all" finding both devices: the header names each, and each
+# device's share follows its row.
+run devices --platform "host devices=2" --stack host --workload threads --devices all \
+	--threads 2 --iterations 300 --repeat 1
+[ "$rc" -eq 0 ] || fail "--devices all exited $rc"
+grep -q '^devices  *0,1: ' "$tmp/devices" || fail "no devices line in: $(cat "$tmp/devices")"
+for d in 0 1; do
+	grep -q "^device  *$d: host" "$tmp/devices" || fail "device $d is not named: $(cat "$tmp/devices")"
+	grep -q "^uuid  *686f7374-0000-4000-8000-00000000000$d\$" "$tmp/devices" ||
+		fail "no uuid of device $d in: $(cat "$tmp/devices")"
+	grep -q "^xdm@$d  *threads  *1 thread  *300 " "$tmp/devices" ||
+		fail "no share row of device $d in: $(cat "$tmp/devices")"
+	grep -Eq "^xdm@$d  *threads  *0  *0  *[0-9]+  *600  *600  *0  *0\$" "$tmp/devices" ||
+		fail "device $d's counters are not 600 pairs: $(cat "$tmp/devices")"
+done
+grep -q '^xdm  *threads  *2 threads  *600 ' "$tmp/devices" || fail "no threads row in: $(cat "$tmp/devices")"
+grep -q '^note: threads on 2 devices: ' "$tmp/devices" || fail "no devices note in: $(cat "$tmp/devices")"
+
+# A device the platform lacks is the runtime's refusal, naming it, exit 1.
+run devices.bad --platform "host devices=2" --stack host --workload threads --devices 0,5 \
+	--threads 2 --iterations 10 --repeat 1
+[ "$rc" -eq 1 ] || fail "--devices 0,5 with devices=2 exited $rc, not 1"
+grep -q 'device 5' "$tmp/err.devices.bad" || fail "--devices 0,5 does not name device 5: $(cat "$tmp/err.devices.bad")"
+[ -s "$tmp/devices.bad" ] && fail "--devices 0,5 printed on stdout"
+run devices.both --platform "host devices=2" --stack host --device 1 --devices 0,1
+[ "$rc" -eq 2 ] || fail "--device 1 --devices 0,1 exited $rc, not 2"
+grep -q -- '--devices' "$tmp/err.devices.both" || fail "--device with --devices: $(cat "$tmp/err.devices.both")"
+
 # ---- no anchors on the host platform -----------------------------------
 # auto adds the driver anchors only beside a cuda runtime; off never does.
 for mode in off auto; do
@@ -355,7 +456,8 @@ grep -q 'no-such-option' "$tmp/err.bad" || fail "the unknown option is not named
 for args in "--sizes 4X" "--iterations ten" "--repeat 0" "--workload nope" "--threads 1,,4" \
 	    "--device -1" "--stack host --config /dev/null" "--anchors maybe" "--streams 0" \
 	    "--streams 257" "--workload pair,nope" "--workload replay" "--workload pair --replay x.csv" \
-	    "--replay $tmp/no-such-file.csv"; do
+	    "--replay $tmp/no-such-file.csv" "--devices 0,0" "--devices 0,x" "--devices 64" \
+	    "--devices 0,1 --workload pair" "--devices all --workload threads,cross"; do
 	# shellcheck disable=SC2086 # split on purpose
 	run bad $args
 	[ "$rc" -eq 2 ] || fail "'$args' exited $rc, not 2"

@@ -79,8 +79,18 @@ enum bench_anchors_mode {
 struct bench_opts {
 	const char *stack;		/* --stack, or NULL */
 	const char *config;		/* --config, or NULL */
-	const char *platform;		/* --platform, or NULL */
-	uint32_t ordinal;
+	const char *platform;		/* --platform SPEC ("host devices=2"), or NULL */
+	uint32_t ordinal;		/* --device; with --devices, the first device */
+	bool device_set;		/* --device was given */
+	/*
+	 * --devices: the threads workload spreads its threads over these
+	 * ordinals.  "all" leaves ndevices 0 until the devices are found
+	 * (bench_devices_open).  Neither: the bench runs on one device.
+	 */
+	const char *devices_text;	/* as given, or NULL */
+	bool devices_all;
+	uint32_t devices[XDM_MAX_DEVICES];
+	size_t ndevices;
 	unsigned int workloads;		/* enum bench_workload bits */
 	const char *workload_name;	/* as given, for the JSON echo */
 	bool workload_set;		/* --workload was given */
@@ -204,6 +214,42 @@ struct bench_subject {
 	bool compared;			/* --compare's runtime: its rows are also divided by xdm's */
 	struct bench_counters last;	/* the latest counters read */
 	bool has_last;
+	/*
+	 * --devices: the subject is a group, the same subject once per listed
+	 * device (parts[d] on the d-th), named "xdm@1" and so on.  Only the
+	 * threads workload runs on a group, calling its parts; settling,
+	 * counting, the leak check and destroying go part by part (see
+	 * bench_nparts and bench_part).  NULL and 0 for a plain subject.
+	 */
+	struct bench_subject *parts;
+	size_t nparts;
+};
+
+/* How many subjects s stands for: its parts, or itself. */
+static inline size_t bench_nparts(const struct bench_subject *s)
+{
+	return s->nparts ? s->nparts : 1;
+}
+
+/* The i-th of them (i < bench_nparts(s)). */
+static inline struct bench_subject *bench_part(struct bench_subject *s, size_t i)
+{
+	return s->nparts ? &s->parts[i] : s;
+}
+
+/*
+ * --devices: one device's part of a threads row.  Thread i runs on the
+ * (i mod n)-th device, so the device's threads and pairs are fixed by the
+ * thread count; its time is measured: from the first of its threads to
+ * start to the last to end, in each run.
+ */
+struct bench_share {
+	uint32_t ordinal;		/* named "<row's subject>@<ordinal>" */
+	unsigned int threads;		/* may be 0: fewer threads than devices */
+	uint64_t ops;			/* pairs of one timed run on this device */
+	double median_ns;		/* its span over the pairs of one thread */
+	double min_ns;
+	double ops_per_s;		/* its pairs over its median span */
 };
 
 /* One row of the results table. */
@@ -225,6 +271,10 @@ struct bench_result {
 	bool has_reserved;		/* random, replay: peak_reserved_bytes is known */
 	uint64_t peak_reserved_bytes;
 	uint32_t streams;		/* streams: how many were used */
+	/* threads on a group (--devices): one share per device, in list order;
+	 * bench_report_result keeps its own copy. */
+	const struct bench_share *shares;
+	size_t nshares;
 };
 
 /* A subject that did not run a workload, and why (bench_report_skip). */
@@ -293,12 +343,21 @@ struct bench_report {
 	const struct bench_replay *replay;	/* set when replay ran */
 };
 
+/* --devices: one listed device, as the header shows it. */
+struct bench_device {
+	uint32_t ordinal;
+	struct xdm_device_info info;
+	char stack[512];
+};
+
 struct bench_ctx {
 	struct bench_opts opts;
 	struct bench_subject subjects[BENCH_MAX_SUBJECTS];
 	size_t nsubjects;
-	struct xdm_device_info dev;
+	struct xdm_device_info dev;	/* with --devices, the first device's */
 	char stack[512];
+	struct bench_device *devices;	/* --devices: each device, in list order */
+	size_t ndevices;		/* 0 without --devices */
 	struct bench_subject *edge_subject;	/* the anchor event_edge runs on */
 	struct bench_report report;
 	struct bench_tree_reader *reader;	/* --read-tree */
@@ -312,9 +371,32 @@ int bench_parse_lists(struct bench_opts *o);
 const char *bench_anchors_name(enum bench_anchors_mode m);
 
 /* bench_subject_xdm.c */
+/* bench_subject_xdm_open_on(): ordinal has no device, and probe was asked. */
+#define BENCH_NO_DEVICE (-2)
 int bench_subject_xdm_open(struct bench_ctx *ctx, struct bench_subject *s);
-/* --compare: a second runtime on the same device and platform, as "xdm2". */
-int bench_subject_compare_open(struct bench_ctx *ctx, struct bench_subject *s);
+/*
+ * The runtime of ordinal as the options ask for it, its device and stack
+ * described into dev and stack.  0, an exit code, said, or (probe true)
+ * BENCH_NO_DEVICE, unsaid, where the platform has no such device.
+ */
+int bench_subject_xdm_open_on(const struct bench_opts *o, uint32_t ordinal, bool probe,
+			      struct bench_subject *s, struct xdm_device_info *dev,
+			      char *stack, size_t stack_len);
+/* --compare: a second runtime on ordinal and the same platform, as "xdm2". */
+int bench_subject_compare_open(const struct bench_opts *o, uint32_t ordinal,
+			       struct bench_subject *s);
+
+/*
+ * bench_devices.c: --devices.  Opens the runtime (and --compare's) of
+ * every listed device as groups, finding the devices of "all" first, and
+ * fills ctx->devices.  0, or an exit code, said.
+ */
+int bench_devices_open(struct bench_ctx *ctx);
+/* Makes g a group named name of n parts, each zeroed, for the caller to
+ * open.  0, or -1 said. */
+int bench_group_init(struct bench_subject *g, const char *name, size_t n);
+/* Names part d of g "<g's name>@<ordinal>". */
+void bench_group_name_part(struct bench_subject *g, size_t d, uint32_t ordinal);
 
 /* bench_replay_csv.c: reads --replay FILE; 0, or BENCH_EXIT_USAGE said. */
 int bench_replay_load(const char *path, struct bench_replay *out);
@@ -333,8 +415,8 @@ enum bench_cuda_kind {
 	BENCH_CUDA_SYNC,	/* "cuMemAlloc": cuMemAlloc / cuMemFree */
 	BENCH_CUDA_ASYNC,	/* "cuMemAllocAsync": the default pool, on streams */
 };
-/* 0, or -1 with the reason in why; s is left without priv then. */
-int bench_cuda_open(struct bench_ctx *ctx, enum bench_cuda_kind kind, uint32_t nstreams,
+/* On device ordinal.  0, or -1 with the reason in why; s is left without priv then. */
+int bench_cuda_open(uint32_t ordinal, enum bench_cuda_kind kind, uint32_t nstreams,
 		    struct bench_subject *s, char *why, size_t len);
 /* On a BENCH_CUDA_ASYNC subject: fills ctx->report.edge.  0, or an exit code, said. */
 int bench_cuda_event_edge(struct bench_ctx *ctx, struct bench_subject *s);

@@ -6,7 +6,9 @@
  * the anchors), runs the chosen workloads against all of them, reads every
  * subject's counters after each workload and refuses to call a run good
  * while memory is still outstanding at the end (exit 3): a leak is a bug
- * the bench must not hide behind good numbers.
+ * the bench must not hide behind good numbers.  Under --devices a subject
+ * is a group of one part per device (bench_devices.c); what reads a
+ * runtime here reads each part.
  */
 #include "config.h"
 
@@ -29,26 +31,35 @@ static const struct {
 	{ BENCH_W_REPLAY, bench_run_replay },
 };
 
-/* Waits for every subject's queued frees, then records its counters. */
-static int settle_and_count(struct bench_ctx *ctx, enum bench_workload after)
+/* Waits for one runtime's queued frees, then records its counters. */
+static int settle_and_count_one(struct bench_ctx *ctx, struct bench_subject *s,
+				enum bench_workload after)
 {
 	char why[BENCH_ERR_LEN];
 
+	if (s->ops->settle(s)) {
+		s->ops->strerror(s, why, sizeof(why));
+		fprintf(stderr, "xdm-bench: %s: reaping the frees of %s failed: %s\n", s->name,
+			bench_workload_name(after), why);
+		return BENCH_EXIT_FAIL;
+	}
+	return bench_report_counters(ctx, s, after);
+}
+
+/* Every subject's, and of a group every part's: each device's runtime. */
+static int settle_and_count(struct bench_ctx *ctx, enum bench_workload after)
+{
 	for (size_t k = 0; k < ctx->nsubjects; k++) {
 		struct bench_subject *s = &ctx->subjects[k];
-		int rc;
 
 		if (s->borrowed)
 			continue;	/* its runtime is counted once, as its owner */
-		if (s->ops->settle(s)) {
-			s->ops->strerror(s, why, sizeof(why));
-			fprintf(stderr, "xdm-bench: %s: reaping the frees of %s failed: %s\n",
-				s->name, bench_workload_name(after), why);
-			return BENCH_EXIT_FAIL;
+		for (size_t d = 0; d < bench_nparts(s); d++) {
+			int rc = settle_and_count_one(ctx, bench_part(s, d), after);
+
+			if (rc)
+				return rc;
 		}
-		rc = bench_report_counters(ctx, s, after);
-		if (rc)
-			return rc;
 	}
 	return 0;
 }
@@ -74,26 +85,36 @@ static int run_workloads(struct bench_ctx *ctx)
  * Every block the bench took has been freed and reaped by now, so any byte
  * or block still counted, or an alloc without its free, is the stack's.
  */
-static bool check_leaks(const struct bench_ctx *ctx)
+static bool check_leak(const struct bench_subject *s)
+{
+	const struct bench_counters *c = &s->last;
+
+	if (!s->has_last)
+		return false;
+	if (c->bytes_outstanding || c->blocks_outstanding || c->stack_bytes_outstanding ||
+	    c->allocs != c->frees) {
+		fprintf(stderr,
+			"xdm-bench: warning: %s still counts %llu bytes in %llu blocks outstanding (the stack reports %llu bytes; %llu allocs, %llu frees) after the bench freed every block: a leak\n",
+			s->name, (unsigned long long)c->bytes_outstanding,
+			(unsigned long long)c->blocks_outstanding,
+			(unsigned long long)c->stack_bytes_outstanding,
+			(unsigned long long)c->allocs, (unsigned long long)c->frees);
+		return true;
+	}
+	return false;
+}
+
+static bool check_leaks(struct bench_ctx *ctx)
 {
 	bool leak = false;
 
 	for (size_t k = 0; k < ctx->nsubjects; k++) {
-		const struct bench_subject *s = &ctx->subjects[k];
-		const struct bench_counters *c = &s->last;
+		struct bench_subject *s = &ctx->subjects[k];
 
-		if (!s->has_last)
-			continue;
-		if (c->bytes_outstanding || c->blocks_outstanding || c->stack_bytes_outstanding ||
-		    c->allocs != c->frees) {
-			fprintf(stderr,
-				"xdm-bench: warning: %s still counts %llu bytes in %llu blocks outstanding (the stack reports %llu bytes; %llu allocs, %llu frees) after the bench freed every block: a leak\n",
-				s->name, (unsigned long long)c->bytes_outstanding,
-				(unsigned long long)c->blocks_outstanding,
-				(unsigned long long)c->stack_bytes_outstanding,
-				(unsigned long long)c->allocs, (unsigned long long)c->frees);
-			leak = true;
-		}
+		if (s->borrowed)
+			continue;	/* its owner's runtime, judged as the owner */
+		for (size_t d = 0; d < bench_nparts(s); d++)
+			leak |= check_leak(bench_part(s, d));
 	}
 	return leak;
 }
@@ -146,17 +167,24 @@ int main(int argc, char **argv)
 	ctx.report.out = stdout;
 	ctx.report.json = ctx.opts.json;
 
-	rc = bench_subject_xdm_open(&ctx, &ctx.subjects[0]);
-	if (rc) {
-		bench_replay_free(&ctx.replay);
-		return rc;
-	}
-	ctx.nsubjects = 1;
-	if (ctx.opts.compare) {
-		rc = bench_subject_compare_open(&ctx, &ctx.subjects[1]);
+	if (ctx.opts.devices_text) {
+		rc = bench_devices_open(&ctx);
 		if (rc)
 			goto out;
-		ctx.nsubjects = 2;
+	} else {
+		rc = bench_subject_xdm_open(&ctx, &ctx.subjects[0]);
+		if (rc) {
+			bench_replay_free(&ctx.replay);
+			return rc;
+		}
+		ctx.nsubjects = 1;
+		if (ctx.opts.compare) {
+			rc = bench_subject_compare_open(&ctx.opts, ctx.opts.ordinal,
+							&ctx.subjects[1]);
+			if (rc)
+				goto out;
+			ctx.nsubjects = 2;
+		}
 	}
 	rc = bench_mount_check(&ctx.opts);
 	if (rc)
@@ -183,9 +211,11 @@ int main(int argc, char **argv)
 	bench_hold(&ctx.opts);
 out:
 	bench_tree_reader_stop(&ctx);
+	/* A subject whose opening failed early has no ops yet. */
 	for (size_t k = 0; k < ctx.nsubjects; k++)
-		if (!ctx.subjects[k].borrowed)
+		if (!ctx.subjects[k].borrowed && ctx.subjects[k].ops)
 			ctx.subjects[k].ops->destroy(&ctx.subjects[k]);
+	free(ctx.devices);
 	bench_report_free(&ctx.report);
 	bench_replay_free(&ctx.replay);
 	return rc;

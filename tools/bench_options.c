@@ -27,6 +27,7 @@ enum {
 	OPT_STREAMS,
 	OPT_REPLAY,
 	OPT_COMPARE,
+	OPT_DEVICES,
 };
 
 static const struct option long_options[] = {
@@ -34,6 +35,7 @@ static const struct option long_options[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "platform", required_argument, NULL, 'p' },
 	{ "device", required_argument, NULL, 'd' },
+	{ "devices", required_argument, NULL, OPT_DEVICES },
 	{ "workload", required_argument, NULL, 'w' },
 	{ "sizes", required_argument, NULL, OPT_SIZES },
 	{ "iterations", required_argument, NULL, 'n' },
@@ -63,8 +65,12 @@ static void usage(FILE *f)
 		"  -s, --stack SPEC       run a private runtime around SPEC, e.g.\n"
 		"                         \"budget limit=1G | host\"\n"
 		"  -c, --config FILE      use FILE as the configuration (sets XDM_CONFIG)\n"
-		"  -p, --platform NAME    platform module of the private runtime\n"
+		"  -p, --platform SPEC    platform module of the private runtime, with its\n"
+		"                         parameters, e.g. \"host devices=2\"\n"
 		"  -d, --device N         device ordinal (default 0)\n"
+		"      --devices LIST     spread the threads workload over these devices\n"
+		"                         (\"0,1\", or all): thread i on the (i mod n)-th,\n"
+		"                         each device with its own runtime; threads only\n"
 		"  -w, --workload LIST    pair, random, threads, streams, cross, replay or\n"
 		"                         all, or several separated by commas (default all:\n"
 		"                         every one but replay; replay alone with --replay)\n"
@@ -235,6 +241,10 @@ static int handle_option(int c, const char *arg, struct bench_opts *o)
 		if (parse_u64("--device", arg, 0, XDM_MAX_DEVICES - 1, &v))
 			return -1;
 		o->ordinal = (uint32_t)v;
+		o->device_set = true;
+		return 0;
+	case OPT_DEVICES:
+		o->devices_text = arg;
 		return 0;
 	case 'w':
 		return parse_workload(arg, o);
@@ -300,6 +310,62 @@ static int handle_option(int c, const char *arg, struct bench_opts *o)
 	return -1;
 }
 
+static int parse_list(const char *opt, const char *text, size_t *count,
+		      int (*item)(const char *opt, const char *text, struct bench_opts *o, size_t i),
+		      struct bench_opts *o);
+
+/* One ordinal of --devices; a device named twice would get two runtimes. */
+static int device_item(const char *opt, const char *text, struct bench_opts *o, size_t i)
+{
+	uint64_t v;
+
+	if (parse_u64(opt, text, 0, XDM_MAX_DEVICES - 1, &v))
+		return -1;
+	for (size_t j = 0; j < i; j++) {
+		if (o->devices[j] == v) {
+			fprintf(stderr, "xdm-bench: %s: device %llu is listed twice.\n", opt,
+				(unsigned long long)v);
+			return -1;
+		}
+	}
+	o->devices[i] = (uint32_t)v;
+	return 0;
+}
+
+/*
+ * --devices: "all" or a list of ordinals.  Only the threads workload knows
+ * how to spread itself over devices, so it is the default here, and any
+ * other workload is refused rather than run on one device of the list
+ * unasked.  The first device is the one the header and the JSON "device"
+ * describe.
+ */
+static int parse_devices(struct bench_opts *o)
+{
+	unsigned int other;
+
+	if (o->device_set) {
+		fprintf(stderr, "xdm-bench: --device and --devices exclude each other: --device runs every workload on one device, --devices spreads the threads workload over several.\n");
+		return -1;
+	}
+	if (strcmp(o->devices_text, "all") == 0)
+		o->devices_all = true;
+	else if (parse_list("--devices", o->devices_text, &o->ndevices, device_item, o))
+		return -1;
+	else
+		o->ordinal = o->devices[0];
+	if (!o->workload_set && !o->replay) {
+		o->workloads = BENCH_W_THREADS;
+		o->workload_name = "threads";
+	}
+	other = o->workloads & ~(unsigned int)BENCH_W_THREADS;
+	if (other) {
+		fprintf(stderr, "xdm-bench: --devices spreads only the threads workload over devices, and %s runs on one device: run it with --device N, one device at a time.\n",
+			bench_workload_name((enum bench_workload)(other & -other)));
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * Parses argv into o.  Returns BENCH_CONTINUE, or the exit code for --help,
  * --version and mistakes.  Lists are only stored here: their sizes go
@@ -362,6 +428,8 @@ int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 			o->replay);
 		return BENCH_EXIT_USAGE;
 	}
+	if (o->devices_text && parse_devices(o))
+		return BENCH_EXIT_USAGE;
 	return BENCH_CONTINUE;
 }
 

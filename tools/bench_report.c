@@ -7,7 +7,9 @@
  * Table rows are printed as each measurement ends, so a long run shows
  * progress; JSON is printed once at the end because it is one object.
  * Every number the table shows is also in the JSON, under the name the man
- * page gives it.
+ * page gives it.  Under --devices the header describes every device, and
+ * each threads row of a group is followed by one row per device, its share
+ * (subject "xdm@1"); the JSON gives the shares as the row's per_device.
  */
 #include "config.h"
 
@@ -55,41 +57,78 @@ static void human_bytes(uint64_t bytes, char *buf, size_t len)
 		snprintf(buf, len, "%.1f %s", v, units[u]);
 }
 
-/* Wide enough for every subject's name, and never narrower than before anchors. */
-static int name_width(const struct bench_ctx *ctx)
+/* A share's name: its row's subject and the device, "xdm@1", "xdm+tree@1". */
+static void share_name(const struct bench_subject *s, uint32_t ordinal, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s@%u", s->name, ordinal);
+}
+
+/* Wide enough for every subject's and share's name, and never narrower than before anchors. */
+static int name_width(struct bench_ctx *ctx)
 {
 	size_t w = strlen("subject") + 1;
+	char name[64];
 
 	for (size_t i = 0; i < ctx->nsubjects; i++) {
-		size_t n = strlen(ctx->subjects[i].name);
+		const struct bench_subject *s = &ctx->subjects[i];
 
-		if (n > w)
-			w = n;
+		if (strlen(s->name) > w)
+			w = strlen(s->name);
+		for (size_t d = 0; s->nparts && d < ctx->ndevices; d++) {
+			share_name(s, ctx->devices[d].ordinal, name, sizeof(name));
+			if (strlen(name) > w)
+				w = strlen(name);
+		}
 	}
 	return (int)w;
 }
 
+static void header_device(FILE *f, uint32_t ordinal, const struct xdm_device_info *d,
+			  const char *stack)
+{
+	char mem[32];
+
+	human_bytes(d->total_bytes, mem, sizeof(mem));
+	fprintf(f, "device    %u: %s\n", ordinal, d->name);
+	fprintf(f, "platform  %s\n", d->platform);
+	fprintf(f, "uuid      %s\n", d->uuid);
+	fprintf(f, "memory    %s (%llu bytes)\n", mem, (unsigned long long)d->total_bytes);
+	fprintf(f, "stack     %s\n", stack);
+}
+
+/* --devices: the list as found, and each device as --device would show it. */
+static void header_devices(FILE *f, const struct bench_ctx *ctx)
+{
+	fprintf(f, "devices   ");
+	for (size_t d = 0; d < ctx->ndevices; d++)
+		fprintf(f, "%s%u", d ? "," : "", ctx->devices[d].ordinal);
+	fprintf(f, ": the threads workload runs thread i on the (i mod %zu)-th of them, each device with its own runtime\n",
+		ctx->ndevices);
+	for (size_t d = 0; d < ctx->ndevices; d++)
+		header_device(f, ctx->devices[d].ordinal, &ctx->devices[d].info,
+			      ctx->devices[d].stack);
+}
+
 void bench_report_header(struct bench_ctx *ctx)
 {
-	const struct xdm_device_info *d = &ctx->dev;
 	FILE *f = ctx->report.out;
-	char mem[32];
 
 	ctx->report.name_width = name_width(ctx);
 	if (ctx->report.json)
 		return;
-	human_bytes(d->total_bytes, mem, sizeof(mem));
 	fprintf(f, "xdm-bench %s (libxdm %s)\n", PACKAGE_VERSION, xdm_version());
-	fprintf(f, "device    %u: %s\n", ctx->opts.ordinal, d->name);
-	fprintf(f, "platform  %s\n", d->platform);
-	fprintf(f, "uuid      %s\n", d->uuid);
-	fprintf(f, "memory    %s (%llu bytes)\n", mem, (unsigned long long)d->total_bytes);
-	fprintf(f, "stack     %s\n", ctx->stack);
+	if (ctx->ndevices)
+		header_devices(f, ctx);
+	else
+		header_device(f, ctx->opts.ordinal, &ctx->dev, ctx->stack);
 	for (size_t i = 0; i < ctx->nsubjects; i++) {
-		const struct bench_subject *s = &ctx->subjects[i];
+		struct bench_subject *s = &ctx->subjects[i];
 
-		if (s->anchor)
-			fprintf(f, "anchor    %s: %s\n", s->name, s->desc);
+		if (!s->anchor)
+			continue;
+		for (size_t d = 0; d < bench_nparts(s); d++)
+			fprintf(f, "anchor    %s: %s\n", bench_part(s, d)->name,
+				bench_part(s, d)->desc);
 	}
 	fprintf(f, "timing    median and min of %u timed runs after 1 warm-up run\n",
 		ctx->opts.repeat);
@@ -114,14 +153,51 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 	return 0;
 }
 
+/*
+ * One device's share of a threads row, under it: its threads, their pairs,
+ * its span per pair of one thread and its pairs a second.  A device that
+ * got no thread (fewer threads than devices) has no time to show.
+ */
+static void print_share(struct bench_report *rep, const struct bench_result *r,
+			const struct bench_share *sh)
+{
+	char name[64], param[48];
+
+	share_name(r->subject, sh->ordinal, name, sizeof(name));
+	snprintf(param, sizeof(param), "%u thread%s", sh->threads, sh->threads == 1 ? "" : "s");
+	if (!sh->threads) {
+		fprintf(rep->out, "%-*s %-8s %-10s %10d %13s %11s %15s\n", rep->name_width, name,
+			"threads", param, 0, "-", "-", "-");
+		return;
+	}
+	fprintf(rep->out, "%-*s %-8s %-10s %10llu %13.1f %11.1f %15.0f\n", rep->name_width,
+		name, "threads", param, (unsigned long long)sh->ops, sh->median_ns, sh->min_ns,
+		sh->ops_per_s);
+}
+
 int bench_report_result(struct bench_ctx *ctx, const struct bench_result *r)
 {
 	struct bench_report *rep = &ctx->report;
+	struct bench_result *kept;
 	FILE *f = rep->out;
 
 	if (grow((void **)&rep->results, &rep->results_cap, rep->nresults, sizeof(*r)))
 		return BENCH_EXIT_FAIL;
-	rep->results[rep->nresults++] = *r;
+	kept = &rep->results[rep->nresults];
+	*kept = *r;
+	kept->shares = NULL;
+	/* The workload's shares live until its next row: keep a copy. */
+	if (r->nshares) {
+		struct bench_share *copy = calloc(r->nshares, sizeof(*copy));
+
+		if (!copy) {
+			fprintf(stderr, "xdm-bench: out of memory for the report\n");
+			return BENCH_EXIT_FAIL;
+		}
+		memcpy(copy, r->shares, r->nshares * sizeof(*copy));
+		kept->shares = copy;
+	}
+	rep->nresults++;
 	if (rep->json)
 		return 0;
 	if (!rep->table_started) {
@@ -132,6 +208,8 @@ int bench_report_result(struct bench_ctx *ctx, const struct bench_result *r)
 	fprintf(f, "%-*s %-8s %-10s %10llu %13.1f %11.1f %15.0f\n", rep->name_width,
 		r->subject->name, bench_workload_name(r->workload), r->param,
 		(unsigned long long)r->ops, r->median_ns, r->min_ns, r->ops_per_s);
+	for (size_t d = 0; d < r->nshares; d++)
+		print_share(rep, r, &r->shares[d]);
 	fflush(f);
 	return 0;
 }
@@ -309,7 +387,7 @@ static void print_notes(struct bench_ctx *ctx)
 {
 	struct bench_report *rep = &ctx->report;
 	const struct bench_edge *e = &rep->edge;
-	bool threads = false, streams = false, started = false;
+	bool threads = false, streams = false, shares = false, started = false;
 	double ratio;
 	char b[32];
 
@@ -342,12 +420,16 @@ static void print_notes(struct bench_ctx *ctx)
 		}
 		threads |= r->workload == BENCH_W_THREADS;
 		streams |= r->workload == BENCH_W_STREAMS;
+		shares |= r->nshares > 0;
 		print_compare(rep, r, &started);
 	}
 	if (rep->replay)
 		print_replay_note(rep, &started);
 	if (threads)
 		fprintf(note(rep, &started), "note: threads: ns/op is per 4K pair per thread; ops/s counts the pairs of all threads\n");
+	if (shares)
+		fprintf(note(rep, &started), "note: threads on %zu devices: thread i runs on the (i mod %zu)-th listed device, on a stream of that device's runtime; a row SUBJECT@N under a row is device N's share of it: its threads and their pairs (the shares' ops add up to the row's), timed from the first of them to start to the last to end, so ops/s is the device's own rate\n",
+			ctx->ndevices, ctx->ndevices);
 	if (streams)
 		fprintf(note(rep, &started), "note: streams: one thread goes round the streams; on each it allocates 64K, queues a write into the block there (a memset on a GPU, a host function on the host platform) and frees it there; ns/op is per pair, ops/s counts the pairs of every stream\n");
 	for (size_t i = 0; i < rep->nskips; i++) {
@@ -434,6 +516,32 @@ static void json_counters(FILE *f, const struct bench_counters *c)
 	json_u64(f, "xdm_bytes_outstanding", c->stack_bytes_outstanding, false);
 }
 
+/* --devices: each device as "device" shows the first; null without. */
+static void json_devices(FILE *f, const struct bench_ctx *ctx)
+{
+	fprintf(f, "  \"devices\": ");
+	if (!ctx->ndevices) {
+		fputs("null,\n", f);
+		return;
+	}
+	fputc('[', f);
+	for (size_t i = 0; i < ctx->ndevices; i++) {
+		const struct bench_device *d = &ctx->devices[i];
+
+		fprintf(f, "%s\n    {\"ordinal\": %u, \"name\": ", i ? "," : "", d->ordinal);
+		json_str(f, d->info.name);
+		fprintf(f, ", \"platform\": ");
+		json_str(f, d->info.platform);
+		fprintf(f, ", \"uuid\": ");
+		json_str(f, d->info.uuid);
+		fprintf(f, ", \"total_bytes\": %llu, \"stack\": ",
+			(unsigned long long)d->info.total_bytes);
+		json_str(f, d->stack);
+		fputc('}', f);
+	}
+	fprintf(f, "\n  ],\n");
+}
+
 static void json_header(FILE *f, struct bench_ctx *ctx)
 {
 	const struct bench_opts *o = &ctx->opts;
@@ -475,13 +583,30 @@ static void json_header(FILE *f, struct bench_ctx *ctx)
 		json_str(f, o->replay);
 	else
 		fputs("null", f);
-	fprintf(f, "},\n  \"subjects\": [");
+	fprintf(f, ", \"devices\": ");
+	if (ctx->ndevices) {
+		for (size_t i = 0; i < ctx->ndevices; i++)
+			fprintf(f, "%s%u", i ? ", " : "[", ctx->devices[i].ordinal);
+		fputc(']', f);
+	} else {
+		fputs("null", f);
+	}
+	fprintf(f, "},\n");
+	json_devices(f, ctx);
+	fprintf(f, "  \"subjects\": [");
 	for (size_t i = 0; i < ctx->nsubjects; i++) {
+		const struct bench_subject *s = &ctx->subjects[i];
+
 		fprintf(f, "%s{\"name\": ", i ? ", " : "");
-		json_str(f, ctx->subjects[i].name);
+		json_str(f, s->name);
 		fprintf(f, ", \"description\": ");
-		json_str(f, ctx->subjects[i].desc);
-		fprintf(f, ", \"anchor\": %s}", ctx->subjects[i].anchor ? "true" : "false");
+		json_str(f, s->desc);
+		fprintf(f, ", \"anchor\": %s", s->anchor ? "true" : "false");
+		for (size_t p = 0; p < s->nparts; p++) {
+			fprintf(f, "%s", p ? ", " : ", \"parts\": [");
+			json_str(f, s->parts[p].name);
+		}
+		fprintf(f, "%s}", s->nparts ? "]" : "");
 	}
 	fprintf(f, "],\n");
 }
@@ -493,6 +618,41 @@ static void json_ratio(FILE *f, double v)
 		fprintf(f, "%.6g", v);
 	else
 		fputs("null", f);
+}
+
+/* A time that was not measured (a device without threads) is null. */
+static void json_num_if(FILE *f, bool measured, double v)
+{
+	if (measured)
+		json_num(f, v);
+	else
+		fputs("null", f);
+}
+
+/* --devices: a threads row's shares, one object per device. */
+static void json_shares(FILE *f, const struct bench_result *r)
+{
+	fprintf(f, ", \"per_device\": [");
+	for (size_t d = 0; d < r->nshares; d++) {
+		const struct bench_share *sh = &r->shares[d];
+		char name[64];
+
+		share_name(r->subject, sh->ordinal, name, sizeof(name));
+		fprintf(f, "%s{\"subject\": ", d ? ", " : "");
+		json_str(f, name);
+		fprintf(f, ", \"ordinal\": %u, \"threads\": %u, ", sh->ordinal, sh->threads);
+		json_u64(f, "ops", sh->ops, true);
+		fprintf(f, "\"share\": ");
+		json_ratio(f, r->ops ? (double)sh->ops / (double)r->ops : 0);
+		fprintf(f, ", \"median_ns\": ");
+		json_num_if(f, sh->threads, sh->median_ns);
+		fprintf(f, ", \"min_ns\": ");
+		json_num_if(f, sh->threads, sh->min_ns);
+		fprintf(f, ", \"ops_per_s\": ");
+		json_num_if(f, sh->threads, sh->ops_per_s);
+		fputc('}', f);
+	}
+	fputc(']', f);
 }
 
 static void json_result(FILE *f, const struct bench_report *rep, const struct bench_result *r)
@@ -533,6 +693,8 @@ static void json_result(FILE *f, const struct bench_report *rep, const struct be
 	}
 	if (r->workload == BENCH_W_STREAMS)
 		fprintf(f, ", \"streams\": %u", r->streams);
+	if (r->nshares)
+		json_shares(f, r);
 	if (r->workload == BENCH_W_CROSS) {
 		fprintf(f, ", \"from_stream\": 0, \"to_stream\": 1, \"event_edge_ratio\": ");
 		if (edge_ratio_of(rep, r, &ratio))
@@ -676,13 +838,21 @@ static void print_json(struct bench_ctx *ctx, bool leak)
 		json_counter_row(f, row->subject, bench_workload_name(row->after), row->valid,
 				 &row->c);
 	}
-	/* "final": each subject's last counters, what the leak check judged. */
+	/* "final": each runtime's last counters (a group's per part), what the
+	 * leak check judged. */
 	fprintf(f, "\n  ],\n  \"final\": [");
-	for (size_t i = 0; i < ctx->nsubjects; i++) {
-		const struct bench_subject *s = &ctx->subjects[i];
+	for (size_t i = 0, n = 0; i < ctx->nsubjects; i++) {
+		struct bench_subject *g = &ctx->subjects[i];
 
-		fprintf(f, "%s\n    ", i ? "," : "");
-		json_counter_row(f, s, NULL, s->has_last, &s->last);
+		/* xdm+tree borrows xdm's runtime: a group's parts are listed as xdm's. */
+		if (g->borrowed && g->nparts)
+			continue;
+		for (size_t d = 0; d < bench_nparts(g); d++) {
+			const struct bench_subject *s = bench_part(g, d);
+
+			fprintf(f, "%s\n    ", n++ ? "," : "");
+			json_counter_row(f, s, NULL, s->has_last, &s->last);
+		}
 	}
 	fprintf(f, "\n  ],\n  \"leak\": %s\n}\n", leak ? "true" : "false");
 }
@@ -701,6 +871,8 @@ void bench_report_finish(struct bench_ctx *ctx, bool leak)
 
 void bench_report_free(struct bench_report *rep)
 {
+	for (size_t i = 0; i < rep->nresults; i++)
+		free((void *)rep->results[i].shares);
 	free(rep->results);
 	free(rep->rows);
 	free(rep->skips);

@@ -447,7 +447,7 @@ static void describe(struct bench_subject *s, const struct cu_anchor *a)
 	}
 }
 
-int bench_cuda_open(struct bench_ctx *ctx, enum bench_cuda_kind kind, uint32_t nstreams,
+int bench_cuda_open(uint32_t ordinal, enum bench_cuda_kind kind, uint32_t nstreams,
 		    struct bench_subject *s, char *why, size_t len)
 {
 	struct cu_anchor *a = calloc(1, sizeof(*a));
@@ -457,7 +457,7 @@ int bench_cuda_open(struct bench_ctx *ctx, enum bench_cuda_kind kind, uint32_t n
 		return -1;
 	}
 	a->kind = kind;
-	a->ordinal = ctx->opts.ordinal;
+	a->ordinal = ordinal;
 	a->nstreams = nstreams ? nstreams : 1;
 	if (pthread_key_create(&a->err_call, NULL)) {
 		snprintf(why, len, "out of thread-specific keys");

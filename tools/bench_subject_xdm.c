@@ -355,28 +355,27 @@ static const struct bench_subject_ops xdm_subject_ops = {
 	.reserved_peak = xs_reserved_peak,
 };
 
-static void describe(struct bench_ctx *ctx, struct xdm_runtime *rt)
+static void describe(const struct bench_opts *o, uint32_t ordinal, struct xdm_runtime *rt,
+		     struct xdm_device_info *dev, char *stack, size_t stack_len)
 {
-	const struct bench_opts *o = &ctx->opts;
-
 	/* Neither failure spoils a measurement: say so and show what is known. */
-	if (xdm_runtime_device(rt, &ctx->dev) != XDM_OK) {
-		fprintf(stderr, "xdm-bench: warning: cannot describe device %u: %s\n",
-			o->ordinal, xdm_last_error_message());
-		memset(&ctx->dev, 0, sizeof(ctx->dev));
-		snprintf(ctx->dev.name, sizeof(ctx->dev.name), "unknown");
+	if (xdm_runtime_device(rt, dev) != XDM_OK) {
+		fprintf(stderr, "xdm-bench: warning: cannot describe device %u: %s\n", ordinal,
+			xdm_last_error_message());
+		memset(dev, 0, sizeof(*dev));
+		snprintf(dev->name, sizeof(dev->name), "unknown");
 	}
-	if (xdm_runtime_stack_spec(rt, ctx->stack, sizeof(ctx->stack)) != XDM_OK) {
+	if (xdm_runtime_stack_spec(rt, stack, stack_len) != XDM_OK) {
 		fprintf(stderr, "xdm-bench: warning: cannot read the stack spec: %s\n",
 			xdm_last_error_message());
-		snprintf(ctx->stack, sizeof(ctx->stack), "%s", o->stack ? o->stack : "unknown");
+		snprintf(stack, stack_len, "%s", o->stack ? o->stack : "unknown");
 	}
 }
 
 /* --compare: a private runtime around its own stack, named xdm2. */
-int bench_subject_compare_open(struct bench_ctx *ctx, struct bench_subject *s)
+int bench_subject_compare_open(const struct bench_opts *o, uint32_t ordinal,
+			       struct bench_subject *s)
 {
-	const struct bench_opts *o = &ctx->opts;
 	struct xdm_subject *x = calloc(1, sizeof(*x));
 
 	if (!x) {
@@ -384,9 +383,9 @@ int bench_subject_compare_open(struct bench_ctx *ctx, struct bench_subject *s)
 		return BENCH_EXIT_FAIL;
 	}
 	x->owned = true;
-	if (xdm_runtime_create(o->ordinal, o->platform, o->compare, &x->rt) != XDM_OK) {
+	if (xdm_runtime_create(ordinal, o->platform, o->compare, &x->rt) != XDM_OK) {
 		fprintf(stderr, "xdm-bench: --compare: cannot create a runtime for device %u with stack \"%s\": %s\n",
-			o->ordinal, o->compare, xdm_last_error_message());
+			ordinal, o->compare, xdm_last_error_message());
 		free(x);
 		return BENCH_EXIT_FAIL;
 	}
@@ -399,10 +398,15 @@ int bench_subject_compare_open(struct bench_ctx *ctx, struct bench_subject *s)
 	return 0;
 }
 
-/* Opens the runtime the options ask for.  0, or an exit code, said. */
-int bench_subject_xdm_open(struct bench_ctx *ctx, struct bench_subject *s)
+/*
+ * A private runtime where --stack or --platform asks for one (the platform
+ * string goes to xdm_runtime_create as given, parameters and all: "host
+ * devices=2"), else the process-wide runtime of the ordinal.
+ */
+int bench_subject_xdm_open_on(const struct bench_opts *o, uint32_t ordinal, bool probe,
+			      struct bench_subject *s, struct xdm_device_info *dev,
+			      char *stack, size_t stack_len)
 {
-	const struct bench_opts *o = &ctx->opts;
 	struct xdm_subject *x;
 	enum xdm_status st;
 
@@ -413,28 +417,37 @@ int bench_subject_xdm_open(struct bench_ctx *ctx, struct bench_subject *s)
 	}
 	x->owned = o->stack || o->platform;
 	if (x->owned)
-		st = xdm_runtime_create(o->ordinal, o->platform, o->stack, &x->rt);
+		st = xdm_runtime_create(ordinal, o->platform, o->stack, &x->rt);
 	else
-		st = xdm_runtime_get(o->ordinal, &x->rt);
+		st = xdm_runtime_get(ordinal, &x->rt);
 	if (st != XDM_OK)
 		goto fail;
 
 	s->ops = &xdm_subject_ops;
 	s->priv = x;
 	snprintf(s->name, sizeof(s->name), "xdm");
-	describe(ctx, x->rt);
-	snprintf(s->desc, sizeof(s->desc), "%s", ctx->stack);
+	describe(o, ordinal, x->rt, dev, stack, stack_len);
+	snprintf(s->desc, sizeof(s->desc), "%s", stack);
 	return 0;
 fail:
+	free(x);
+	if (probe && st == XDM_E_NO_DEVICE)
+		return BENCH_NO_DEVICE;
 	if (o->stack)
 		fprintf(stderr, "xdm-bench: cannot create a runtime for device %u with stack \"%s\": %s\n",
-			o->ordinal, o->stack, xdm_last_error_message());
+			ordinal, o->stack, xdm_last_error_message());
 	else if (o->platform)
 		fprintf(stderr, "xdm-bench: cannot create a runtime for device %u on platform \"%s\": %s\n",
-			o->ordinal, o->platform, xdm_last_error_message());
+			ordinal, o->platform, xdm_last_error_message());
 	else
-		fprintf(stderr, "xdm-bench: cannot get the runtime of device %u: %s\n",
-			o->ordinal, xdm_last_error_message());
-	free(x);
+		fprintf(stderr, "xdm-bench: cannot get the runtime of device %u: %s\n", ordinal,
+			xdm_last_error_message());
 	return BENCH_EXIT_FAIL;
+}
+
+/* Opens the runtime the options ask for.  0, or an exit code, said. */
+int bench_subject_xdm_open(struct bench_ctx *ctx, struct bench_subject *s)
+{
+	return bench_subject_xdm_open_on(&ctx->opts, ctx->opts.ordinal, false, s, &ctx->dev,
+					 ctx->stack, sizeof(ctx->stack));
 }

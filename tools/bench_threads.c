@@ -7,6 +7,13 @@
  * runtime's registry and counters, and whether per-stream state really
  * lets streams proceed independently.  The threads are held at a gate
  * until all exist, so thread creation is never measured.
+ *
+ * On a subject spread over --devices (a group, bench_devices.c) thread i
+ * runs on part i mod n, the runtime of the (i mod n)-th listed device, on
+ * stream (i / n) mod that runtime's stream count: each thread still has a
+ * stream of its own, on its own device.  Beside the run's span, each
+ * device's span is kept (its first thread's start to its last thread's
+ * end), the time of that device's share of the pairs.
  */
 #include "config.h"
 
@@ -35,7 +42,8 @@ struct gate {
 };
 
 struct worker {
-	alignas(64) struct bench_subject *s;	/* a line each: no false sharing */
+	alignas(64) struct bench_subject *s;	/* a line each: no false sharing;
+						 * a group's part */
 	struct gate *gate;
 	uint32_t stream;
 	uint64_t iters;
@@ -49,6 +57,14 @@ struct threads_arg {
 	uint64_t iters;
 	struct worker *workers;
 	pthread_t *tids;
+	/*
+	 * A group's spans: spans[run * nparts + d] is part d's in run run,
+	 * where run counts this measurement's calls, the warm-up first (the
+	 * order bench_measure_some calls in); NULL for a plain subject.
+	 */
+	double *spans;
+	unsigned int run;
+	unsigned int runs;		/* what spans holds room for */
 };
 
 /* Spin briefly, then give the CPU away: there may be more threads than CPUs. */
@@ -112,23 +128,44 @@ static void *worker_main(void *p)
 	return NULL;
 }
 
+/* Each part's span of this run, from its own threads' clocks. */
+static void keep_spans(struct threads_arg *a, size_t nparts)
+{
+	double *spans = &a->spans[(size_t)a->run * nparts];
+
+	for (size_t d = 0; d < nparts; d++) {
+		uint64_t first = UINT64_MAX, last = 0;
+
+		for (size_t i = d; i < a->nthreads; i += nparts) {
+			if (a->workers[i].t0 < first)
+				first = a->workers[i].t0;
+			if (a->workers[i].t1 > last)
+				last = a->workers[i].t1;
+		}
+		spans[d] = first < last ? (double)(last - first) : 0;
+	}
+}
+
 static int threads_once(void *arg, uint64_t *ns)
 {
 	struct threads_arg *a = arg;
 	struct gate gate = { GATE_WAIT, 0 };
-	uint32_t nstreams = a->s->ops->stream_count(a->s);
+	size_t nparts = bench_nparts(a->s);
 	uint64_t first = UINT64_MAX, last = 0;
 	unsigned int created;
 	bool failed = false;
 	int err = 0;
 
-	if (nstreams == 0)
-		nstreams = 1;
 	for (created = 0; created < a->nthreads; created++) {
 		struct worker *w = &a->workers[created];
+		struct bench_subject *p = bench_part(a->s, created % nparts);
+		uint32_t nstreams = p->ops->stream_count(p);
 
-		*w = (struct worker){ .s = a->s, .gate = &gate,
-				      .stream = created % nstreams, .iters = a->iters };
+		if (nstreams == 0)
+			nstreams = 1;
+		*w = (struct worker){ .s = p, .gate = &gate,
+				      .stream = (uint32_t)((created / nparts) % nstreams),
+				      .iters = a->iters };
 		err = pthread_create(&a->tids[created], NULL, worker_main, w);
 		if (err)
 			break;
@@ -152,6 +189,57 @@ static int threads_once(void *arg, uint64_t *ns)
 	if (failed)
 		return -1;
 	*ns = last - first;
+	if (a->spans && a->run < a->runs)
+		keep_spans(a, nparts);
+	a->run++;
+	return 0;
+}
+
+/*
+ * A group's row gets one share per device: its threads (thread i on the
+ * (i mod n)-th), their pairs, and the median and min over the timed runs
+ * of its span.  The warm-up's spans (run 0) are not kept, as for the row.
+ */
+static void make_shares(struct bench_ctx *ctx, const struct threads_arg *a,
+			struct bench_share *shares, double *samples)
+{
+	const struct bench_subject *g = a->s;
+	unsigned int repeat = ctx->opts.repeat;
+	size_t n = g->nparts;
+
+	for (size_t d = 0; d < n; d++) {
+		struct bench_share *sh = &shares[d];
+		double median = 0, min = 0;
+
+		*sh = (struct bench_share){ .ordinal = ctx->devices[d].ordinal };
+		sh->threads = a->nthreads / (unsigned int)n + (d < a->nthreads % n ? 1 : 0);
+		sh->ops = a->iters * sh->threads;
+		if (!sh->threads)
+			continue;
+		for (unsigned int r = 0; r < repeat; r++)
+			samples[r] = a->spans[(size_t)(r + 1) * n + d];
+		bench_summarize(samples, repeat, &median, &min);
+		sh->median_ns = median / (double)a->iters;
+		sh->min_ns = min / (double)a->iters;
+		sh->ops_per_s = median > 0 ? (double)sh->ops * 1e9 / median : 0;
+	}
+}
+
+/* Span arrays for the groups among the subjects; 0, or -1 said. */
+static int alloc_spans(struct bench_ctx *ctx, double **spans)
+{
+	size_t runs = (size_t)ctx->opts.repeat + 1;
+
+	for (size_t k = 0; k < ctx->nsubjects; k++) {
+		spans[k] = NULL;
+		if (!ctx->subjects[k].nparts)
+			continue;
+		spans[k] = calloc(runs * ctx->subjects[k].nparts, sizeof(double));
+		if (!spans[k]) {
+			fprintf(stderr, "xdm-bench: threads: out of memory\n");
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -161,14 +249,22 @@ int bench_run_threads(struct bench_ctx *ctx)
 	uint64_t n = o->iterations_set ? o->iterations : BENCH_DEFAULT_THREAD_ITERS;
 	double samples[BENCH_MAX_SUBJECTS][BENCH_MAX_REPEAT];
 	struct threads_arg args[BENCH_MAX_SUBJECTS];
+	double *spans[BENCH_MAX_SUBJECTS] = { NULL };
+	struct bench_share *shares = NULL;
 	struct worker *workers;
 	pthread_t *tids;
 	int rc = 0;
 
 	workers = aligned_alloc(alignof(struct worker), BENCH_MAX_THREADS * sizeof(*workers));
 	tids = calloc(BENCH_MAX_THREADS, sizeof(*tids));
-	if (!workers || !tids) {
+	if (ctx->ndevices)
+		shares = calloc(ctx->ndevices, sizeof(*shares));
+	if (!workers || !tids || (ctx->ndevices && !shares)) {
 		fprintf(stderr, "xdm-bench: threads: out of memory\n");
+		rc = BENCH_EXIT_FAIL;
+		goto out;
+	}
+	if (alloc_spans(ctx, spans)) {
 		rc = BENCH_EXIT_FAIL;
 		goto out;
 	}
@@ -176,7 +272,8 @@ int bench_run_threads(struct bench_ctx *ctx)
 		/* The worker arrays serve every subject: runs never overlap. */
 		for (size_t k = 0; k < ctx->nsubjects; k++)
 			args[k] = (struct threads_arg){ &ctx->subjects[k], o->threads[i], n,
-							workers, tids };
+							workers, tids, spans[k], 0,
+							o->repeat + 1 };
 		rc = bench_measure_all(ctx, threads_once, args, sizeof(args[0]), samples);
 		if (rc)
 			goto out;
@@ -197,12 +294,20 @@ int bench_run_threads(struct bench_ctx *ctx)
 			r.median_ns = median_wall / (double)n;
 			r.min_ns = min_wall / (double)n;
 			r.ops_per_s = median_wall > 0 ? (double)r.ops * 1e9 / median_wall : 0;
+			if (args[k].spans) {
+				make_shares(ctx, &args[k], shares, samples[k]);
+				r.shares = shares;
+				r.nshares = ctx->subjects[k].nparts;
+			}
 			rc = bench_report_result(ctx, &r);
 			if (rc)
 				goto out;
 		}
 	}
 out:
+	for (size_t k = 0; k < BENCH_MAX_SUBJECTS; k++)
+		free(spans[k]);
+	free(shares);
 	free(tids);
 	free(workers);
 	return rc;

@@ -9,6 +9,7 @@ tools_xdm_bench_SOURCES = \
 	tools/bench_hold.c \
 	tools/bench_tree_reader.c \
 	tools/bench_subject_xdm.c \
+	tools/bench_devices.c \
 	tools/bench_anchors.c \
 	tools/bench_workloads.c \
 	tools/bench_threads.c \

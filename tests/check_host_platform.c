@@ -1009,7 +1009,9 @@ START_TEST(test_module_tables)
 	ck_assert_str_eq(platform->params[0].name, "devices");
 	ck_assert_str_eq(platform->params[0].default_value, "1");
 	ck_assert_str_eq(platform->params[1].name, "memory");
-	ck_assert_ptr_null(platform->params[2].name);
+	ck_assert_str_eq(platform->params[2].name, "visible");
+	ck_assert_ptr_null(platform->params[2].default_value);
+	ck_assert_ptr_null(platform->params[3].name);
 	for (p = backend->params, n = 0; p->name; p++, n++)
 		if (!strcmp(p->name, "free"))
 			ck_assert_str_eq(p->default_value, "stream");

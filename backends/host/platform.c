@@ -355,11 +355,11 @@ static enum xdm_status host_op_memcpy_async(struct xdm_layer *self, uint64_t dst
 static const struct xdm_param_spec host_platform_params[] = {
 	{ "devices", XDM_PARAM_UINT, "1",
 	  "how many host devices exist; ordinals from this number on have none" },
+	{ "memory", XDM_PARAM_SIZE, NULL,
+	  "total memory each host device reports (default: the machine's physical memory)" },
 	{ "visible", XDM_PARAM_STRING, NULL,
 	  "the host devices this process sees, in its order, as CUDA_VISIBLE_DEVICES: "
 	  "\"1,0\" makes ordinal 0 device 1 (default: ordinal k is device k)" },
-	{ "memory", XDM_PARAM_SIZE, NULL,
-	  "total memory each host device reports (default: the machine's physical memory)" },
 	{ NULL },
 };
 

@@ -936,6 +936,28 @@ static enum xdm_status only_blank_after(const struct parser *p)
 		       "a stack spec is one line");
 }
 
+/*
+ * A text that must be one logical line (a stack spec, a platform list):
+ * read it, refuse more lines but blank ones, and give its end without
+ * trailing blanks.  empty is the message for a text with no line at all.
+ */
+static enum xdm_status one_line(struct parser *p, const char *text, const char *empty,
+				size_t *end)
+{
+	enum xdm_status st;
+
+	if (!next_line(p))
+		return fail_at(p->source, 1, 1, text, 0, "%s", empty);
+	/* Blank lines after it are what shells and sysfs-style writes add. */
+	st = only_blank_after(p);
+	if (st)
+		return st;
+	*end = p->ll.len;
+	while (*end && is_blank(p->ll.buf[*end - 1]))
+		(*end)--;
+	return XDM_OK;
+}
+
 enum xdm_status xdm_config_parse_stack(const char *source, const char *spec,
 				       struct xdm_conf_stack *out)
 {
@@ -948,19 +970,9 @@ enum xdm_status xdm_config_parse_stack(const char *source, const char *spec,
 	st = parser_init(&p, source, spec);
 	if (st)
 		return st;
-	if (!next_line(&p)) {
-		st = fail_at(source, 1, 1, spec, 0, "a stack needs at least one layer");
-		goto out;
-	}
-	/* Blank lines after the spec are what shells and sysfs-style writes add. */
-	st = only_blank_after(&p);
-	if (st)
-		goto out;
-	end = p.ll.len;
-	while (end && is_blank(p.ll.buf[end - 1]))
-		end--;
-	st = parse_stack_at(&p, 0, end, out);
-out:
+	st = one_line(&p, spec, "a stack needs at least one layer", &end);
+	if (st == XDM_OK)
+		st = parse_stack_at(&p, 0, end, out);
 	parser_fini(&p);
 	return st;
 }
@@ -979,16 +991,9 @@ enum xdm_status xdm_config_set_platforms(struct xdm_config *cfg, const char *sou
 	if (st)
 		return st;
 	p.cfg = &parsed;
-	if (!next_line(&p)) {
-		st = fail_at(source, 1, 1, list, 0, "empty platform name in the list");
-		goto out;
-	}
-	st = only_blank_after(&p);
+	st = one_line(&p, list, "empty platform name in the list", &end);
 	if (st)
 		goto out;
-	end = p.ll.len;
-	while (end && is_blank(p.ll.buf[end - 1]))
-		end--;
 	st = parse_platforms(&p, 0, end);
 	if (st) {
 		free_platforms(&parsed);

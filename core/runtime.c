@@ -207,30 +207,35 @@ static enum xdm_status check_peer(struct xdm_runtime *owner, struct xdm_block_id
 	return XDM_OK;
 }
 
-enum xdm_status xdm_prepare_peer_use(struct xdm_runtime *owner, struct xdm_block_id id,
-				     struct xdm_runtime *user, xdm_stream_id user_stream,
-				     enum xdm_access access)
+/* Before the work (prepare) or after it (finish): the checks are the same. */
+static enum xdm_status peer_use(struct xdm_runtime *owner, struct xdm_block_id id,
+				struct xdm_runtime *user, xdm_stream_id user_stream,
+				enum xdm_access access, bool finish)
 {
-	enum xdm_status st = check_peer(owner, id, user, "xdm_prepare_peer_use");
+	const char *fn = finish ? "xdm_finish_peer_use" : "xdm_prepare_peer_use";
+	enum xdm_status st = check_peer(owner, id, user, fn);
 
 	if (st)
 		return st;
 	if (user == owner)
-		return xdm_prepare_block_use(owner, id, user_stream, access);
-	return xdm_track_peer_prepare(owner, id, user, user_stream, access);
+		return finish ? xdm_finish_block_use(owner, id, user_stream, access)
+			      : xdm_prepare_block_use(owner, id, user_stream, access);
+	return finish ? xdm_track_peer_finish(owner, id, user, user_stream, access)
+		      : xdm_track_peer_prepare(owner, id, user, user_stream, access);
+}
+
+enum xdm_status xdm_prepare_peer_use(struct xdm_runtime *owner, struct xdm_block_id id,
+				     struct xdm_runtime *user, xdm_stream_id user_stream,
+				     enum xdm_access access)
+{
+	return peer_use(owner, id, user, user_stream, access, false);
 }
 
 enum xdm_status xdm_finish_peer_use(struct xdm_runtime *owner, struct xdm_block_id id,
 				    struct xdm_runtime *user, xdm_stream_id user_stream,
 				    enum xdm_access access)
 {
-	enum xdm_status st = check_peer(owner, id, user, "xdm_finish_peer_use");
-
-	if (st)
-		return st;
-	if (user == owner)
-		return xdm_finish_block_use(owner, id, user_stream, access);
-	return xdm_track_peer_finish(owner, id, user, user_stream, access);
+	return peer_use(owner, id, user, user_stream, access, true);
 }
 
 enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,

@@ -23,6 +23,11 @@
  * sentence on stderr unless devices 0 and 1 exist and can access each
  * other.
  *
+ * And the order: a slow kernel of device 1 writes a block of device 0
+ * between xdm_prepare_peer_use and xdm_finish_peer_use; the block is freed
+ * and taken again on device 0 at once, and device 0 writes it.  The free
+ * waits for device 1's kernel, so device 0's write is the one that stays.
+ *
  *   check_peer_cuda            run the suite
  *   check_peer_cuda --probe    exit 0 if the suite would run here, 77 if not
  */
@@ -259,6 +264,52 @@ START_TEST(test_refused_by_name)
 }
 END_TEST
 
+/*
+ * A peer kernel's write is waited for before the block is used again: a
+ * spin_fill of device 1 (about 100 ms, then P) on a block of device 0,
+ * recorded as a peer use; the block freed and taken again on device 0's
+ * stream (the pool's cache hands the same address straight back), and
+ * device 0 sets it to Q.  Without the wait the late P would land over Q.
+ */
+START_TEST(test_the_free_waits_for_a_peer_kernel)
+{
+	enum { Q = 0x3c };
+	struct xdm_runtime *rt0, *rt1;
+	struct xdm_block b, again;
+	size_t same;
+
+	CU_OK(ct_ctx_current());
+	TU_OK(xdm_runtime_create(1, "cuda", "cuda_async", &rt1));
+	TU_OK(xdm_runtime_create(0, "cuda", "pool | cuda_async peers=all", &rt0));
+	TU_OK(xdm_allocate(rt0, BLOCK, 0, "peer", &b));
+	ct_sync_all(rt0);
+	ck_assert_uint_eq(access_for(&b, true, 1), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+	zero_on_device_0(&b);
+
+	TU_OK(xdm_prepare_peer_use(rt0, xdm_block_id_of(&b), rt1, 0, XDM_ACCESS_WRITE));
+	CU_OK(ct_spin_fill(ct_stream(rt1, 0), ct_dev(&b), BLOCK, P, 100 * CT_CYCLES_PER_MS));
+	TU_OK(xdm_finish_peer_use(rt0, xdm_block_id_of(&b), rt1, 0, XDM_ACCESS_WRITE));
+	TU_OK(xdm_deallocate(rt0, &b));
+	TU_OK(xdm_allocate(rt0, BLOCK, 0, "again", &again));
+	ck_assert_msg(again.ptr == b.ptr, "the pool gave 0x%" PRIx64 " for 0x%" PRIx64
+		      ": the test needs the same memory back", again.ptr, b.ptr);
+	CU_OK(ct_drv.cuCtxSetCurrent(ctx0));
+	CU_OK(ct_drv.cuMemsetD8Async(ct_dev(&again), Q, BLOCK, ct_stream(rt0, 0)));
+	CU_OK(ct_ctx_current());
+	TU_OK(xdm_stream_synchronize(rt0, 0));
+	TU_OK(xdm_stream_synchronize(rt1, 0));
+	same = count_on_device_0(&again, Q);
+	ck_assert_msg(same == BLOCK, "%zu of %zu bytes hold device 0's 0x%02x after the free: "
+		      "device 1's late write was not waited for", same, BLOCK, Q);
+	printf("pool | cuda_async peers=all: the free waited for device 1's kernel\n");
+
+	TU_OK(xdm_deallocate(rt0, &again));
+	ct_sync_all(rt0);
+	TU_OK(xdm_runtime_destroy(rt0));
+	TU_OK(xdm_runtime_destroy(rt1));
+}
+END_TEST
+
 static Suite *peer_cuda_suite(void)
 {
 	Suite *s = suite_create("peer_cuda");
@@ -271,6 +322,7 @@ static Suite *peer_cuda_suite(void)
 	tcase_add_test(tc, test_no_grant_without_peers);
 	tcase_add_test(tc, test_grant_by_name);
 	tcase_add_test(tc, test_refused_by_name);
+	tcase_add_test(tc, test_the_free_waits_for_a_peer_kernel);
 	suite_add_tcase(s, tc);
 	return s;
 }

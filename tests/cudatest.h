@@ -37,6 +37,7 @@
 	X(cuLaunchKernel)		\
 	X(cuMemcpyDtoH)			\
 	X(cuMemcpyHtoD)			\
+	X(cuMemsetD8Async)		\
 	X(cuMemGetInfo)			\
 	X(cuStreamCreate)		\
 	X(cuStreamDestroy)		\

@@ -224,6 +224,55 @@ START_TEST(control_untracked_free_lets_the_write_land)
 }
 END_TEST
 
+/*
+ * A use by another runtime's stream (xdm_prepare/finish_peer_use): the work
+ * of a second runtime of this device, on a stream of its own, writes a
+ * block of the first; the block is freed and its address taken again at
+ * once, and the first runtime's stream fills it.  The free waits on the
+ * other runtime's event, so the fill stays.  On one GPU this is the path
+ * a second GPU's kernel takes (check_peer_cuda runs that on two): events
+ * from the user's pool, recorded in its context, waited for by the owner.
+ */
+START_TEST(a_write_by_another_runtime_is_waited_for)
+{
+	struct xdm_runtime *rt = runtime("cuda_async"), *other = runtime("cuda_async");
+	int reused = 0;
+
+	for (int i = 0; i < 3; i++) {
+		uint64_t before = ct_waits(rt), other_before = ct_waits(other);
+		struct xdm_block a, b;
+		struct xdm_block_id id;
+		size_t wrong;
+
+		TU_OK(xdm_allocate(rt, BLOCK, 0, "a", &a));
+		id = xdm_block_id_of(&a);
+		TU_OK(xdm_prepare_peer_use(rt, id, other, 1, XDM_ACCESS_WRITE));
+		CU_OK(ct_spin_fill(ct_stream(other, 1), ct_dev(&a), BLOCK, P, SPIN));
+		TU_OK(xdm_finish_peer_use(rt, id, other, 1, XDM_ACCESS_WRITE));
+		/* Its event is in a's keeping: the other runtime may not go yet. */
+		ck_assert_int_eq(xdm_runtime_destroy(other), XDM_E_INVALID);
+		TU_OK(xdm_deallocate(rt, &a));
+		TU_OK(xdm_allocate(rt, BLOCK, 0, "b", &b));
+		reused += b.ptr == id.ptr;
+		CU_OK(ct_fill(ct_stream(rt, 0), ct_dev(&b), BLOCK, Q));
+		ct_sync_all(rt);
+		ct_sync_all(other);
+		/* The other stream behind the allocation; the free behind the write. */
+		ck_assert_uint_eq(ct_waits(other) - other_before, 1);
+		ck_assert_uint_eq(ct_waits(rt) - before, 1);
+		wrong = BLOCK - count_bytes(&b, BLOCK, Q);
+		ck_assert_msg(wrong == 0, "attempt %d: %zu bytes of the new block (%s address) are "
+			      "not its own fill", i + 1, wrong, b.ptr == id.ptr ? "the same" :
+			      "another");
+		TU_OK(xdm_deallocate(rt, &b));
+	}
+	printf("a write by another runtime's stream: address reused %d of 3 times, the new "
+	       "block was clean every time\n", reused);
+	finish_runtime(other);
+	finish_runtime(rt);
+}
+END_TEST
+
 /* ---- Read, Write and ReadWrite ------------------------------------------ */
 
 START_TEST(read_waits_for_the_last_cross_stream_write)
@@ -705,6 +754,7 @@ static Suite *cuda_suite(void)
 	if (!under_sanitizer)
 		tcase_add_test(contract, control_untracked_free_lets_the_write_land);
 	tcase_add_test(contract, read_waits_for_the_last_cross_stream_write);
+	tcase_add_test(contract, a_write_by_another_runtime_is_waited_for);
 	tcase_add_test(contract, write_waits_for_every_outstanding_read);
 	tcase_add_test(contract, read_write_waits_like_a_write);
 	tcase_add_test(contract, same_stream_uses_add_no_waits);

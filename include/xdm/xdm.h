@@ -181,8 +181,9 @@ XDM_API enum xdm_status xdm_prepare_block_use(struct xdm_runtime *rt, struct xdm
 XDM_API enum xdm_status xdm_finish_block_use(struct xdm_runtime *rt, struct xdm_block_id id,
 					     xdm_stream_id use_stream, enum xdm_access access);
 /*
- * A use of owner's block by work of another device: user is that device's
- * runtime and user_stream one of its streams.  prepare queues on
+ * A use of owner's block by work of another runtime: user is the runtime
+ * whose stream user_stream runs the work (another device's, or a second
+ * runtime of the same device).  prepare queues on
  * user_stream the waits the access needs (the block's last write; for a
  * write, its reads too); finish records the work's event, which later uses
  * of the block on any device and its free wait for.  Whether the device

@@ -95,12 +95,18 @@ static struct xdm_reg_entry *lock_entry(struct xdm_runtime *rt, struct xdm_block
 
 /*
  * Events replaced under a shard lock go back to the pool only after the lock
- * is dropped: the pool takes a mutex and may call the platform.  A block has
- * at most one read per stream plus its last write.
+ * is dropped: the pool takes a mutex and may call the platform.  One call
+ * replaces either one read (a later read on the same stream) or the last
+ * write and every read.  A block's reads are one per stream of each runtime
+ * that used it, so with peer uses there may be more than XDM_MAX_STREAMS of
+ * them: a reads array on the heap is taken whole rather than copied, and the
+ * block starts again from its inline array.
  */
 struct spent_events {
 	uint32_t n;
-	struct xdm_use_event use[XDM_MAX_STREAMS + 1];
+	struct xdm_use_event use[1 + XDM_INLINE_READS];
+	struct xdm_use_event *taken;	/* a block's heap array of reads, or NULL */
+	uint32_t ntaken;
 };
 
 static void spend(struct spent_events *sp, const struct xdm_use_event *use)
@@ -108,11 +114,31 @@ static void spend(struct spent_events *sp, const struct xdm_use_event *use)
 	sp->use[sp->n++] = *use;
 }
 
+/* Spend every read of t and leave it with none. */
+static void spend_reads(struct xdm_use_track *t, struct spent_events *sp)
+{
+	if (t->reads == t->inline_reads) {
+		for (uint32_t i = 0; i < t->nreads; i++)
+			spend(sp, &t->reads[i]);
+	} else {
+		sp->taken = t->reads;
+		sp->ntaken = t->nreads;
+		t->reads = t->inline_reads;
+		t->capreads = XDM_INLINE_READS;
+	}
+	t->nreads = 0;
+}
+
 static void put_spent(struct xdm_runtime *rt, struct spent_events *sp)
 {
 	for (uint32_t i = 0; i < sp->n; i++)
 		xdm_use_put(rt, &sp->use[i]);
+	for (uint32_t i = 0; i < sp->ntaken; i++)
+		xdm_use_put(rt, &sp->taken[i]);
+	free(sp->taken);
 	sp->n = 0;
+	sp->taken = NULL;
+	sp->ntaken = 0;
 }
 
 /*
@@ -232,9 +258,7 @@ static void set_write(struct xdm_use_track *t, const struct xdm_use_event *use,
 	/* The new write followed every earlier use (prepare queued the waits). */
 	if (t->has_write)
 		spend(sp, &t->last_write);
-	for (uint32_t i = 0; i < t->nreads; i++)
-		spend(sp, &t->reads[i]);
-	t->nreads = 0;
+	spend_reads(t, sp);
 	t->last_write = *use;
 	t->has_write = true;
 }
@@ -249,7 +273,7 @@ static enum xdm_status record_use(struct xdm_runtime *owner, struct xdm_block_id
 				  enum xdm_access access)
 {
 	struct xdm_use_event use = { .stream = use_stream, .rt = user == owner ? NULL : user };
-	struct spent_events sp = { .n = 0 };
+	struct spent_events sp = { .n = 0, .taken = NULL, .ntaken = 0 };
 	struct xdm_reg_shard *shard;
 	struct xdm_reg_entry *e;
 	enum xdm_status st;

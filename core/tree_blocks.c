@@ -122,16 +122,25 @@ int xdm_tree_list_blocks(struct xdm_runtime *rt, tree_list_fn fn, void *arg)
 	return err;
 }
 
-/* What one block's files show, copied under its shard lock. */
+/* A recorded use as a file shows it. */
+struct use_view {
+	xdm_stream_id stream;
+	uint32_t device;	/* a peer use's device; UINT32_MAX: the block's own */
+};
+
+/*
+ * What one block's files show, copied under its shard lock.  A block has a
+ * read per stream of every runtime that used it (peer uses come from other
+ * devices' streams), so the reads go to an array sized by the copy before.
+ */
 struct block_view {
 	struct xdm_block block;
 	char tag[128];
 	bool has_write;
-	struct use_view {
-		xdm_stream_id stream;
-		uint32_t device;	/* a peer use's device; UINT32_MAX: the block's own */
-	} write, reads[XDM_MAX_STREAMS];
-	uint32_t nreads;
+	struct use_view write;
+	struct use_view *reads;	/* room for capreads */
+	uint32_t nreads;	/* the block's: more than capreads asks for a larger array */
+	uint32_t capreads;
 };
 
 static struct use_view use_view_of(const struct xdm_use_event *u)
@@ -164,17 +173,36 @@ static void copy_block(const struct xdm_reg_entry *e, void *arg)
 	/* Without a write, last_write is whatever the entry held before: not read. */
 	if (v->has_write)
 		v->write = use_view_of(&e->track.last_write);
-	v->nreads = 0;
-	for (uint32_t r = 0; r < e->track.nreads && r < XDM_MAX_STREAMS; r++)
-		v->reads[v->nreads++] = use_view_of(&e->track.reads[r]);
+	v->nreads = e->track.nreads;
+	for (uint32_t r = 0; r < e->track.nreads && r < v->capreads; r++)
+		v->reads[r] = use_view_of(&e->track.reads[r]);
 }
 
-/* The view of pos's block, or -ENOENT once it has been freed. */
+/*
+ * The view of pos's block, or -ENOENT once it has been freed.  No memory is
+ * taken under the shard lock: a copy that found more reads than it had room
+ * for is made again with room for them.
+ */
 static int view(const struct tree_pos *pos, struct block_view *v)
 {
-	if (!with_generation(pos->rt, pos->id, copy_block, v))
-		return -ENOENT;
-	return 0;
+	v->reads = NULL;
+	v->capreads = 0;
+	for (;;) {
+		struct use_view *grown;
+		uint32_t cap;
+
+		if (!with_generation(pos->rt, pos->id, copy_block, v))
+			return -ENOENT;
+		if (v->nreads <= v->capreads)
+			return 0;
+		/* Some room to spare: reads may be added before the next copy. */
+		cap = v->nreads + XDM_INLINE_READS;
+		grown = realloc(v->reads, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		v->reads = grown;
+		v->capreads = cap;
+	}
 }
 
 static const char *state_name(enum xdm_block_state s)
@@ -193,17 +221,20 @@ static const char *state_name(enum xdm_block_state s)
 }
 
 /*
- * Each file takes the view of its block, then prints one field of it.  The
- * view is on the heap: with its read streams it is over a kilobyte.
+ * Each file takes the view of its block, then prints one field of it.
  */
 static int show_view(const struct tree_pos *pos, struct tree_buf *b,
 		     void (*print)(const struct block_view *v, struct tree_buf *b))
 {
 	struct block_view *v = malloc(sizeof(*v));
-	int err = v ? view(pos, v) : -ENOMEM;
+	int err;
 
+	if (!v)
+		return -ENOMEM;
+	err = view(pos, v);
 	if (!err)
 		print(v, b);
+	free(v->reads);
 	free(v);
 	return err;
 }

@@ -328,6 +328,72 @@ START_TEST(an_owner_write_waits_for_a_peer_read)
 }
 END_TEST
 
+/*
+ * A block keeps a read per stream of every runtime that read it: with peer
+ * uses that is more than one runtime's XDM_MAX_STREAMS.  Device A's block is
+ * read on each of A's streams and each of B's (more than 256 reads in all),
+ * then written: every read is spent, the tree lists them all before, and B,
+ * whose events A's block no longer keeps, may go.
+ */
+START_TEST(a_write_spends_reads_from_more_streams_than_one_runtime_has)
+{
+	enum { STREAMS = 140 };
+	char *path = tu_write_temp("streams = 140\n");
+	struct xdm_runtime *a, *b;
+	struct xdm_block blk;
+	struct xdm_block_id id;
+	char dir[64], *text, *p;
+	size_t listed = 0;
+
+	setenv("XDM_CONFIG", path, 1);
+	a = make(DEV_A, "host");
+	b = make(DEV_B, "host");
+	unlink(path);
+	free(path);
+	ck_assert_uint_eq(xdm_stream_count(a), STREAMS);
+	ck_assert_uint_eq(xdm_stream_count(b), STREAMS);
+	TU_OK(xdm_allocate(a, 4096, 0, "many readers", &blk));
+	id = xdm_block_id_of(&blk);
+	for (xdm_stream_id s = 0; s < STREAMS; s++) {
+		TU_OK(xdm_finish_block_use(a, id, s, XDM_ACCESS_READ));
+		TU_OK(xdm_finish_peer_use(a, id, b, s, XDM_ACCESS_READ));
+	}
+	snprintf(dir, sizeof(dir), "blocks/%" PRIu64 "/reads", blk.generation);
+	text = tree_text("%s/%s", xdm_runtime_name(a), dir);
+	for (p = text; (p = strchr(p, ':')); p++)
+		listed++;
+	ck_assert_uint_eq(listed, STREAMS);	/* B's reads, as 41:S */
+	ck_assert_ptr_nonnull(strstr(text, "41:139"));
+	listed = 0;
+	for (p = text; *p; p++)
+		listed += *p == ' ' || *p == '\n';
+	ck_assert_uint_eq(listed, 2 * STREAMS);
+	free(text);
+	/* B's events are kept by A's block. */
+	ck_assert_int_eq(xdm_runtime_destroy(b), XDM_E_INVALID);
+
+	TU_OK(xdm_prepare_block_use(a, id, 1, XDM_ACCESS_WRITE));
+	TU_OK(xdm_finish_block_use(a, id, 1, XDM_ACCESS_WRITE));
+	snprintf(dir, sizeof(dir), "blocks/%" PRIu64 "/reads", blk.generation);
+	text = tree_text("%s/%s", xdm_runtime_name(a), dir);
+	ck_assert_str_eq(text, "none\n");
+	free(text);
+	snprintf(dir, sizeof(dir), "blocks/%" PRIu64 "/last_write", blk.generation);
+	text = tree_text("%s/%s", xdm_runtime_name(a), dir);
+	ck_assert_str_eq(text, "1\n");
+	free(text);
+	/* The write spent B's reads: nothing of B's is kept any more. */
+	TU_OK(xdm_stream_synchronize(b, 0));
+	TU_OK(xdm_runtime_destroy(b));
+	/* Reads again after the write: the block's array starts over. */
+	for (xdm_stream_id s = 0; s < 8; s++)
+		TU_OK(xdm_finish_block_use(a, id, s, XDM_ACCESS_READ));
+	TU_OK(xdm_deallocate(a, &blk));
+	TU_OK(xdm_stream_synchronize(a, 0));
+	TU_OK(xdm_runtime_destroy(a));
+}
+END_TEST
+
 START_TEST(bad_peer_uses_are_typed_errors)
 {
 	struct xdm_runtime *a = make(DEV_A, "pool | host"), *b = make(DEV_B, "pool | host");
@@ -374,6 +440,7 @@ static Suite *devices_suite(void)
 	tcase_add_test(tc, one_key_is_one_device_and_percent_u_names_each);
 	tcase_add_test(tc, the_free_waits_for_a_peer_write);
 	tcase_add_test(tc, an_owner_write_waits_for_a_peer_read);
+	tcase_add_test(tc, a_write_spends_reads_from_more_streams_than_one_runtime_has);
 	tcase_add_test(tc, bad_peer_uses_are_typed_errors);
 	suite_add_tcase(s, tc);
 	return s;

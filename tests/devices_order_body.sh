@@ -3,10 +3,10 @@
 # devices_order_body.sh - sourced, not run: two processes that see the same
 # devices in different orders (ordinal 0 in one is ordinal 1 in the other)
 # share one budget per physical device, found by its UUID.  The sourcing
-# script sets $platform, and the commands that make a process see the
-# devices in the natural order ($see_01: the prefix of a command) and in the
-# reverse order ($see_10), with $plat_01 and $plat_10 the platform strings
-# for each; then calls devices_order_test.
+# script sets $backend (the base layer of the stack), and the commands that
+# make a process see the devices in the natural order ($see_01: the prefix
+# of a command) and in the reverse order ($see_10), with $plat_01 and
+# $plat_10 the platform strings for each; then calls devices_order_test.
 #
 # On the host platform the order is visible="1,0" (tests/devices_order.sh),
 # on CUDA it is CUDA_VISIBLE_DEVICES=1,0 (tests/devices_gpu.sh).

@@ -97,7 +97,7 @@ static enum xdm_status cuda_async_own_pool(struct cuda_async *ca)
 	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
 	props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
 	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	props.location.id = (int)p->ordinal;
+	props.location.id = (int)p->dev;
 	st = cuda_ctx_enter(p, &restore);
 	if (st)
 		return st;

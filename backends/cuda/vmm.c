@@ -147,7 +147,7 @@ static enum xdm_status cuda_vmm_init(struct xdm_layer *self, const struct xdm_pa
 	v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	v->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
 	v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	v->prop.location.id = (int)p->ordinal;
+	v->prop.location.id = (int)p->dev;
 	v->access[0].location = v->prop.location;
 	v->access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	v->naccess = 1;

@@ -214,8 +214,11 @@ int xdmctl_segments_read(const struct xdmctl_ctx *ctx, const char *cmd,
 		}
 		seg = &segs[count++];
 		memset(seg, 0, sizeof(*seg));
-		snprintf(seg->name, sizeof(seg->name), "%s", d->d_name);
-		snprintf(seg->key, sizeof(seg->key), "%s", d->d_name + strlen(prefix));
+		/* Both fit (keylen was checked); the precision tells the compiler so. */
+		snprintf(seg->name, sizeof(seg->name), "%.*s", (int)sizeof(seg->name) - 1,
+			 d->d_name);
+		snprintf(seg->key, sizeof(seg->key), "%.*s", (int)sizeof(seg->key) - 1,
+			 d->d_name + strlen(prefix));
 		snprintf(seg->path, sizeof(seg->path), "%s/%s", ctx->shm_dir, d->d_name);
 		read_segment(dirfd(dir), d->d_name, seg);
 		qsort(seg->procs, seg->nprocs, sizeof(seg->procs[0]), by_pid);

@@ -162,8 +162,7 @@ static struct reuse free_after_write(struct xdm_runtime *rt, bool tracked)
 		tu_gate_open(&gate);
 	}
 	ct_sync_all(rt);
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 	r.stale = count_bytes(&b, BLOCK, P);
 	r.wrong = BLOCK - count_bytes(&b, BLOCK, Q);
 	TU_OK(xdm_deallocate(rt, &b));

@@ -288,8 +288,7 @@ START_TEST(the_free_waits_for_a_peer_write)
 	TU_OK(xdm_stream_synchronize(a, 0));
 	ck_assert_int_eq(p.seen, 1);
 	TU_OK(xdm_stream_synchronize(b, 0));
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 	TU_OK(xdm_runtime_destroy(b));
 	TU_OK(xdm_runtime_destroy(a));
 }
@@ -321,8 +320,7 @@ START_TEST(an_owner_write_waits_for_a_peer_read)
 	TU_OK(xdm_deallocate(a, &blk));
 	TU_OK(xdm_stream_synchronize(a, 0));
 	TU_OK(xdm_stream_synchronize(b, 2));
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 	TU_OK(xdm_runtime_destroy(b));
 	TU_OK(xdm_runtime_destroy(a));
 }

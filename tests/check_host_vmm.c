@@ -389,8 +389,7 @@ START_TEST(release_waits_for_its_stream)
 	ck_assert_uint_eq(attr(rt, "releases"), 3);
 	ck_assert_uint_eq(attr(rt, "mapped_peak"), 3 * G);
 	TU_OK(xdm_runtime_destroy(rt));
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 }
 END_TEST
 
@@ -429,8 +428,7 @@ START_TEST(a_range_being_released_is_not_handed_out)
 	ck_assert_uint_eq(attr(rt, "maps"), 7);
 	ck_assert_uint_eq(attr(rt, "releases"), 7);
 	TU_OK(xdm_runtime_destroy(rt));
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 }
 END_TEST
 

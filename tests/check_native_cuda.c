@@ -165,8 +165,7 @@ static size_t side_stream_free(bool name_side)
 		tu_gate_open(&gate);
 	}
 	CU_OK(ct_drv.cuCtxSynchronize());
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 	q = ct_count_bytes((CUdeviceptr)b, BLOCK, Q);
 	TU_OK(xdm_native_free(rt, b, NULL));
 	finish_runtime(rt);

@@ -171,8 +171,7 @@ static size_t free_after_write(struct xdm_runtime *rt, bool tracked, size_t *sta
 		tu_gate_open(&gate);
 	}
 	ct_sync_all(rt);
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 	*stale = ct_count_bytes(ct_dev(&b), BLOCK, P);
 	wrong = BLOCK - ct_count_bytes(ct_dev(&b), BLOCK, Q);
 	TU_OK(xdm_deallocate(rt, &b));
@@ -288,8 +287,7 @@ START_TEST(control_unordered_fill_is_overwritten_by_the_late_kernel)
 	TU_OK(xdm_stream_synchronize(rt, 2));
 	tu_gate_open(&gate);
 	ct_sync_all(rt);
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 	ck_assert_msg(ct_count_bytes(ct_dev(&a), BLOCK, P) > 0,
 		      "the spinning kernel did not land after an unordered fill: the moved-chunk "
 		      "test is not sensitive");

@@ -125,8 +125,7 @@ START_TEST(free_is_pending_until_the_use_ends)
 	ck_assert_int_eq(tu_log_pos(&f.log, 1), 0);
 	ck_assert_uint_eq(xdm_bytes_outstanding(f.rt), 0);
 	TU_OK(xdm_runtime_destroy(f.rt));
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 }
 END_TEST
 

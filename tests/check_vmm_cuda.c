@@ -319,8 +319,7 @@ START_TEST(release_waits_for_the_kernel_on_its_stream)
 	TU_OK(xdm_reap_pending(v.rt));
 	TU_OK(xdm_stream_synchronize(v.rt, 1));
 	CU_OK(ct_drv.cuCtxSynchronize());
-	pthread_cond_destroy(&gate.cond);
-	pthread_mutex_destroy(&gate.lock);
+	tu_gate_destroy(&gate);
 
 	/* Done now: the next reap releases it, if the last one did not. */
 	TU_OK(xdm_reap_pending(v.rt));

@@ -202,6 +202,12 @@ static inline void tu_gate_hold(struct xdm_runtime *rt, xdm_stream_id s, struct 
 	pthread_mutex_unlock(&g->lock);
 }
 
+static inline void tu_gate_destroy(struct tu_gate *g)
+{
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+}
+
 static inline void tu_gate_open(struct tu_gate *g)
 {
 	pthread_mutex_lock(&g->lock);

@@ -68,21 +68,21 @@ train=$!
 pids="$pids $train"
 
 # The bench: random churn on the same budget, its tree at /tmp/xdm-bench.
-tools/xdm-bench --stack "budget limit=90% | pool | cuda_async" -w random -n 1000000 -r 600 \
+tools/bench/xdm-bench --stack "budget limit=90% | pool | cuda_async" -w random -n 1000000 -r 600 \
 	--anchors off --mount /tmp/xdm-bench >"$out/bench.log" 2>&1 &
 pids="$pids $!"
 
 until grep -q ready "$out/server.log" 2>/dev/null; do sleep 0.2; done
 until grep -q training "$out/train.log" 2>/dev/null; do sleep 0.2; done
-tools/xdmctl ps >"$out/ps.txt" 2>&1
-tools/xdmctl --json ps >"$out/ps.json" 2>&1
-tools/xdmctl top -n 2 -d 1 >"$out/top.txt" 2>&1
-tools/xdmctl budget >"$out/budget.txt" 2>&1
+tools/xdmctl/xdmctl ps >"$out/ps.txt" 2>&1
+tools/xdmctl/xdmctl --json ps >"$out/ps.json" 2>&1
+tools/xdmctl/xdmctl top -n 2 -d 1 >"$out/top.txt" 2>&1
+tools/xdmctl/xdmctl budget >"$out/budget.txt" 2>&1
 wait "$train"
 for f in "$out"/train-*.csv; do
-	/usr/bin/time -f "timeline: %e s, %M KiB" tools/xdmctl timeline "$f" -o "$out/timeline.svg" \
+	/usr/bin/time -f "timeline: %e s, %M KiB" tools/xdmctl/xdmctl timeline "$f" -o "$out/timeline.svg" \
 		2>"$out/timeline.time"
-	tools/xdmctl timeline "$f" --html -o "$out/timeline.html"
+	tools/xdmctl/xdmctl timeline "$f" --html -o "$out/timeline.html"
 	wc -l "$f" >"$out/rows.txt"
 	gzip -c "$f" >"$out/train.csv.gz"
 done

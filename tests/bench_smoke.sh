@@ -18,7 +18,7 @@
 set -u
 
 top=${XDM_TOP_BUILDDIR:-.}
-bench=$top/tools/xdm-bench
+bench=$top/tools/bench/xdm-bench
 if [ ! -x "$bench" ]; then
 	echo "SKIP: $bench is not built"
 	exit 77

@@ -12,7 +12,7 @@
 # on CUDA it is CUDA_VISIBLE_DEVICES=1,0 (tests/devices_gpu.sh).
 
 top=${XDM_TOP_BUILDDIR:-.}
-ctl=$top/tools/xdmctl
+ctl=$top/tools/xdmctl/xdmctl
 worker=$top/tests/budget_worker
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/xdm-devices.XXXXXX") || exit 1
 # %u: each device's budget is its own segment, this run's only.

@@ -17,7 +17,7 @@
 set -u
 
 top=${XDM_TOP_BUILDDIR:-.}
-bench=$top/tools/xdm-bench
+bench=$top/tools/bench/xdm-bench
 if [ ! -c /dev/fuse ] || [ ! -r /dev/fuse ] || [ ! -w /dev/fuse ]; then
 	echo "SKIP: /dev/fuse is missing or not usable"
 	exit 77

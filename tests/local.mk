@@ -59,3 +59,26 @@ tests_check_users_SOURCES = tests/check_users.c
 tests_check_users_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_users_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_check_users_LDADD = libxdm.la $(CHECK_LIBS) -lrt
+
+# The programs of tools/ (moved here from tools/local.mk).
+TESTS += tests/bench_smoke.sh
+EXTRA_DIST += tests/bench_smoke.sh
+
+# ps and budget against live processes; top in a real terminal (tmux).
+TESTS += tests/xdmctl_ps.sh tests/xdmctl_top.sh
+EXTRA_DIST += tests/xdmctl_ps.sh tests/xdmctl_top.sh tests/xdmctl_live_test.sh
+# One budget per physical device under any device order: host devices here,
+# two GPUs in devices_gpu.sh (a skip on fewer).
+TESTS += tests/devices_order.sh
+EXTRA_DIST += tests/devices_order.sh tests/devices_order_body.sh tests/devices_gpu.sh
+if HAVE_CUDA
+TESTS += tests/devices_gpu.sh
+endif
+# timeline: drawn from logs that tests/timeline_gen.py simulates, whose
+# true figures it knows without reading the CSV back.
+TESTS += tests/xdmctl_timeline.sh
+EXTRA_DIST += tests/xdmctl_timeline.sh tests/timeline_gen.py tests/xdmctl_log_test.sh
+# snapshot: from the same simulated logs, read back the way PyTorch's
+# memory viewer reads it.
+TESTS += tests/xdmctl_snapshot.sh
+EXTRA_DIST += tests/xdmctl_snapshot.sh

@@ -9,9 +9,9 @@
 # checked; and fail, wait_for and start_worker.
 
 top=${XDM_TOP_BUILDDIR:-.}
-ctl=$top/tools/xdmctl
+ctl=$top/tools/xdmctl/xdmctl
 worker=$top/tests/budget_worker
-bench=$top/tools/xdm-bench
+bench=$top/tools/bench/xdm-bench
 key=$name_of_test-$$
 stack="budget key=$key limit=64M | host"
 

@@ -8,7 +8,7 @@
 
 top=${XDM_TOP_BUILDDIR:-.}
 src=${XDM_TOP_SRCDIR:-$(dirname "$0")/..}
-xdmctl=$top/tools/xdmctl
+xdmctl=$top/tools/xdmctl/xdmctl
 gen=$src/tests/timeline_gen.py
 if [ ! -x "$xdmctl" ]; then
 	echo "SKIP: $xdmctl is not built"

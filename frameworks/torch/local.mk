@@ -13,8 +13,3 @@ frameworks_torch_libxdm_torch_la_CXXFLAGS = $(TORCH_CXXFLAGS) $(PTHREAD_FLAGS) -
 frameworks_torch_libxdm_torch_la_LDFLAGS = $(module_link_flags) $(PTHREAD_FLAGS) \
 	$(TORCH_LDFLAGS)
 frameworks_torch_libxdm_torch_la_LIBADD = $(module_link_libs) $(TORCH_LIBS)
-
-# A benchmark of torch's allocators against xdm's stacks (needs torch and a GPU).
-dist_bin_SCRIPTS += tools/xdm-torch-bench
-# Replays a logging CSV through torch's own allocator, beside xdm-bench --replay.
-dist_bin_SCRIPTS += tools/xdm-torch-replay

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_logcsv.c - the programs' reader of the allocation log,
- * logcsv_parse() and the live set of tools/logcsv.c (what xdm-bench
+ * logcsv_parse() and the live set of tools/common/logcsv.c (what xdm-bench
  * --replay, xdmctl timeline and xdmctl snapshot read a user's file with),
  * on any text.
  *
@@ -17,7 +17,7 @@
 #include <stdbool.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "tools/logcsv.h"
+#include "tools/common/logcsv.c"
 
 #define HEADER "thread,time,action,ptr,bytes,stream,device,tag,query_id\n"
 

@@ -51,9 +51,10 @@ tests_fuzz_fuzz_log_replay_SOURCES = tests/fuzz/fuzz_log_replay.c tests/log_repl
 	tests/log_replay.h
 tests_fuzz_fuzz_log_replay_LDFLAGS = $(fuzz_link_flags)
 
-# The programs' reader of the same log (tools/logcsv.c), compiled in from
-# tools/ as xdm-bench and xdmctl compile it.
-tests_fuzz_fuzz_logcsv_SOURCES = tests/fuzz/fuzz_logcsv.c tools/logcsv.c tools/logcsv.h
+# The programs' reader of the same log (tools/common/logcsv.c), linked as
+# xdm-bench and xdmctl link it.
+tests_fuzz_fuzz_logcsv_SOURCES = tests/fuzz/fuzz_logcsv.c
+tests_fuzz_fuzz_logcsv_LDADD = tools/common/libxdmtools.la
 tests_fuzz_fuzz_logcsv_LDFLAGS = $(fuzz_link_flags)
 
 # What run.sh needs built: the targets and the modules fuzz_tree_store loads.

@@ -1,0 +1,47 @@
+# tools/xdmctl: every xdm process of the machine, from outside
+# (man/xdmctl.1): the budget segments and their processes, the trees they
+# mount, and the logging CSV drawn as memory over time or as a snapshot.
+# It links no module: the budget's lock and liveness test are compiled in
+# from the adaptor's own sources, so that it agrees with a reclaimer on
+# who is dead and takes the segment's lock the way the adaptor does.
+bin_PROGRAMS += tools/xdmctl/xdmctl
+tools_xdmctl_xdmctl_SOURCES = \
+	tools/xdmctl/xdmctl.h \
+	tools/xdmctl/main.c \
+	tools/xdmctl/json.c \
+	tools/xdmctl/units.c \
+	tools/xdmctl/segments.h \
+	tools/xdmctl/segments.c \
+	tools/xdmctl/mounts.c \
+	tools/xdmctl/show.c \
+	tools/xdmctl/ps.c \
+	tools/xdmctl/budget.c \
+	tools/xdmctl/top.c \
+	tools/xdmctl/timeline.c \
+	tools/xdmctl/snapshot.c \
+	tools/xdmctl/args.h \
+	tools/xdmctl/args.c \
+	tools/xdmctl/output.h \
+	tools/xdmctl/output.c \
+	tools/xdmctl/utf8.h \
+	tools/xdmctl/utf8.c \
+	tools/xdmctl/markup.h \
+	tools/xdmctl/markup.c \
+	tools/xdmctl/timeline.h \
+	tools/xdmctl/timeline_model.c \
+	tools/xdmctl/timeline_format.c \
+	tools/xdmctl/timeline_svg.c \
+	tools/xdmctl/timeline_html.c \
+	tools/xdmctl/pickle.h \
+	tools/xdmctl/pickle.c \
+	adaptors/budget/liveness.c \
+	adaptors/budget/lock.c \
+	fusefs/mountinfo.h \
+	fusefs/mountinfo.c
+# A flag of its own gives xdmctl its own objects of the adaptor's files.
+tools_xdmctl_xdmctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/adaptors/budget
+tools_xdmctl_xdmctl_LDADD = tools/common/libxdmtools.la libxdm.la -lrt -lm
+dist_man_MANS += man/xdmctl.1
+# What xdmctl timeline drew of a PyTorch training run on the GPU machine
+# (examples/xdmctl_gpu_demo.sh), rendered to PNG; README shows it.
+EXTRA_DIST += doc/xdmctl-timeline.png

@@ -31,7 +31,7 @@ core_libxdmcore_la_SOURCES = \
 	core/tree_blocks.c \
 	core/tree_streams.c \
 	core/mount.c \
-	fusefs/frontend.h
+	core/frontend.h
 core_libxdmcore_la_LIBADD = $(LIBS)
 
 lib_LTLIBRARIES += libxdm.la

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
-#include "fusefs/frontend.h"
+#include "core/frontend.h"
 
 #define FRONTEND_FILE "fusefs"
 

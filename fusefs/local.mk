@@ -4,16 +4,13 @@
 if HAVE_FUSE
 pkglib_LTLIBRARIES += fusefs/fusefs.la
 fusefs_fusefs_la_SOURCES = \
-	fusefs/frontend.h \
 	fusefs/fusefs.h \
 	fusefs/server.c \
 	fusefs/ops.c \
-	fusefs/mountinfo.h \
-	fusefs/mountinfo.c \
 	fusefs/stale.c
 fusefs_fusefs_la_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS)
 fusefs_fusefs_la_LDFLAGS = $(module_link_flags)
-fusefs_fusefs_la_LIBADD = $(module_link_libs) $(FUSE_LIBS)
+fusefs_fusefs_la_LIBADD = lib/mountinfo/libmountinfo.la $(module_link_libs) $(FUSE_LIBS)
 endif
 
 # The page describes the tree, xdm_mount() and the mount key, which exist

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fusefs/frontend.h"
+#include "core/frontend.h"
 #include "fusefs/fusefs.h"
 
 #include <fuse_lowlevel.h>

@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "fusefs/fusefs.h"
-#include "fusefs/mountinfo.h"
+#include "lib/mountinfo/mountinfo.h"
 
 extern char **environ;
 

@@ -23,7 +23,7 @@
 #include <check.h>
 #include <xdm/module.h>
 
-#include "adaptors/budget/shared.h"
+#include "lib/budget_segment/segment.h"
 #include "tests/budget_test.h"
 #include "tests/testutil.h"
 

@@ -44,7 +44,7 @@
 #include <check.h>
 #include <xdm/xdm.h>
 
-#include "adaptors/budget/shared.h"
+#include "lib/budget_segment/segment.h"
 #include "tests/testutil.h"
 
 extern char **environ;

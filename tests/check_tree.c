@@ -22,7 +22,7 @@
 
 #include <xdm/module.h>
 
-#include "adaptors/budget/shared.h"
+#include "lib/budget_segment/segment.h"
 #include "tests/testutil.h"
 #include "tests/thread_churn.h"
 

@@ -15,7 +15,7 @@
 
 #include <xdm/module.h>
 
-#include "shared.h"
+#include "lib/budget_segment/segment.h"
 
 /*
  * A thread's credit on one budget layer, on a cache line of its own
@@ -96,13 +96,6 @@ enum xdm_status budget_attach(struct budget *b);
 /* Detach; the last process out unlinks the segment. */
 void budget_detach(struct budget *b);
 
-/* Under the lock: the shared limit and its check word (shared.h). */
-static inline void budget_set_limit_locked(struct budget_shm *s, uint64_t limit)
-{
-	atomic_store_explicit(&s->limit, limit, memory_order_relaxed);
-	atomic_store_explicit(&s->limit_check, ~limit, memory_order_relaxed);
-}
-
 /* ---- validate.c: a segment is trusted only once it looks like one ------ */
 
 /*
@@ -115,8 +108,6 @@ enum xdm_status budget_validate_locked(const struct budget *b, struct budget_shm
 
 /* ---- reclaim.c: dead processes ----------------------------------------- */
 
-/* Field 22 of /proc/<pid>/stat and the state letter; 0 or a negative errno. */
-int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state);
 /*
  * Under the segment's lock: empty every slot of a dead process into the
  * shared usage.  Returns the bytes given back; *live counts the slots
@@ -124,7 +115,7 @@ int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state);
  */
 uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigned int *dead);
 /*
- * Empty a slot into the shared usage, bracketed as a change (shared.h);
+ * Empty a slot into the shared usage, bracketed as a change (segment.h);
  * first names the BEGUN step of the caller's three fault steps.  Returns
  * the bytes given back.
  */
@@ -132,26 +123,14 @@ uint64_t budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum 
 /* How long a reclaim looks for a quiet moment before it leaves a dead slot
  * to the next scan: it holds the lock meanwhile. */
 #define BUDGET_SETTLE_NS 2000000ull
-/*
- * Take the robust lock, repairing it after a holder died; 0 or an errno:
- * ETIMEDOUT after BUDGET_LOCK_WAIT_S (a holder stopped, or a lock word
- * that garbage overwrote), EINVAL for a lock that is no lock.
- */
-int budget_lock(struct budget_shm *s);
-#define BUDGET_LOCK_WAIT_S 5
 /* Whether no live slot is inside a change: then *used and *live_sum. */
 bool budget_quiet_usage(struct budget_shm *s, const bool *alive, uint64_t *used,
 			uint64_t *live_sum);
-/* Whether the process of a slot still runs. */
-bool budget_slot_alive(pid_t pid, uint64_t start_time);
-void budget_unlock(struct budget_shm *s);
 /* used -= min(n, used): for paths that may meet a leak, never the hot one. */
 void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n);
 
 /* A refusal rescans for dead processes only this long after the last scan. */
 #define BUDGET_RESCAN_NS 1000000ull
-
-uint64_t budget_now_ns(void);
 
 /* ---- attrs.c ------------------------------------------------------------ */
 
@@ -160,7 +139,7 @@ extern const struct xdm_attr budget_attrs[];
 /* ---- the allocation path ------------------------------------------------ */
 
 /*
- * Bracket a change of a slot's used and the shared usage (shared.h): begun
+ * Bracket a change of a slot's used and the shared usage (segment.h): begun
  * before, done after.  The changes themselves are release operations, so
  * a reclaimer that reads one with acquire and then reads begun again sees
  * the begun that came before it (a seqlock's writer side, without a fence:

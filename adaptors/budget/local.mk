@@ -3,18 +3,15 @@
 pkglib_LTLIBRARIES += adaptors/budget.la
 adaptors_budget_la_SOURCES = \
 	adaptors/budget/budget.h \
-	adaptors/budget/shared.h \
 	adaptors/budget/module.c \
 	adaptors/budget/segment.c \
 	adaptors/budget/reclaim.c \
-	adaptors/budget/liveness.c \
-	adaptors/budget/lock.c \
 	adaptors/budget/credit.c \
 	adaptors/budget/credit_thread.c \
 	adaptors/budget/validate.c \
 	adaptors/budget/attrs.c
 adaptors_budget_la_LDFLAGS = $(module_link_flags)
-adaptors_budget_la_LIBADD = $(module_link_libs) -lrt
+adaptors_budget_la_LIBADD = lib/budget_segment/libbudget_segment.la $(module_link_libs) -lrt
 
 # The same module with kill points (faults.c): a process that loads it from
 # tests/faults/.libs stops itself at the step $XDM_BUDGET_FAULT names, so
@@ -23,11 +20,12 @@ noinst_LTLIBRARIES += tests/faults/budget.la
 tests_faults_budget_la_SOURCES = $(adaptors_budget_la_SOURCES) adaptors/budget/faults.c
 tests_faults_budget_la_CPPFLAGS = $(AM_CPPFLAGS) -DXDM_BUDGET_FAULTS
 tests_faults_budget_la_LDFLAGS = $(module_link_flags) -rpath $(abs_builddir)
-tests_faults_budget_la_LIBADD = $(module_link_libs) -lrt
+tests_faults_budget_la_LIBADD = lib/budget_segment/libbudget_segment.la $(module_link_libs) \
+	-lrt
 
 # The suite runs the budget across real processes: budget_worker is the
 # program each of them execs (-no-install: a real executable, so that its
-# pid is the one the segment records).  The suite includes shared.h to
+# pid is the one the segment records).  The suite includes segment.h to
 # watch the segment from outside.
 check_PROGRAMS += tests/check_budget tests/budget_worker
 TESTS += tests/check_budget

@@ -4,7 +4,7 @@
  * from live ones).
  *
  * A process may die anywhere, also between the two atomics of a change of
- * its share (its slot and the shared usage).  shared.h's begun and done
+ * its share (its slot and the shared usage).  segment.h's begun and done
  * tell: a dead slot that is not inside a change gives back its used; one
  * that is, is settled from a quiet moment of the live slots, which says
  * exactly how much the usage holds beyond them.
@@ -62,7 +62,7 @@ static bool slot_inside_change(const struct budget_slot *slot)
 
 /*
  * One attempt at a moment when no live slot is inside a change: the
- * seqlock reading of shared.h's begun and done.  Each live slot's done is
+ * seqlock reading of segment.h's begun and done.  Each live slot's done is
  * read before its begun (an equal pair means every change it began is
  * finished, and done's acquire makes them visible); then the usage and the
  * used of every live slot, with acquire (the changes are releases); then

@@ -26,7 +26,7 @@
 
 #include <xdm/xdm.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 #include "segments.h"
 
 #define BUDGET_TREE_TIMEOUT_MS 1000

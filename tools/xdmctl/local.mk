@@ -1,9 +1,10 @@
 # tools/xdmctl: every xdm process of the machine, from outside
 # (man/xdmctl.1): the budget segments and their processes, the trees they
 # mount, and the logging CSV drawn as memory over time or as a snapshot.
-# It links no module: the budget's lock and liveness test are compiled in
-# from the adaptor's own sources, so that it agrees with a reclaimer on
-# who is dead and takes the segment's lock the way the adaptor does.
+# It links no module: the budget segment's library (lib/budget_segment),
+# which the budget module links too, gives it the layout, the lock and the
+# liveness rule, so that it agrees with a reclaimer on who is dead and
+# takes the segment's lock the way the adaptor does.
 bin_PROGRAMS += tools/xdmctl/xdmctl
 tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/xdmctl.h \
@@ -33,14 +34,9 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/timeline_svg.c \
 	tools/xdmctl/timeline_html.c \
 	tools/xdmctl/pickle.h \
-	tools/xdmctl/pickle.c \
-	adaptors/budget/liveness.c \
-	adaptors/budget/lock.c \
-	fusefs/mountinfo.h \
-	fusefs/mountinfo.c
-# A flag of its own gives xdmctl its own objects of the adaptor's files.
-tools_xdmctl_xdmctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/adaptors/budget
-tools_xdmctl_xdmctl_LDADD = tools/common/libxdmtools.la libxdm.la -lrt -lm
+	tools/xdmctl/pickle.c
+tools_xdmctl_xdmctl_LDADD = tools/common/libxdmtools.la \
+	lib/budget_segment/libbudget_segment.la lib/mountinfo/libmountinfo.la libxdm.la -lrt -lm
 dist_man_MANS += man/xdmctl.1
 # What xdmctl timeline drew of a PyTorch training run on the GPU machine
 # (examples/xdmctl_gpu_demo.sh), rendered to PNG; README shows it.

@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "budget.h"
-#include "fusefs/mountinfo.h"
+#include "lib/budget_segment/segment.h"
+#include "lib/mountinfo/mountinfo.h"
 #include "segments.h"
 
 #define TREE_TYPE "fuse.xdm"

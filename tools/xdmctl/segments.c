@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 #include "segments.h"
 
 const char *xdmctl_proc_state_name(enum xdmctl_proc_state state)

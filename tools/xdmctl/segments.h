@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "shared.h"
+#include "lib/budget_segment/segment.h"
 #include "xdmctl.h"
 
 /* How a process of a segment stands. */

@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 #include "args.h"
 #include "segments.h"
 

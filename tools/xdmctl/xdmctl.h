@@ -4,7 +4,7 @@
  * options every command takes, and one function per command.
  *
  * xdmctl reads what xdm processes publish for anyone of their user to see:
- * the budget segments in /dev/shm (shared.h), the trees they mount
+ * the budget segments in /dev/shm (lib/budget_segment/segment.h), the trees they mount
  * (xdm-fs(7)) and the CSV logs of the logging adaptor (xdm-logging(7)).
  * It never loads a module and never builds a runtime: it looks at xdm from
  * outside, as a person with cat(1) would, only faster.

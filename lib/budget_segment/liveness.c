@@ -8,7 +8,7 @@
  * A zombie is dead too: a process killed with -9 whose parent has not yet
  * waited for it has already given its memory back to the system.
  *
- * xdmctl(1) links this file too, so that it calls a process dead exactly
+ * xdmctl(1) links this library too, so that it calls a process dead exactly
  * when a reclaimer would.
  */
 #include "config.h"
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 
 int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state)
 {

@@ -6,8 +6,8 @@
  * its one exported symbol.  The server reads the tree through the public
  * xdm_tree_* calls only.
  */
-#ifndef XDM_FUSEFS_FRONTEND_H
-#define XDM_FUSEFS_FRONTEND_H
+#ifndef XDM_CORE_FRONTEND_H
+#define XDM_CORE_FRONTEND_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,4 +33,4 @@ struct xdm_frontend {
 	void (*forget)(void *server);
 };
 
-#endif /* XDM_FUSEFS_FRONTEND_H */
+#endif /* XDM_CORE_FRONTEND_H */

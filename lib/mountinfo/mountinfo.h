@@ -4,8 +4,8 @@
  * /proc/self/mountinfo.  Used by the server (stale.c) and by xdmctl(1),
  * which links mountinfo.c too: neither ever enters a mount to list it.
  */
-#ifndef XDM_FUSEFS_MOUNTINFO_H
-#define XDM_FUSEFS_MOUNTINFO_H
+#ifndef XDM_LIB_MOUNTINFO_H
+#define XDM_LIB_MOUNTINFO_H
 
 /*
  * Calls fn with every mount's point (unescaped: \040 is a space again) and
@@ -15,4 +15,4 @@
  */
 int fusefs_mountinfo_each(int (*fn)(const char *point, const char *type, void *arg), void *arg);
 
-#endif /* XDM_FUSEFS_MOUNTINFO_H */
+#endif /* XDM_LIB_MOUNTINFO_H */

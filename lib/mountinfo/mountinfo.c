@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fusefs/mountinfo.h"
+#include "lib/mountinfo/mountinfo.h"
 
 /* Undo the octal escapes (\040 for a space) in place. */
 static void unescape(char *s)

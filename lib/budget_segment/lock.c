@@ -2,7 +2,7 @@
 /*
  * lock.c - the segment's robust lock, taken with a bound.
  *
- * xdmctl(1) links this file too: a limit it sets is set under the same
+ * xdmctl(1) links this library too: a limit it sets is set under the same
  * lock, with the same bound, as one written to budget/limit.
  */
 #include "config.h"
@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 
 uint64_t budget_now_ns(void)
 {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shared.h - the layout of a budget's shared memory segment.
+ * segment.h - the budget's shared memory segment: its layout, its lock,
+ * the liveness rule of its processes, and how it is opened to be read.
  *
  * One segment per budget key (by default the device's UUID), named
  * "/xdm-budget-<key>".  Every process that stacks budget on that device maps
@@ -11,15 +12,20 @@
  * The robust mutex serializes attach, detach and reclaim only: it is never
  * taken on the allocation path unless an allocation is refused.
  *
- * The test suite includes this header to watch a segment from outside.
+ * Two programs use the segment: the budget adaptor (adaptors/budget), which
+ * attaches to it and accounts in it, and xdmctl(1), which reads it and sets
+ * the limit from outside.  This library is what they must agree on, so
+ * both link it (lib/budget_segment/local.mk); the test suite includes this
+ * header to watch a segment from outside.
  */
-#ifndef XDM_BUDGET_SHARED_H
-#define XDM_BUDGET_SHARED_H
+#ifndef XDM_BUDGET_SEGMENT_H
+#define XDM_BUDGET_SEGMENT_H
 
 #include <assert.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -96,4 +102,31 @@ struct budget_shm {
 	alignas(64) struct budget_slot slots[BUDGET_SLOTS];
 };
 
-#endif /* XDM_BUDGET_SHARED_H */
+/* ---- lock.c: the robust lock, taken with a bound ------------------------ */
+
+/*
+ * Take the robust lock, repairing it after a holder died; 0 or an errno:
+ * ETIMEDOUT after BUDGET_LOCK_WAIT_S (a holder stopped, or a lock word
+ * that garbage overwrote), EINVAL for a lock that is no lock.
+ */
+int budget_lock(struct budget_shm *s);
+#define BUDGET_LOCK_WAIT_S 5
+void budget_unlock(struct budget_shm *s);
+
+/* Under the lock: the shared limit and its check word (above). */
+static inline void budget_set_limit_locked(struct budget_shm *s, uint64_t limit)
+{
+	atomic_store_explicit(&s->limit, limit, memory_order_relaxed);
+	atomic_store_explicit(&s->limit_check, ~limit, memory_order_relaxed);
+}
+
+uint64_t budget_now_ns(void);
+
+/* ---- liveness.c: whether the process of a slot still runs --------------- */
+
+/* Field 22 of /proc/<pid>/stat and the state letter; 0 or a negative errno. */
+int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state);
+/* Whether the process of a slot still runs. */
+bool budget_slot_alive(pid_t pid, uint64_t start_time);
+
+#endif /* XDM_BUDGET_SEGMENT_H */

@@ -58,7 +58,7 @@ static bool mount_type_at(const char *dir, char *type, size_t len)
 {
 	struct type_at t = { dir, type, len, false };
 
-	return fusefs_mountinfo_each(match_type, &t) == 0 && t.found;
+	return mountinfo_each(match_type, &t) == 0 && t.found;
 }
 
 /* A stat of a mount point, from a thread that may be left behind. */

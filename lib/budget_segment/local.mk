@@ -9,4 +9,5 @@ noinst_LTLIBRARIES += lib/budget_segment/libbudget_segment.la
 lib_budget_segment_libbudget_segment_la_SOURCES = \
 	lib/budget_segment/segment.h \
 	lib/budget_segment/lock.c \
-	lib/budget_segment/liveness.c
+	lib/budget_segment/liveness.c \
+	lib/budget_segment/reader.c

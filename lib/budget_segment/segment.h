@@ -129,4 +129,19 @@ int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state);
 /* Whether the process of a slot still runs. */
 bool budget_slot_alive(pid_t pid, uint64_t start_time);
 
+/* ---- reader.c: a segment opened from outside ---------------------------- */
+
+/*
+ * The segment NAME of directory DIRFD (AT_FDCWD with a path works too),
+ * mapped for reading, or for reading and writing, once it is shown to be
+ * a finished segment of this layout.  *owner (if not NULL) gets the file's
+ * owner as soon as it is known.  NULL with a phrase in why ("is not ready
+ * ...", "cannot be opened: ...") that follows the segment's name.
+ */
+struct budget_shm *budget_segment_map(int dirfd, const char *name, bool writable, uid_t *owner,
+				      char *why, size_t len);
+void budget_segment_unmap(struct budget_shm *s);
+/* Whether a mapped segment is finished and of this layout; else why not. */
+bool budget_segment_layout_ok(const struct budget_shm *s, char *why, size_t len);
+
 #endif /* XDM_BUDGET_SEGMENT_H */

@@ -30,7 +30,7 @@ static void unescape(char *s)
 	*out = '\0';
 }
 
-int fusefs_mountinfo_each(int (*fn)(const char *point, const char *type, void *arg), void *arg)
+int mountinfo_each(int (*fn)(const char *point, const char *type, void *arg), void *arg)
 {
 	char line[4096], point[PATH_MAX], type[64];
 	FILE *f = fopen("/proc/self/mountinfo", "re");

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mountinfo.h - the mounts of this mount namespace, from
- * /proc/self/mountinfo.  Used by the server (stale.c) and by xdmctl(1),
- * which links mountinfo.c too: neither ever enters a mount to list it.
+ * /proc/self/mountinfo.  The FUSE front end (fusefs/stale.c) and xdmctl(1)
+ * link this library: neither ever enters a mount to list it.
  */
 #ifndef XDM_LIB_MOUNTINFO_H
 #define XDM_LIB_MOUNTINFO_H
@@ -13,6 +13,6 @@
  * returns 0 to go on, anything else to stop, which is returned.  -errno if
  * the file cannot be read.
  */
-int fusefs_mountinfo_each(int (*fn)(const char *point, const char *type, void *arg), void *arg);
+int mountinfo_each(int (*fn)(const char *point, const char *type, void *arg), void *arg);
 
 #endif /* XDM_LIB_MOUNTINFO_H */

@@ -7,9 +7,9 @@
  * is read first, by xdm_parse_size() with the device's memory as the base
  * of a %, and a size that cannot be read is an error that changes nothing.
  * The limit and its check word are then written together under the
- * segment's lock, taken the way the adaptor takes it (lock.c is compiled
- * in), so a process validating the segment at attach never sees one
- * without the other.  Lowering the limit below the usage refuses new
+ * segment's lock, taken the way the adaptor takes it (both link
+ * lib/budget_segment), so a process validating the segment at attach never
+ * sees one without the other.  Lowering the limit below the usage refuses new
  * allocations until enough is freed; nothing already held is taken back.
  */
 #include "config.h"
@@ -20,8 +20,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <xdm/xdm.h>
@@ -73,37 +71,12 @@ static void print_text(const struct xdmctl_segment *seg)
 /* Maps the segment for writing and checks it is still one: NULL, said. */
 static struct budget_shm *map_writable(const struct xdmctl_segment *seg, int *rc)
 {
-	struct budget_shm *s;
-	struct stat st;
 	char why[160];
-	/* O_NONBLOCK: a FIFO put in its place since the listing must not block. */
-	int fd = open(seg->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct budget_shm *s = budget_segment_map(AT_FDCWD, seg->path, true, NULL, why,
+						  sizeof(why));
 
-	if (fd < 0) {
-		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget", "/%s cannot be opened for writing: %s%s",
-				  seg->name, strerror(errno),
-				  errno == EACCES ? " (it is another user's budget)" : "");
-		return NULL;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(*s)) {
-		close(fd);
-		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget",
-				  "/%s changed under us: it is no longer a budget segment", seg->name);
-		return NULL;
-	}
-	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (s == MAP_FAILED) {
-		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget", "/%s cannot be mapped: %s", seg->name,
-				  strerror(errno));
-		return NULL;
-	}
-	if (!xdmctl_segment_layout_ok(s, why, sizeof(why))) {
-		munmap(s, sizeof(*s));
-		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget", "/%s changed under us: it %s",
-				  seg->name, why);
-		return NULL;
-	}
+	if (!s)
+		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget", "/%s %s", seg->name, why);
 	return s;
 }
 
@@ -132,7 +105,7 @@ static int set_limit(struct xdmctl_ctx *ctx, struct xdmctl_segment *seg, const c
 		return rc;
 	err = budget_lock(s);
 	if (err) {
-		munmap(s, sizeof(*s));
+		budget_segment_unmap(s);
 		return xdmctl_fail(XDMCTL_EXIT_FAIL, "budget",
 				   "the lock of /%s cannot be taken (%s): the limit is unchanged",
 				   seg->name,
@@ -141,7 +114,7 @@ static int set_limit(struct xdmctl_ctx *ctx, struct xdmctl_segment *seg, const c
 	/* The last process left since the listing: the name is gone with it. */
 	if (s->unlinked) {
 		budget_unlock(s);
-		munmap(s, sizeof(*s));
+		budget_segment_unmap(s);
 		return xdmctl_fail(XDMCTL_EXIT_NONE, "budget",
 				   "/%s went away (its last process left): nothing to set", seg->name);
 	}
@@ -149,7 +122,7 @@ static int set_limit(struct xdmctl_ctx *ctx, struct xdmctl_segment *seg, const c
 	/* A segment an attach would refuse is not mended behind its back. */
 	if (atomic_load_explicit(&s->limit_check, memory_order_relaxed) != ~before) {
 		budget_unlock(s);
-		munmap(s, sizeof(*s));
+		budget_segment_unmap(s);
 		return xdmctl_fail(XDMCTL_EXIT_FAIL, "budget",
 				   "the limit of /%s does not match its check word: the segment is "
 				   "corrupt (xdm-budget(7), THE SEGMENT); the limit is unchanged",
@@ -157,7 +130,7 @@ static int set_limit(struct xdmctl_ctx *ctx, struct xdmctl_segment *seg, const c
 	}
 	budget_set_limit_locked(s, limit);
 	budget_unlock(s);
-	munmap(s, sizeof(*s));
+	budget_segment_unmap(s);
 	seg->limit = limit;
 	if (ctx->json) {
 		printf("{\"key\": ");

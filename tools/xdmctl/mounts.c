@@ -276,7 +276,7 @@ int xdmctl_mounts_read(const struct xdmctl_ctx *ctx, bool with_runtimes, int tim
 	/* Children left by an earlier call whose wait has ended since. */
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
-	rc = fusefs_mountinfo_each(collect, &l);
+	rc = mountinfo_each(collect, &l);
 	if (rc)
 		goto fail;
 	r = calloc(l.n ? l.n : 1, sizeof(*r));

@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/budget_segment/segment.h"
@@ -91,66 +89,18 @@ static bool read_proc(const struct budget_slot *slot, struct xdmctl_proc *p)
 	return true;
 }
 
-bool xdmctl_segment_layout_ok(struct budget_shm *s, char *why, size_t len)
-{
-	if (atomic_load_explicit(&s->magic, memory_order_acquire) != BUDGET_MAGIC) {
-		snprintf(why, len, "is not ready (being created, or abandoned by its creator)");
-		return false;
-	}
-	if (s->version != BUDGET_LAYOUT_VERSION || s->nslots != BUDGET_SLOTS ||
-	    s->size != sizeof(*s)) {
-		snprintf(why, len,
-			 "has layout version %u with %u slots; this xdmctl reads version %u, %u slots",
-			 s->version, s->nslots, BUDGET_LAYOUT_VERSION, BUDGET_SLOTS);
-		return false;
-	}
-	return true;
-}
-
 /*
- * What a segment holds, or why it cannot be read, into seg.  The file is
- * examined before it is opened: /dev/shm is everyone's, and an open of a
- * FIFO named like a segment would wait for a writer forever.  A segment
+ * What a segment holds, or why it cannot be read, into seg.  A segment
  * truncated under the mapping faults the reader, as it faults every
  * process of that budget (xdm-budget(7), THE SEGMENT).
  */
 static void read_segment(int dirfd, const char *name, struct xdmctl_segment *seg)
 {
-	struct budget_shm *s = MAP_FAILED;
-	struct stat st;
-	int fd;
+	struct budget_shm *s = budget_segment_map(dirfd, name, false, &seg->owner,
+						  seg->unreadable, sizeof(seg->unreadable));
 
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-		snprintf(seg->unreadable, sizeof(seg->unreadable), "cannot be examined: %s",
-			 strerror(errno));
+	if (!s)
 		return;
-	}
-	seg->owner = st.st_uid;
-	if (!S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(*s)) {
-		snprintf(seg->unreadable, sizeof(seg->unreadable),
-			 "is %s of %lld bytes, not a segment of this xdm's layout (%zu bytes)",
-			 S_ISREG(st.st_mode) ? "a file" : "no plain file", (long long)st.st_size,
-			 sizeof(*s));
-		return;
-	}
-	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0) {
-		snprintf(seg->unreadable, sizeof(seg->unreadable), "cannot be opened: %s",
-			 strerror(errno));
-		return;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(*s)) {
-		snprintf(seg->unreadable, sizeof(seg->unreadable), "changed while it was read");
-		goto out;
-	}
-	s = mmap(NULL, sizeof(*s), PROT_READ, MAP_SHARED, fd, 0);
-	if (s == MAP_FAILED) {
-		snprintf(seg->unreadable, sizeof(seg->unreadable), "cannot be mapped: %s",
-			 strerror(errno));
-		goto out;
-	}
-	if (!xdmctl_segment_layout_ok(s, seg->unreadable, sizeof(seg->unreadable)))
-		goto out;
 	seg->limit = load(&s->limit);
 	seg->used = load(&s->used);
 	seg->peak = load(&s->peak);
@@ -161,10 +111,7 @@ static void read_segment(int dirfd, const char *name, struct xdmctl_segment *seg
 	seg->unsettled = atomic_load_explicit(&s->unsettled, memory_order_relaxed);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
 		seg->nprocs += read_proc(&s->slots[i], &seg->procs[seg->nprocs]);
-out:
-	if (s != MAP_FAILED)
-		munmap(s, sizeof(*s));
-	close(fd);
+	budget_segment_unmap(s);
 }
 
 static int by_pid(const void *a, const void *b)

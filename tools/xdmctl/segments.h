@@ -64,13 +64,6 @@ struct xdmctl_segment *xdmctl_segment_find(struct xdmctl_segment *segs, size_t n
 
 const char *xdmctl_proc_state_name(enum xdmctl_proc_state state);
 
-/*
- * Whether a mapped segment is one of this xdm's, ready: its mark, layout
- * version, slots and size; otherwise false with why as a phrase ("is not
- * ready ...").
- */
-bool xdmctl_segment_layout_ok(struct budget_shm *s, char *why, size_t len);
-
 /* show.c: a budget's summary line(s), and a budget as a JSON object. */
 void xdmctl_segment_text(FILE *f, const struct xdmctl_segment *seg);
 void xdmctl_segment_json(FILE *f, const struct xdmctl_segment *seg, bool with_procs);

@@ -1,4 +1,4 @@
-# python/: the package `xdm`, pure Python over ctypes (DESIGN: Frameworks).
+# python/: the package `xdm`, pure Python over ctypes (doc/design.md: Frameworks).
 # Installed with automake's Python support into $(pythondir)/xdm, so that
 # --prefix and DESTDIR apply; xdm/_paths.py, made here, tells the installed
 # package where libxdm and the modules went.  From the build tree the
@@ -24,13 +24,3 @@ python/xdm/_paths.py: $(srcdir)/python/xdm/_paths.py.in Makefile
 		$(srcdir)/python/xdm/_paths.py.in >$@.tmp && mv $@.tmp $@
 CLEANFILES += python/xdm/_paths.py
 
-# The CPU tests of the package (pytest, on the host platform).  The
-# wrapper needs the configured interpreter and compiler (whose sanitizer
-# runtime it may preload); the rest of its environment comes from
-# AM_TESTS_ENVIRONMENT in Makefile.am.
-TESTS += tests/python_tests.sh
-AM_TESTS_ENVIRONMENT += PYTHON='$(PYTHON)'; export PYTHON; CC='$(CC)'; export CC;
-EXTRA_DIST += tests/python_tests.sh tests/python/conftest.py \
-	tests/python/test_runtime.py tests/python/test_errors.py \
-	tests/python/test_tags.py tests/python/test_tree.py \
-	tests/python/test_imports.py tests/python/test_frameworks.py

@@ -13,7 +13,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 show_logs() {
 	echo "---- failing test logs in $1 ----"
-	for log in "$1"/tests/*.log "$1"/test-suite.log; do
+	for log in "$1"/tests/*/*.log "$1"/test-suite.log; do
 		[ -f "$log" ] || continue
 		grep -qE '^(FAIL|ERROR)|:F:|:E:' "$log" 2>/dev/null && { echo "== $log"; tail -60 "$log"; }
 	done
@@ -70,7 +70,7 @@ stage "summary"
 # One closing line for machines: check test cases (plus the script tests)
 # of the three suites, as counted by their own logs, and one per fuzz target.
 summary() {
-	cat "$1"/tests/*.log 2>/dev/null | awk '
+	cat "$1"/tests/*/*.log 2>/dev/null | awk '
 		/Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+/ {
 			gsub(/[,%:]/, " "); for (i = 1; i <= NF; i++) {
 				if ($i == "Checks") c += $(i + 1); if ($i == "Failures") f += $(i + 1)

@@ -3,7 +3,7 @@
 # Runs apt-get as root, or through sudo when run by another user.  clang and
 # libclang-rt-14-dev (libFuzzer's runtime, libclang_rt.fuzzer) are for the
 # fuzz targets of tests/fuzz only; tmux drives xdmctl top in a real terminal
-# (tests/xdmctl_top.sh).
+# (tests/tools/xdmctl_top.sh).
 set -eu
 # libtsan2: ThreadSanitizer's runtime for --enable-tsan (GCC 12 pulls it in
 # already; named because tests/ci.sh's TSan stage needs it).

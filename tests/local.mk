@@ -1,84 +1,360 @@
-# tests/: check suites of the core.  Each suite is its own program.
-core_tests = tests/check_errors tests/check_runtime tests/check_tracking tests/check_tree \
-	tests/check_devices \
-	tests/check_native
-check_PROGRAMS += $(core_tests)
-TESTS += $(core_tests)
-noinst_HEADERS += tests/testutil.h tests/thread_churn.h
-tests_check_errors_SOURCES = tests/check_errors.c
-tests_check_errors_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_errors_LDADD = libxdm.la $(CHECK_LIBS)
-tests_check_runtime_SOURCES = tests/check_runtime.c
-tests_check_runtime_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_runtime_LDADD = libxdm.la $(CHECK_LIBS)
-tests_check_devices_SOURCES = tests/check_devices.c
-tests_check_devices_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_devices_LDADD = libxdm.la $(CHECK_LIBS)
-tests_check_tracking_SOURCES = tests/check_tracking.c
-tests_check_tracking_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_tracking_LDADD = libxdm.la $(CHECK_LIBS)
-tests_check_tree_SOURCES = tests/check_tree.c
-tests_check_tree_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_tree_LDADD = libxdm.la $(CHECK_LIBS) -lrt
-tests_check_native_SOURCES = tests/check_native.c
-tests_check_native_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_native_LDADD = libxdm.la $(CHECK_LIBS)
+# tests/local.mk: every test of the tree is registered here, and only here.
+# tests/README says the layout; in short, a folder says what a test tests:
+#
+#   tests/unit/         one process, one part of the tree
+#   tests/conformance/  the allocator contract, once, over every stack
+#   tests/process/      several processes: the budget, users, the FUSE mount
+#   tests/tools/        the programs of tools/ (xdm-bench, xdmctl)
+#   tests/python/       the Python package on the host platform
+#   tests/gpu/          a GPU (each skips, 77, on a machine without one)
+#   tests/fuzz/         the libFuzzer targets (not run by make check)
+#   tests/modules/      modules the loader's tests load, one failure each
+#   tests/lib/          the helpers the suites share
+#
+# A check_* program is a `check` suite; a *.sh file is a script test; a
+# test_*.py file is a pytest module, run by its folder's script.
 
-# The atomic read-modify-writes of one pair, counted by single-stepping a
-# child with ptrace (doc/hot-path.md); x86-64, skips (77) elsewhere.
-check_PROGRAMS += tests/check_rmw
-TESTS += tests/check_rmw
-tests_check_rmw_SOURCES = tests/check_rmw.c
-tests_check_rmw_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_rmw_LDADD = libxdm.la $(CHECK_LIBS)
-EXTRA_DIST += tests/data/host.conf tests/lsan.supp tests/tsan.supp
+# Tests find the modules of this build tree, never installed ones, and use a
+# known config rather than whatever the machine has in $(sysconfdir).  The
+# Python tests need the configured interpreter and compiler (whose
+# sanitizer runtime they may preload).
+AM_TESTS_ENVIRONMENT = \
+	XDM_MODULE_PATH='$(build_module_path):$(abs_top_builddir)/tests/modules/.libs'; \
+	export XDM_MODULE_PATH; \
+	XDM_CONFIG='$(abs_top_srcdir)/tests/data/host.conf'; export XDM_CONFIG; \
+	XDM_TOP_SRCDIR='$(abs_top_srcdir)'; export XDM_TOP_SRCDIR; \
+	XDM_TOP_BUILDDIR='$(abs_top_builddir)'; export XDM_TOP_BUILDDIR; \
+	PYTHON='$(PYTHON)'; export PYTHON; CC='$(CC)'; export CC; \
+	CK_DEFAULT_TIMEOUT=300; export CK_DEFAULT_TIMEOUT; \
+	LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.supp$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}"; \
+	export LSAN_OPTIONS; \
+	TSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1$${TSAN_OPTIONS:+:$$TSAN_OPTIONS}"; \
+	export TSAN_OPTIONS;
+
+# A suite is tests/<folder>/check_<name>.c, linked with libxdm and check,
+# unless its lines below say otherwise.  (The default LDADD serves every
+# program without one of its own; the installed programs all have theirs.)
+LDADD = libxdm.la $(CHECK_LIBS)
+AM_CPPFLAGS += $(CHECK_CFLAGS)
+# -no-install: a real executable in the build tree, not a libtool wrapper
+# script, for a test that execs it, signals it by pid or runs it under a
+# sanitizer.
+test_exec_flags = $(AM_LDFLAGS) -no-install
+
+noinst_HEADERS += tests/lib/testutil.h tests/lib/thread_churn.h tests/lib/budget_test.h \
+	tests/lib/budget_util.h tests/lib/cudatest.h tests/lib/cudacheck.h
+EXTRA_DIST += tests/README tests/data/host.conf tests/lsan.supp tests/tsan.supp
 # Not run by make check: make check itself, repeatedly, under stress-ng.
 EXTRA_DIST += tests/under-load.sh
 
-# The introspection tree through a real FUSE mount (issue 5).  fuse_walk
-# reads a mounted tree from another process (check_fusefs spawns it; it
-# also serves a person who wants to time a walk by hand).  The lifecycle
-# script kills and restarts xdm-bench over one mount point.
-EXTRA_DIST += tests/fusefs_lifecycle.sh
-if HAVE_FUSE
-check_PROGRAMS += tests/check_fusefs tests/fuse_walk
-TESTS += tests/check_fusefs tests/fusefs_lifecycle.sh
-tests_check_fusefs_SOURCES = tests/check_fusefs.c
-tests_check_fusefs_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_fusefs_LDFLAGS = $(AM_LDFLAGS) -no-install
-tests_check_fusefs_LDADD = libxdm.la $(CHECK_LIBS) -lrt
-tests_fuse_walk_SOURCES = tests/fuse_walk.c
-endif
+# ---- unit: one process, one part ------------------------------------------
+unit_tests = \
+	tests/unit/check_errors \
+	tests/unit/check_runtime \
+	tests/unit/check_tracking \
+	tests/unit/check_tree \
+	tests/unit/check_devices \
+	tests/unit/check_native \
+	tests/unit/check_rmw \
+	tests/unit/check_config \
+	tests/unit/check_loader \
+	tests/unit/check_host_platform \
+	tests/unit/check_host_vmm \
+	tests/unit/check_pool \
+	tests/unit/check_pool_tcache \
+	tests/unit/check_pool_vmm \
+	tests/unit/check_peers \
+	tests/unit/check_logging \
+	tests/unit/check_guard
+check_PROGRAMS += $(unit_tests)
+TESTS += $(unit_tests)
 
-# Another local user against a budget segment and a FUSE tree (issue 15):
-# run as root, it makes two throwaway users and drops to each; skips
-# otherwise.  The mount case is left out where a user cannot mount.
-check_PROGRAMS += tests/check_users
-TESTS += tests/check_users
-tests_check_users_SOURCES = tests/check_users.c
-tests_check_users_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_users_LDFLAGS = $(AM_LDFLAGS) -no-install
-tests_check_users_LDADD = libxdm.la $(CHECK_LIBS) -lrt
+tests_unit_check_tree_LDADD = $(LDADD) -lrt
+# check_rmw counts the atomic read-modify-writes of one pair by
+# single-stepping a child with ptrace (doc/hot-path.md); x86-64 only.
+# check_config calls the parser's internal functions, so it links the
+# core's convenience library rather than libxdm, which exports xdm_ only.
+tests_unit_check_config_CPPFLAGS = $(AM_CPPFLAGS) -DXDM_TEST_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_check_config_LDADD = core/libxdmcore.la $(CHECK_LIBS)
+# The host platform's queues and events are plain C over their own structs:
+# linked straight in and driven with real threads, beside host.so's tables.
+tests_unit_check_host_platform_SOURCES = tests/unit/check_host_platform.c \
+	backends/host/stream.h backends/host/queue.h backends/host/stream.c \
+	backends/host/event.c backends/host/copy.c
+# (Flags of its own give it its own objects of the module's files; so for
+# check_peers below.)
+tests_unit_check_host_platform_CFLAGS = $(AM_CFLAGS)
+# peers= read and checked over made-up machines: peers.c is plain C with no
+# driver in it, so this runs wherever the tests do.
+tests_unit_check_peers_SOURCES = tests/unit/check_peers.c backends/cuda/peers.h \
+	backends/cuda/peers.c
+tests_unit_check_peers_CFLAGS = $(AM_CFLAGS)
+# The logging module through real runtimes; what it wrote is read back.
+tests_unit_check_logging_SOURCES = tests/unit/check_logging.c tests/lib/log_replay.c \
+	tests/lib/log_replay.h
 
-# The programs of tools/ (moved here from tools/local.mk).
-TESTS += tests/bench_smoke.sh
-EXTRA_DIST += tests/bench_smoke.sh
-
-# ps and budget against live processes; top in a real terminal (tmux).
-TESTS += tests/xdmctl_ps.sh tests/xdmctl_top.sh
-EXTRA_DIST += tests/xdmctl_ps.sh tests/xdmctl_top.sh tests/xdmctl_live_test.sh
-# One budget per physical device under any device order: host devices here,
-# two GPUs in devices_gpu.sh (a skip on fewer).
-TESTS += tests/devices_order.sh
-EXTRA_DIST += tests/devices_order.sh tests/devices_order_body.sh tests/devices_gpu.sh
+# The cuda module without a driver or a device: the refusals, and the fall
+# back to host; with a GPU, what the platform reports.
 if HAVE_CUDA
-TESTS += tests/devices_gpu.sh
+check_PROGRAMS += tests/unit/check_cuda_absent
+TESTS += tests/unit/check_cuda_absent
+tests_unit_check_cuda_absent_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 endif
-# timeline: drawn from logs that tests/timeline_gen.py simulates, whose
-# true figures it knows without reading the CSV back.
-TESTS += tests/xdmctl_timeline.sh
-EXTRA_DIST += tests/xdmctl_timeline.sh tests/timeline_gen.py tests/xdmctl_log_test.sh
-# snapshot: from the same simulated logs, read back the way PyTorch's
-# memory viewer reads it.
-TESTS += tests/xdmctl_snapshot.sh
-EXTRA_DIST += tests/xdmctl_snapshot.sh
+
+# ---- process: several processes --------------------------------------------
+# The budget across real processes: budget_worker is the program each of
+# them execs, so that its pid is the one the segment records.
+# check_budget_kill kills a worker at every step of a change of the
+# accounting (the fault build of the module, below); budget_torture kills
+# workers at random for 3 s while the limit flips; check_budget_credit
+# covers per-thread credit; check_budget_segment refuses segments that are
+# not what they should be.  check_users runs, as root, another local user
+# against a segment and a tree (a skip otherwise).
+process_tests = \
+	tests/process/check_budget \
+	tests/process/check_budget_kill \
+	tests/process/check_budget_credit \
+	tests/process/check_budget_segment \
+	tests/process/budget_torture \
+	tests/process/check_users
+check_PROGRAMS += $(process_tests) tests/process/budget_worker
+TESTS += $(process_tests)
+tests_process_check_budget_LDFLAGS = $(test_exec_flags)
+tests_process_check_budget_LDADD = $(LDADD) -lrt
+tests_process_check_budget_kill_LDFLAGS = $(test_exec_flags)
+tests_process_check_budget_kill_LDADD = $(LDADD) -lrt
+tests_process_check_budget_credit_LDFLAGS = $(test_exec_flags)
+tests_process_check_budget_credit_LDADD = $(LDADD) -lrt
+tests_process_check_budget_segment_LDADD = $(LDADD) -lrt
+tests_process_budget_torture_LDFLAGS = $(test_exec_flags)
+tests_process_budget_torture_LDADD = libxdm.la
+tests_process_budget_worker_LDFLAGS = $(test_exec_flags)
+tests_process_budget_worker_LDADD = libxdm.la
+tests_process_check_users_LDFLAGS = $(test_exec_flags)
+tests_process_check_users_LDADD = $(LDADD) -lrt
+
+# The budget module with kill points (adaptors/budget/faults.c): a process
+# that loads it from tests/faults/.libs stops itself at the step
+# $XDM_BUDGET_FAULT names, so the suite can kill it there.  Never installed.
+noinst_LTLIBRARIES += tests/faults/budget.la
+tests_faults_budget_la_SOURCES = $(adaptors_budget_la_SOURCES) adaptors/budget/faults.c
+tests_faults_budget_la_CPPFLAGS = $(AM_CPPFLAGS) -DXDM_BUDGET_FAULTS
+tests_faults_budget_la_LDFLAGS = $(test_module_link_flags)
+tests_faults_budget_la_LIBADD = $(adaptors_budget_la_LIBADD)
+
+# The tree through a real FUSE mount: fuse_walk reads it from another
+# process (check_fusefs spawns it; it also serves a person who wants to
+# time a walk by hand); the lifecycle script kills and restarts xdm-bench
+# over one mount point.
+EXTRA_DIST += tests/process/fusefs_lifecycle.sh
+if HAVE_FUSE
+check_PROGRAMS += tests/process/check_fusefs tests/process/fuse_walk
+TESTS += tests/process/check_fusefs tests/process/fusefs_lifecycle.sh
+tests_process_check_fusefs_LDFLAGS = $(test_exec_flags)
+tests_process_check_fusefs_LDADD = $(LDADD) -lrt
+tests_process_fuse_walk_LDADD =
+endif
+
+# One budget per physical device under any device order: host devices here,
+# two GPUs in tests/gpu/devices_gpu.sh.
+TESTS += tests/process/devices_order.sh
+EXTRA_DIST += tests/process/devices_order.sh tests/process/devices_order_body.sh
+
+# ---- tools: the programs ---------------------------------------------------
+# xdm-bench's workloads once each; xdmctl ps and budget against live
+# processes, top in a real terminal (tmux), timeline and snapshot from logs
+# that timeline_gen.py simulates, whose true figures it knows without
+# reading the CSV back (snapshot's read back the way PyTorch's viewer
+# reads it).
+tools_tests = \
+	tests/tools/bench_smoke.sh \
+	tests/tools/xdmctl_ps.sh \
+	tests/tools/xdmctl_top.sh \
+	tests/tools/xdmctl_timeline.sh \
+	tests/tools/xdmctl_snapshot.sh
+TESTS += $(tools_tests)
+EXTRA_DIST += $(tools_tests) tests/tools/xdmctl_live_test.sh tests/tools/xdmctl_log_test.sh \
+	tests/tools/timeline_gen.py
+
+# ---- python: the package on the host platform (pytest) --------------------
+TESTS += tests/python/python_tests.sh
+EXTRA_DIST += tests/python/python_tests.sh tests/python/conftest.py \
+	tests/python/test_runtime.py tests/python/test_errors.py \
+	tests/python/test_tags.py tests/python/test_tree.py \
+	tests/python/test_imports.py tests/python/test_frameworks.py
+
+# ---- gpu: each skips (77) where there is no GPU ----------------------------
+# The framework tests (pytest) skip where python3 has no torch with CUDA.
+TESTS += tests/gpu/gpu_python.sh
+EXTRA_DIST += tests/gpu/gpu_python.sh tests/gpu/conftest.py tests/gpu/test_torch.py \
+	tests/gpu/test_shared_budget.py tests/gpu/test_cupy_numba.py
+# The multi-process budget with a CUDA stack; two processes seeing two GPUs
+# in opposite orders; the Compute Sanitizer gate (doc/sanitizer-gate.md).
+EXTRA_DIST += tests/gpu/budget_gpu.sh tests/gpu/devices_gpu.sh tests/gpu/sanitizer_gate.sh
+# What the gate captured: named *.log so that a copy of the build tree's
+# test logs brings them back with them.
+CLEANFILES += tests/gpu/sanitizer-*.log
+
+if HAVE_CUDA
+# The suites reach libcuda by dlopen through tests/lib/cudatest.c (hence
+# $(LIBS), -ldl where needed, which automake appends to every link); one
+# process each, no fork (CUDA state does not survive it).
+check_LTLIBRARIES += tests/lib/libcudatest.la
+tests_lib_libcudatest_la_SOURCES = tests/lib/cudatest.c
+tests_lib_libcudatest_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+
+gpu_suites = \
+	tests/gpu/check_cuda \
+	tests/gpu/check_native_cuda \
+	tests/gpu/check_vmm_cuda \
+	tests/gpu/check_peer_cuda \
+	tests/gpu/check_pool_cuda \
+	tests/gpu/check_pool_vmm_cuda \
+	tests/gpu/check_guard_cuda
+check_PROGRAMS += $(gpu_suites) tests/gpu/cuda_oob
+TESTS += $(gpu_suites) tests/gpu/sanitizer_gate.sh tests/gpu/budget_gpu.sh \
+	tests/gpu/devices_gpu.sh
+gpu_cppflags = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+gpu_ldadd = tests/lib/libcudatest.la $(LDADD)
+tests_gpu_check_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_check_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_cuda_LDADD = $(gpu_ldadd)
+tests_gpu_check_native_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_check_native_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_native_cuda_LDADD = $(gpu_ldadd)
+# cuda_vmm under the test's own adaptor, which calls allocate_at and
+# partial releases as a pool would.
+tests_gpu_check_vmm_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_check_vmm_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_vmm_cuda_LDADD = $(gpu_ldadd)
+# peers= on two GPUs (a skip on fewer, or two without peer access).
+tests_gpu_check_peer_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_check_peer_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_peer_cuda_LDADD = $(gpu_ldadd)
+tests_gpu_check_pool_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_check_pool_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_pool_cuda_LDADD = $(gpu_ldadd)
+tests_gpu_check_pool_vmm_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_check_pool_vmm_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_pool_vmm_cuda_LDADD = $(gpu_ldadd)
+tests_gpu_check_guard_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_check_guard_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_guard_cuda_LDADD = $(gpu_ldadd)
+# The planted out-of-bounds write that the sanitizer gate must catch.
+tests_gpu_cuda_oob_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_cuda_oob_LDFLAGS = $(test_exec_flags)
+tests_gpu_cuda_oob_LDADD = tests/lib/libcudatest.la libxdm.la
+endif
+
+# ---- modules: one loader failure each -------------------------------------
+# Real dlopen modules (-rpath makes libtool build a shared object although
+# it is never installed), loaded by tests/unit/check_loader.
+test_modules = \
+	tests/modules/bad_abi.la \
+	tests/modules/small_ops.la \
+	tests/modules/no_entry.la \
+	tests/modules/bad_kind.la \
+	tests/modules/dup.la \
+	tests/modules/wrongname.la \
+	tests/modules/no_alloc.la
+noinst_LTLIBRARIES += $(test_modules)
+tests_modules_bad_abi_la_LDFLAGS = $(test_module_link_flags)
+tests_modules_bad_abi_la_LIBADD = $(module_link_libs)
+tests_modules_small_ops_la_LDFLAGS = $(test_module_link_flags)
+tests_modules_small_ops_la_LIBADD = $(module_link_libs)
+tests_modules_no_entry_la_LDFLAGS = $(test_module_link_flags)
+tests_modules_no_entry_la_LIBADD = $(module_link_libs)
+tests_modules_bad_kind_la_LDFLAGS = $(test_module_link_flags)
+tests_modules_bad_kind_la_LIBADD = $(module_link_libs)
+tests_modules_dup_la_LDFLAGS = $(test_module_link_flags)
+tests_modules_dup_la_LIBADD = $(module_link_libs)
+tests_modules_wrongname_la_LDFLAGS = $(test_module_link_flags)
+tests_modules_wrongname_la_LIBADD = $(module_link_libs)
+tests_modules_no_alloc_la_LDFLAGS = $(test_module_link_flags)
+tests_modules_no_alloc_la_LIBADD = $(module_link_libs)
+
+# ---- out of tree, against the installed xdm --------------------------------
+# Builds examples/example.c with nothing but the installed headers and
+# pkg-config, and runs it under the installed xdm-bench.  77 (nothing to run
+# it with) is reported as a skip: make itself knows no exit code 77.
+EXTRA_DIST += tests/out-of-tree.sh
+installcheck-local:
+	@PKG_CONFIG='$(PKG_CONFIG)' CC='$(CC)' MAKE='$(MAKE)' \
+	  $(SHELL) '$(srcdir)/tests/out-of-tree.sh' '$(DESTDIR)$(prefix)' '$(srcdir)'; \
+	rc=$$?; \
+	if test $$rc -eq 77; then \
+	  echo "SKIP: tests/out-of-tree.sh (see above)"; \
+	elif test $$rc -ne 0; then \
+	  echo "FAIL: tests/out-of-tree.sh"; exit $$rc; \
+	else \
+	  echo "PASS: tests/out-of-tree.sh"; \
+	fi
+
+# ---- fuzz: one libFuzzer target per parser that takes text from outside
+# (configure --enable-fuzzing, with CC=clang).  tests/fuzz/run.sh builds and
+# runs them over their seed corpora in tests/fuzz/corpus/<target>/;
+# DESIGN-NOTES.md ("Fuzzing") says how to run them for long.
+fuzz_targets = \
+	tests/fuzz/fuzz_config \
+	tests/fuzz/fuzz_stack \
+	tests/fuzz/fuzz_size \
+	tests/fuzz/fuzz_tree_store \
+	tests/fuzz/fuzz_log_replay \
+	tests/fuzz/fuzz_logcsv
+
+# The sources are distributed whether or not this build fuzzes; so are the
+# corpora and dictionaries (a directory in EXTRA_DIST is copied whole) and
+# the runner.
+EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus tests/fuzz/dict
+noinst_HEADERS += tests/fuzz/fuzz.h tests/fuzz/conf_text.h
+
+if FUZZING
+noinst_PROGRAMS = $(fuzz_targets)
+endif
+
+# The parser targets reach internal functions, so they link the core's
+# convenience library (as check_config does); libxdm exports xdm_ only.
+fuzz_link_flags = $(AM_LDFLAGS) $(FUZZ_LDFLAGS)
+
+tests_fuzz_fuzz_config_SOURCES = tests/fuzz/fuzz_config.c
+tests_fuzz_fuzz_config_LDFLAGS = $(fuzz_link_flags)
+tests_fuzz_fuzz_config_LDADD = core/libxdmcore.la
+
+tests_fuzz_fuzz_stack_SOURCES = tests/fuzz/fuzz_stack.c
+tests_fuzz_fuzz_stack_LDFLAGS = $(fuzz_link_flags)
+tests_fuzz_fuzz_stack_LDADD = core/libxdmcore.la
+
+tests_fuzz_fuzz_size_SOURCES = tests/fuzz/fuzz_size.c
+tests_fuzz_fuzz_size_LDFLAGS = $(fuzz_link_flags)
+tests_fuzz_fuzz_size_LDADD = core/libxdmcore.la
+
+# The knob stores go through a real runtime whose modules are dlopen'ed and
+# call back into libxdm: the target must use that same libxdm, not a copy
+# of the core of its own.  It finds this tree's modules and the test config
+# by itself, so that it runs by hand as well as from run.sh.
+tests_fuzz_fuzz_tree_store_SOURCES = tests/fuzz/fuzz_tree_store.c
+tests_fuzz_fuzz_tree_store_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DXDM_FUZZ_MODULE_PATH='"$(build_module_path)"' \
+	-DXDM_FUZZ_CONFIG='"$(abs_top_srcdir)/tests/data/host.conf"'
+tests_fuzz_fuzz_tree_store_LDFLAGS = $(fuzz_link_flags) -no-install
+tests_fuzz_fuzz_tree_store_LDADD = libxdm.la
+
+tests_fuzz_fuzz_log_replay_SOURCES = tests/fuzz/fuzz_log_replay.c tests/lib/log_replay.c \
+	tests/lib/log_replay.h
+tests_fuzz_fuzz_log_replay_LDFLAGS = $(fuzz_link_flags)
+tests_fuzz_fuzz_log_replay_LDADD =
+
+# The programs' reader of the same log (tools/common/logcsv.c), linked as
+# xdm-bench and xdmctl link it.
+tests_fuzz_fuzz_logcsv_SOURCES = tests/fuzz/fuzz_logcsv.c
+tests_fuzz_fuzz_logcsv_LDADD = tools/common/libxdmtools.la
+tests_fuzz_fuzz_logcsv_LDFLAGS = $(fuzz_link_flags)
+
+# What run.sh needs built: the targets and the modules fuzz_tree_store loads.
+fuzz_modules = backends/host.la backends/pool.la adaptors/budget.la \
+	adaptors/logging.la examples/example.la
+.PHONY: fuzz-build
+fuzz-build:
+	@test -n '$(FUZZ_LDFLAGS)' || \
+	  { echo 'fuzz-build: configure this tree with CC=clang --enable-fuzzing' >&2; exit 1; }
+	$(MAKE) $(AM_MAKEFLAGS) $(fuzz_modules) $(fuzz_targets)

@@ -14,15 +14,4 @@ adaptors_logging_la_SOURCES = \
 adaptors_logging_la_LDFLAGS = $(module_link_flags)
 adaptors_logging_la_LIBADD = $(module_link_libs)
 
-# The suite runs the module through real runtimes on the host platform and
-# replays what it wrote (tests/log_replay.c parses and replays the CSV).
-check_PROGRAMS += tests/check_logging
-TESTS += tests/check_logging
-tests_check_logging_SOURCES = \
-	tests/check_logging.c \
-	tests/log_replay.c \
-	tests/log_replay.h
-tests_check_logging_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_logging_LDADD = libxdm.la $(CHECK_LIBS)
-
 dist_man_MANS += man/xdm-logging.7

@@ -27,26 +27,8 @@ backends_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 backends_cuda_la_LDFLAGS = $(module_link_flags)
 backends_cuda_la_LIBADD = $(module_link_libs)
 
-# Runs everywhere: without a driver or a device it checks the refusals and
-# the fall back to host; with a GPU it checks what the platform reports.
-check_PROGRAMS += tests/check_cuda_absent
-TESTS += tests/check_cuda_absent
-tests_check_cuda_absent_SOURCES = tests/check_cuda_absent.c
-tests_check_cuda_absent_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
-tests_check_cuda_absent_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_cuda_absent_LDADD = libxdm.la $(CHECK_LIBS)
-
 dist_man_MANS += man/xdm-cuda.7
 endif
-
-# peers= read and checked over made-up machines: peers.c is plain C with no
-# driver in it, linked straight in, so this runs wherever the tests do.
-check_PROGRAMS += tests/check_peers
-TESTS += tests/check_peers
-tests_check_peers_SOURCES = tests/check_peers.c backends/cuda/peers.h \
-	backends/cuda/peers.c
-tests_check_peers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_peers_LDADD = libxdm.la $(CHECK_LIBS)
 
 # The page is installed with the module, and always distributed.
 EXTRA_DIST += man/xdm-cuda.7

@@ -5,7 +5,7 @@
  *
  * Plain C without the driver: reading the value, and checking it against
  * what the driver said about the machine, are kept apart from asking the
- * driver (peers_grant.c), so that tests/check_peers.c can run both on
+ * driver (peers_grant.c), so that tests/unit/check_peers.c can run both on
  * a machine without a GPU, over machines it makes up.
  *
  * A set of ordinals is a 64-bit mask, bit n for device n: the runtime

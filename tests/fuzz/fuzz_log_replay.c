@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_log_replay.c - the logging suite's reader of the allocation log,
- * lr_parse() and lr_replay() of tests/log_replay.c, on any text.
+ * lr_parse() and lr_replay() of tests/lib/log_replay.c, on any text.
  *
  * The reader judges the adaptor's output, so it must not itself crash, leak
  * or misread: every log it accepts is written back the way the adaptor
@@ -16,7 +16,7 @@
 #include <stdbool.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "tests/log_replay.h"
+#include "tests/lib/log_replay.h"
 
 #define HEADER "thread,time,action,ptr,bytes,stream,device,tag,query_id\n"
 

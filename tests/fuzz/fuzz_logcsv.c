@@ -17,7 +17,7 @@
 #include <stdbool.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "tools/common/logcsv.c"
+#include "tools/common/logcsv.h"
 
 #define HEADER "thread,time,action,ptr,bytes,stream,device,tag,query_id\n"
 

@@ -1,4 +1,4 @@
-"""Fixtures of the Python package's CPU tests (run by tests/python_tests.sh).
+"""Fixtures of the Python package's CPU tests (run by tests/python/python_tests.sh).
 
 Everything runs on the host platform.  Budget stacks draw on shared-memory
 segments of their own, keyed pytest-<pid>-<test>, so tests never see each

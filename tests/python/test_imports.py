@@ -50,11 +50,14 @@ def test_numba_plugin_attribute_is_lazy():
 
 
 def test_every_file_is_distributed():
-    # A file missing from python/local.mk would be left out of the tarball,
-    # and `make distcheck` would test without it and pass.
+    # A file missing from python/local.mk (the package) or tests/local.mk
+    # (its tests) would be left out of the tarball, and `make distcheck`
+    # would test without it and pass.
     src = os.environ["XDM_TOP_SRCDIR"]
-    with open(os.path.join(src, "python", "local.mk")) as f:
-        listed = set(f.read().replace("\\\n", " ").split())
+    listed = set()
+    for makefile in ("python/local.mk", "tests/local.mk"):
+        with open(os.path.join(src, makefile)) as f:
+            listed |= set(f.read().replace("\\\n", " ").split())
     for folder in ("python/xdm", "tests/python"):
         for name in sorted(os.listdir(os.path.join(src, folder))):
             if name.endswith((".py", ".py.in")) and name != "_paths.py":

@@ -6,7 +6,7 @@
  * One reader for all of them, so that a file one accepts the others accept
  * and every complaint reads the same: one sentence naming FILE:LINE after
  * the caller's prefix ("xdm-bench: --replay", "xdmctl: timeline").
- * tests/log_replay.c is the test suite's own reader, kept apart on
+ * tests/lib/log_replay.c is the test suite's own reader, kept apart on
  * purpose: the suite checks the adaptor against a reader that is not the
  * programs' own.
  */

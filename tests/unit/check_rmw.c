@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_rmw.c - counts, instruction by instruction, the atomic
+ * read-modify-writes one allocate+free pair makes on each stack, and holds
+ * them to the numbers doc/hot-path.md gives.
+ *
+ * A child process warms a stack up (so the pair is the steady state, served
+ * by the pool's thread cache), then runs one pair between two calls of a
+ * marker function.  The parent single-steps it with ptrace and decodes each
+ * instruction the child executes between the markers: a LOCK prefix, or an
+ * XCHG with a memory operand (locked without one), is one atomic
+ * read-modify-write; a SYSCALL is counted apart (a pair must make none).
+ * Nothing is timed.  x86-64 only; the test skips (77) elsewhere, under
+ * ThreadSanitizer (whose runtime adds atomics of its own) and where ptrace
+ * is not allowed.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/testutil.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define RMW_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RMW_UNDER_TSAN 1
+#endif
+#endif
+
+/* What the parent found between the two marks. */
+struct rmw_count {
+	long insns, rmws, syscalls;
+};
+
+/* The child calls it before (1) and after (2) the pair; the parent watches for its address. */
+__attribute__((noinline)) void rmw_mark(int phase);
+__attribute__((noinline)) void rmw_mark(int phase)
+{
+	__asm__ volatile("" : : "r"(phase) : "memory");
+}
+
+/* ---- decoding ------------------------------------------------------------------ */
+
+static bool is_legacy_prefix(uint8_t b)
+{
+	return b == 0xf0 || b == 0xf2 || b == 0xf3 || b == 0x2e || b == 0x36 || b == 0x3e ||
+	       b == 0x26 || b == 0x64 || b == 0x65 || b == 0x66 || b == 0x67;
+}
+
+/* Whether the instruction at code is an atomic read-modify-write, or a syscall. */
+static void classify(const uint8_t *code, bool *rmw, bool *syscall)
+{
+	bool lock = false;
+	size_t i = 0;
+
+	while (i < 14 && is_legacy_prefix(code[i]))
+		lock |= code[i++] == 0xf0;
+	if (code[i] >= 0x40 && code[i] <= 0x4f)
+		i++;			/* REX */
+	*syscall = code[i] == 0x0f && code[i + 1] == 0x05;
+	/* XCHG r/m, r with a memory operand is locked without the prefix. */
+	*rmw = lock || ((code[i] == 0x86 || code[i] == 0x87) && (code[i + 1] >> 6) != 3);
+}
+
+/* ---- the child ---------------------------------------------------------------- */
+
+static void child_run(const char *stack, size_t bytes)
+{
+	struct xdm_runtime *rt = NULL;
+	struct xdm_block b;
+
+	if (ptrace(PTRACE_TRACEME, 0, NULL, NULL))
+		_exit(77);
+	if (xdm_runtime_create(0, "host", stack, &rt)) {
+		fprintf(stderr, "'%s': %s\n", stack, xdm_last_error_message());
+		_exit(2);
+	}
+	for (int i = 0; i < 1000; i++)
+		if (xdm_allocate(rt, bytes, 0, "warm", &b) || xdm_deallocate(rt, &b))
+			_exit(3);
+	raise(SIGSTOP);
+	rmw_mark(1);
+	if (xdm_allocate(rt, bytes, 0, "pair", &b) || xdm_deallocate(rt, &b))
+		_exit(4);
+	rmw_mark(2);
+	_exit(0);
+}
+
+/* ---- the parent ----------------------------------------------------------------- */
+
+static bool step(pid_t pid, struct user_regs_struct *regs)
+{
+	int status;
+
+	if (ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL))
+		return false;
+	if (waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status))
+		return false;
+	return ptrace(PTRACE_GETREGS, pid, NULL, regs) == 0;
+}
+
+static bool peek(pid_t pid, uint64_t addr, uint8_t *code)
+{
+	for (int k = 0; k < 2; k++) {
+		long w;
+
+		errno = 0;
+		w = ptrace(PTRACE_PEEKTEXT, pid, (void *)(uintptr_t)(addr + 8 * k), NULL);
+		if (errno)
+			return false;
+		memcpy(code + 8 * k, &w, 8);
+	}
+	return true;
+}
+
+/* Count what one pair of size bytes on stack executes; exits 77 if it cannot watch. */
+static struct rmw_count count_pair(const char *stack, size_t bytes)
+{
+	uint64_t mark = (uint64_t)(uintptr_t)&rmw_mark;
+	struct rmw_count c = { 0, 0, 0 };
+	struct user_regs_struct regs;
+	int status, marks = 0;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		child_run(stack, bytes);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+		printf("ptrace is not allowed here: nothing to count\n");
+		exit(77);
+	}
+	ck_assert_msg(WIFSTOPPED(status), "'%s': the child did not reach its stop (status %#x)",
+		      stack, status);
+	while (marks < 2) {
+		uint8_t code[16];
+		bool rmw, sys;
+
+		ck_assert_msg(step(pid, &regs), "'%s': single step failed", stack);
+		if (regs.rip == mark) {
+			marks++;
+			continue;
+		}
+		if (!marks)
+			continue;
+		ck_assert(peek(pid, regs.rip, code));
+		classify(code, &rmw, &sys);
+		c.insns++;
+		c.rmws += rmw;
+		c.syscalls += sys;
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	printf("%-60s %7zu B: %5ld instructions, %ld atomic RMW, %ld syscalls\n", stack, bytes,
+	       c.insns, c.rmws, c.syscalls);
+	return c;
+}
+
+static void expect_pair(const char *stack, size_t bytes, long rmws)
+{
+	struct rmw_count c = count_pair(stack, bytes);
+
+	ck_assert_msg(c.insns > 50, "'%s': %ld instructions between the marks: the pair was "
+		      "not watched", stack, c.insns);
+	ck_assert_msg(c.rmws == rmws, "'%s', %zu bytes: %ld atomic read-modify-writes per pair, "
+		      "doc/hot-path.md says %ld", stack, bytes, c.rmws, rmws);
+	ck_assert_msg(c.syscalls == 0, "'%s': a pair made %ld system calls", stack, c.syscalls);
+}
+
+/* The decoder itself, on instructions whose answer is known. */
+START_TEST(the_decoder_knows_a_locked_instruction)
+{
+	static const uint8_t lock_add[16] = { 0xf0, 0x48, 0x83, 0x07, 0x01 };
+	static const uint8_t xchg_mem[16] = { 0x87, 0x07 };
+	static const uint8_t xchg_reg[16] = { 0x48, 0x87, 0xc3 };
+	static const uint8_t mov[16] = { 0x48, 0x89, 0x07 };
+	static const uint8_t sys[16] = { 0x0f, 0x05 };
+	bool rmw, syscall;
+
+	classify(lock_add, &rmw, &syscall);
+	ck_assert(rmw && !syscall);
+	classify(xchg_mem, &rmw, &syscall);
+	ck_assert(rmw);
+	classify(xchg_reg, &rmw, &syscall);
+	ck_assert(!rmw);
+	classify(mov, &rmw, &syscall);
+	ck_assert(!rmw && !syscall);
+	classify(sys, &rmw, &syscall);
+	ck_assert(!rmw && syscall);
+}
+END_TEST
+
+/* The control: a pair without the pool's cache takes the arena's lock twice more. */
+START_TEST(the_arena_lock_is_seen)
+{
+	expect_pair("pool tcache=0 | host", 4096, 4);
+}
+END_TEST
+
+START_TEST(a_pool_pair_makes_two)
+{
+	expect_pair("pool | host", 256, 2);
+	expect_pair("pool | host", 4096, 2);
+	expect_pair("pool | host", 65536, 2);
+	expect_pair("pool | host", 1 << 20, 2);
+}
+END_TEST
+
+/*
+ * The full stack of the benchmarks: budget credit is the thread's own, so
+ * the budget adds none.  The segment is this test's own, removed after.
+ */
+START_TEST(a_full_stack_pair_makes_two)
+{
+	char stack[128], name[64];
+
+	snprintf(name, sizeof(name), "rmw-%d", (int)getpid());
+	snprintf(stack, sizeof(stack), "budget key=%s limit=1G credit=1M | pool | host", name);
+	expect_pair(stack, 4096, 2);
+	expect_pair(stack, 1 << 20, 2);
+	snprintf(stack, sizeof(stack), "/xdm-budget-%s", name);
+	shm_unlink(stack);
+}
+END_TEST
+
+/*
+ * The logging adaptor: a row is a record in the thread's own ring,
+ * published with a release store.  The ring is far from half full after
+ * the warm-up (whose rows the writer may or may not have taken yet), so
+ * the measured pair never wakes the writer.
+ */
+START_TEST(a_logged_pair_adds_none)
+{
+	char stack[128];
+
+	snprintf(stack, sizeof(stack), "logging path=/tmp/check_rmw-%d.csv buffer=1M | pool | host",
+		 (int)getpid());
+	expect_pair(stack, 4096, 2);
+	snprintf(stack, sizeof(stack), "/tmp/check_rmw-%d.csv", (int)getpid());
+	unlink(stack);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("rmw");
+	TCase *tc = tcase_create("pair");
+
+	tcase_add_test(tc, the_decoder_knows_a_locked_instruction);
+	tcase_add_test(tc, the_arena_lock_is_seen);
+	tcase_add_test(tc, a_pool_pair_makes_two);
+	tcase_add_test(tc, a_full_stack_pair_makes_two);
+	tcase_add_test(tc, a_logged_pair_adds_none);
+	tcase_set_timeout(tc, 120);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr;
+	int failed;
+
+#if !defined(__x86_64__) || defined(RMW_UNDER_TSAN)
+	printf("check_rmw decodes x86-64 and needs no sanitizer runtime of its own: skipped\n");
+	return 77;
+#endif
+	sr = srunner_create(suite());
+	/* Each count forks a child of its own; the runner need not fork too. */
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

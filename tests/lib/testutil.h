@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * testutil.h - small helpers shared by the check suites: temp config files
- * and an ordered log that host functions on several streams append to.
+ * testutil.h - small helpers shared by the check suites: temp config files,
+ * an ordered log that host functions on several streams append to, gates
+ * that hold a stream, and a module's ops tables read the way the loader
+ * reads them.
  */
 #ifndef XDM_TESTUTIL_H
 #define XDM_TESTUTIL_H
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -17,7 +20,46 @@
 #include <unistd.h>
 
 #include <check.h>
+#include <xdm/module.h>
 #include <xdm/xdm.h>
+
+/*
+ * The ops tables of FILE.so, a module of this build tree (DIR is its
+ * folder: "backends"), dlopen'ed and read through its entry symbol as the
+ * core's loader reads them; *handle is for dlclose.  *count gets how many
+ * tables it has.
+ */
+static inline const struct xdm_ops *const *tu_module_open(const char *dir, const char *file,
+							  void **handle, int *count)
+{
+	const char *top = getenv("XDM_TOP_BUILDDIR");
+	const struct xdm_ops *const *tables;
+	xdm_module_entry_fn entry;
+	char path[4096];
+
+	ck_assert_msg(top != NULL, "XDM_TOP_BUILDDIR is not set");
+	snprintf(path, sizeof(path), "%s/%s/.libs/%s.so", top, dir, file);
+	*handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(*handle != NULL, "dlopen %s: %s", path, dlerror());
+	*(void **)&entry = dlsym(*handle, XDM_MODULE_ENTRY_SYMBOL);
+	ck_assert_msg(entry != NULL, "%s has no %s", path, XDM_MODULE_ENTRY_SYMBOL);
+	tables = entry();
+	for (*count = 0; tables[*count]; (*count)++)
+		;
+	return tables;
+}
+
+/* The table NAME of KIND among tables; the test fails without one. */
+static inline const struct xdm_ops *tu_module_table(const struct xdm_ops *const *tables,
+						    enum xdm_module_kind kind,
+						    const char *name)
+{
+	for (int i = 0; tables[i]; i++)
+		if (tables[i]->kind == kind && !strcmp(tables[i]->name, name))
+			return tables[i];
+	ck_abort_msg("the module has no table %s", name);
+	return NULL;
+}
 
 /* Write text to a fresh temp file; returns its malloc'd path. */
 static inline char *tu_write_temp(const char *text)
@@ -65,7 +107,22 @@ static inline void tu_sleep_ms(int ms)
 		;
 }
 
-#define TU_LOG_MAX 64
+/* CLOCK_REALTIME ms from now, for pthread_cond_timedwait. */
+static inline struct timespec tu_deadline_in(int ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+#define TU_LOG_MAX 4096
 
 /* The order in which host functions ran, across streams. */
 struct tu_log {
@@ -86,6 +143,32 @@ static inline void tu_log_add(struct tu_log *log, int id)
 	if (log->n < TU_LOG_MAX)
 		log->ids[log->n++] = id;
 	pthread_mutex_unlock(&log->lock);
+}
+
+static inline void tu_log_destroy(struct tu_log *log)
+{
+	pthread_mutex_destroy(&log->lock);
+}
+
+static inline int tu_log_count(struct tu_log *log)
+{
+	int n;
+
+	pthread_mutex_lock(&log->lock);
+	n = log->n;
+	pthread_mutex_unlock(&log->lock);
+	return n;
+}
+
+/* The id at position i, or -1 past the end. */
+static inline int tu_log_at(struct tu_log *log, int i)
+{
+	int id;
+
+	pthread_mutex_lock(&log->lock);
+	id = i < log->n ? log->ids[i] : -1;
+	pthread_mutex_unlock(&log->lock);
+	return id;
 }
 
 /* Position of id in the log, or -1. */
@@ -164,42 +247,71 @@ static inline void tu_expect_config_error(const char *platform, const char *stac
 
 /*
  * A gate a host function waits at on a stream: everything queued after it
- * there is held until the test opens it.
+ * there is held until the test opens it.  Every wait on it is bounded by
+ * TU_PATIENCE_MS, so that a bug fails the test instead of hanging it.
  */
 struct tu_gate {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool entered;
+	bool entered;		/* a stream's worker has reached the gate */
 	bool open;
+	bool timed_out;		/* a waiter gave up: the test has failed */
 };
 
 static inline void tu_gate_init(struct tu_gate *g)
 {
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_cond_init(&g->cond, NULL);
-	g->entered = g->open = false;
+	g->entered = g->open = g->timed_out = false;
 }
 
+/* The host function: waits until the gate is opened. */
 static inline void tu_gate_run(void *arg)
 {
 	struct tu_gate *g = arg;
+	struct timespec until = tu_deadline_in(TU_PATIENCE_MS);
 
 	pthread_mutex_lock(&g->lock);
 	g->entered = true;
 	pthread_cond_broadcast(&g->cond);
 	while (!g->open)
-		pthread_cond_wait(&g->cond, &g->lock);
+		if (pthread_cond_timedwait(&g->cond, &g->lock, &until) == ETIMEDOUT) {
+			g->timed_out = true;
+			break;
+		}
 	pthread_mutex_unlock(&g->lock);
+}
+
+/* Whether a stream's worker sits in the gate (false: it never came). */
+static inline bool tu_gate_wait_entered(struct tu_gate *g)
+{
+	struct timespec until = tu_deadline_in(TU_PATIENCE_MS);
+	bool entered;
+
+	pthread_mutex_lock(&g->lock);
+	while (!g->entered)
+		if (pthread_cond_timedwait(&g->cond, &g->lock, &until) == ETIMEDOUT)
+			break;
+	entered = g->entered;
+	pthread_mutex_unlock(&g->lock);
+	return entered;
+}
+
+static inline bool tu_gate_timed_out(struct tu_gate *g)
+{
+	bool t;
+
+	pthread_mutex_lock(&g->lock);
+	t = g->timed_out;
+	pthread_mutex_unlock(&g->lock);
+	return t;
 }
 
 /* Queue the gate on stream s; returns once the stream stands at it. */
 static inline void tu_gate_hold(struct xdm_runtime *rt, xdm_stream_id s, struct tu_gate *g)
 {
 	TU_OK(xdm_stream_launch_host(rt, s, tu_gate_run, g));
-	pthread_mutex_lock(&g->lock);
-	while (!g->entered)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
+	ck_assert_msg(tu_gate_wait_entered(g), "stream %u never reached its gate", (unsigned)s);
 }
 
 static inline void tu_gate_destroy(struct tu_gate *g)

@@ -243,36 +243,16 @@ static const struct xdm_ops *platform_ops, *direct_ops, *async_ops, *vmm_ops;
 
 static void module_setup(void)
 {
-	const char *top = getenv("XDM_TOP_BUILDDIR");
 	const struct xdm_ops *const *tables;
-	xdm_module_entry_fn entry;
-	char path[4096];
-	int i;
+	int count;
 
-	ck_assert_msg(top != NULL, "XDM_TOP_BUILDDIR is not set");
-	snprintf(path, sizeof(path), "%s/backends/.libs/cuda.so", top);
 	/* Loading must work without a driver: nothing runs until init. */
-	module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	ck_assert_msg(module != NULL, "dlopen %s: %s", path, dlerror());
-	*(void **)&entry = dlsym(module, XDM_MODULE_ENTRY_SYMBOL);
-	ck_assert_msg(entry != NULL, "%s has no %s", path, XDM_MODULE_ENTRY_SYMBOL);
-	tables = entry();
-	platform_ops = direct_ops = async_ops = vmm_ops = NULL;
-	for (i = 0; tables[i]; i++) {
-		if (!strcmp(tables[i]->name, "cuda"))
-			platform_ops = tables[i];
-		else if (!strcmp(tables[i]->name, "cuda_direct"))
-			direct_ops = tables[i];
-		else if (!strcmp(tables[i]->name, "cuda_async"))
-			async_ops = tables[i];
-		else if (!strcmp(tables[i]->name, "cuda_vmm"))
-			vmm_ops = tables[i];
-	}
-	ck_assert_int_eq(i, 4);
-	ck_assert_ptr_nonnull(platform_ops);
-	ck_assert_ptr_nonnull(direct_ops);
-	ck_assert_ptr_nonnull(async_ops);
-	ck_assert_ptr_nonnull(vmm_ops);
+	tables = tu_module_open("backends", "cuda", &module, &count);
+	ck_assert_int_eq(count, 4);
+	platform_ops = tu_module_table(tables, XDM_KIND_PLATFORM, "cuda");
+	direct_ops = tu_module_table(tables, XDM_KIND_BACKEND, "cuda_direct");
+	async_ops = tu_module_table(tables, XDM_KIND_BACKEND, "cuda_async");
+	vmm_ops = tu_module_table(tables, XDM_KIND_BACKEND, "cuda_vmm");
 }
 
 static void module_teardown(void)

@@ -32,188 +32,17 @@
 #include <xdm/module.h>
 
 #include "backends/host/stream.h"
-
-/* How long a bounded wait gives a correct implementation: generous, since
- * only a bug makes it run out, and a loaded machine under a sanitizer can
- * keep a thread off the cores for seconds.  Below CK_DEFAULT_TIMEOUT (300 s
- * under make check), so that a hang fails with this file's message. */
-#define PATIENCE_MS 120000
-
-static void sleep_ms(unsigned int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
-static struct timespec deadline_in(unsigned int ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
-}
-
-/* ---- gates: a host function that blocks until the test opens it ------ */
-
-struct gate {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool open;
-	bool entered;		/* a waiter has reached the gate */
-	bool timed_out;		/* a waiter gave up: the test has failed */
-};
-
-static void gate_init(struct gate *g)
-{
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_cond_init(&g->cond, NULL);
-	g->open = false;
-	g->entered = false;
-	g->timed_out = false;
-}
-
-static void gate_fini(struct gate *g)
-{
-	pthread_cond_destroy(&g->cond);
-	pthread_mutex_destroy(&g->lock);
-}
-
-static void gate_open(struct gate *g)
-{
-	pthread_mutex_lock(&g->lock);
-	g->open = true;
-	pthread_cond_broadcast(&g->cond);
-	pthread_mutex_unlock(&g->lock);
-}
-
-/* Bounded, so that a bug fails the test instead of hanging it. */
-static void gate_pass(struct gate *g)
-{
-	struct timespec until = deadline_in(PATIENCE_MS);
-
-	pthread_mutex_lock(&g->lock);
-	g->entered = true;
-	pthread_cond_broadcast(&g->cond);
-	while (!g->open)
-		if (pthread_cond_timedwait(&g->cond, &g->lock, &until) == ETIMEDOUT) {
-			g->timed_out = true;
-			break;
-		}
-	pthread_mutex_unlock(&g->lock);
-}
-
-/* Wait until a stream's worker sits in the gate. */
-static bool gate_wait_entered(struct gate *g)
-{
-	struct timespec until = deadline_in(PATIENCE_MS);
-	bool entered;
-
-	pthread_mutex_lock(&g->lock);
-	while (!g->entered)
-		if (pthread_cond_timedwait(&g->cond, &g->lock, &until) == ETIMEDOUT)
-			break;
-	entered = g->entered;
-	pthread_mutex_unlock(&g->lock);
-	return entered;
-}
-
-static bool gate_timed_out(struct gate *g)
-{
-	bool t;
-
-	pthread_mutex_lock(&g->lock);
-	t = g->timed_out;
-	pthread_mutex_unlock(&g->lock);
-	return t;
-}
-
-static void gate_fn(void *arg)
-{
-	gate_pass(arg);
-}
-
-/* ---- a log of which step ran when ----------------------------------- */
-
-#define LOG_MAX 4096
-
-struct seqlog {
-	pthread_mutex_t lock;
-	int ids[LOG_MAX];
-	int n;
-};
-
-static void log_init(struct seqlog *l)
-{
-	pthread_mutex_init(&l->lock, NULL);
-	l->n = 0;
-}
-
-static void log_fini(struct seqlog *l)
-{
-	pthread_mutex_destroy(&l->lock);
-}
-
-static void log_append(struct seqlog *l, int id)
-{
-	pthread_mutex_lock(&l->lock);
-	if (l->n < LOG_MAX)
-		l->ids[l->n++] = id;
-	pthread_mutex_unlock(&l->lock);
-}
-
-static int log_count(struct seqlog *l)
-{
-	int n;
-
-	pthread_mutex_lock(&l->lock);
-	n = l->n;
-	pthread_mutex_unlock(&l->lock);
-	return n;
-}
-
-static int log_at(struct seqlog *l, int i)
-{
-	int id;
-
-	pthread_mutex_lock(&l->lock);
-	id = i < l->n ? l->ids[i] : -1;
-	pthread_mutex_unlock(&l->lock);
-	return id;
-}
-
-/* One unit of queued work: optionally sleep, then log its id. */
-struct step {
-	struct seqlog *log;
-	int id;
-	unsigned int sleep_ms;
-};
-
-static void step_fn(void *arg)
-{
-	struct step *s = arg;
-
-	if (s->sleep_ms)
-		sleep_ms(s->sleep_ms);
-	log_append(s->log, s->id);
-}
+#include "tests/lib/testutil.h"
 
 /* Poll an event for completion, bounded. */
 static bool event_completes(struct host_event *ev)
 {
 	int i;
 
-	for (i = 0; i < PATIENCE_MS; i++) {
+	for (i = 0; i < TU_PATIENCE_MS; i++) {
 		if (host_event_query(ev))
 			return true;
-		sleep_ms(1);
+		tu_sleep_ms(1);
 	}
 	return false;
 }
@@ -241,67 +70,67 @@ static struct host_event *new_event(void)
 START_TEST(test_fifo_order)
 {
 	struct host_stream *s = new_stream();
-	struct step steps[5];
-	struct seqlog log;
+	struct tu_step steps[5];
+	struct tu_log log;
 	int i;
 
-	log_init(&log);
+	tu_log_init(&log);
 	/* Earlier steps sleep longer: only a FIFO keeps them in order. */
 	for (i = 0; i < 5; i++) {
-		steps[i] = (struct step){ &log, i, (unsigned int)(40 - 10 * i) };
-		ck_assert_int_eq(host_stream_launch(s, step_fn, &steps[i]), 0);
+		steps[i] = (struct tu_step){ .log = &log, .id = i, .sleep_ms = (40 - 10 * i) };
+		ck_assert_int_eq(host_stream_launch(s, tu_step_run, &steps[i]), 0);
 	}
 	ck_assert_int_eq(host_stream_synchronize(s), 0);
-	ck_assert_int_eq(log_count(&log), 5);
+	ck_assert_int_eq(tu_log_count(&log), 5);
 	for (i = 0; i < 5; i++)
-		ck_assert_int_eq(log_at(&log, i), i);
+		ck_assert_int_eq(tu_log_at(&log, i), i);
 	host_stream_destroy(s);
-	log_fini(&log);
+	tu_log_destroy(&log);
 }
 END_TEST
 
 START_TEST(test_launch_is_asynchronous)
 {
 	struct host_stream *s = new_stream();
-	struct seqlog log;
-	struct step st = { &log, 1, 0 };
-	struct gate g;
+	struct tu_log log;
+	struct tu_step st = { .log = &log, .id = 1, .sleep_ms = 0 };
+	struct tu_gate g;
 
-	log_init(&log);
-	gate_init(&g);
-	ck_assert_int_eq(host_stream_launch(s, gate_fn, &g), 0);
-	ck_assert_int_eq(host_stream_launch(s, step_fn, &st), 0);
+	tu_log_init(&log);
+	tu_gate_init(&g);
+	ck_assert_int_eq(host_stream_launch(s, tu_gate_run, &g), 0);
+	ck_assert_int_eq(host_stream_launch(s, tu_step_run, &st), 0);
 	/* The launch returned while its stream is stuck in the gate. */
-	ck_assert(gate_wait_entered(&g));
-	ck_assert_int_eq(log_count(&log), 0);
-	gate_open(&g);
+	ck_assert(tu_gate_wait_entered(&g));
+	ck_assert_int_eq(tu_log_count(&log), 0);
+	tu_gate_open(&g);
 	ck_assert_int_eq(host_stream_synchronize(s), 0);
-	ck_assert_int_eq(log_count(&log), 1);
-	ck_assert(!gate_timed_out(&g));
+	ck_assert_int_eq(tu_log_count(&log), 1);
+	ck_assert(!tu_gate_timed_out(&g));
 	host_stream_destroy(s);
-	gate_fini(&g);
-	log_fini(&log);
+	tu_gate_destroy(&g);
+	tu_log_destroy(&log);
 }
 END_TEST
 
 START_TEST(test_synchronize_drains)
 {
 	struct host_stream *s = new_stream();
-	struct step steps[20];
-	struct seqlog log;
+	struct tu_step steps[20];
+	struct tu_log log;
 	int i;
 
-	log_init(&log);
+	tu_log_init(&log);
 	for (i = 0; i < 20; i++) {
-		steps[i] = (struct step){ &log, i, (unsigned int)(i % 3) };
-		ck_assert_int_eq(host_stream_launch(s, step_fn, &steps[i]), 0);
+		steps[i] = (struct tu_step){ .log = &log, .id = i, .sleep_ms = (i % 3) };
+		ck_assert_int_eq(host_stream_launch(s, tu_step_run, &steps[i]), 0);
 	}
 	ck_assert_int_eq(host_stream_synchronize(s), 0);
-	ck_assert_int_eq(log_count(&log), 20);
+	ck_assert_int_eq(tu_log_count(&log), 20);
 	/* An idle stream synchronizes at once. */
 	ck_assert_int_eq(host_stream_synchronize(s), 0);
 	host_stream_destroy(s);
-	log_fini(&log);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -332,21 +161,21 @@ END_TEST
 START_TEST(test_destroy_drains_then_joins)
 {
 	struct host_stream *s = new_stream();
-	struct step steps[4];
-	struct seqlog log;
+	struct tu_step steps[4];
+	struct tu_log log;
 	int i;
 
-	log_init(&log);
+	tu_log_init(&log);
 	for (i = 0; i < 4; i++) {
-		steps[i] = (struct step){ &log, i, 20 };
-		ck_assert_int_eq(host_stream_launch(s, step_fn, &steps[i]), 0);
+		steps[i] = (struct tu_step){ .log = &log, .id = i, .sleep_ms = 20 };
+		ck_assert_int_eq(host_stream_launch(s, tu_step_run, &steps[i]), 0);
 	}
 	/* No synchronize: destroy itself must run the queue out. */
 	host_stream_destroy(s);
-	ck_assert_int_eq(log_count(&log), 4);
+	ck_assert_int_eq(tu_log_count(&log), 4);
 	for (i = 0; i < 4; i++)
-		ck_assert_int_eq(log_at(&log, i), i);
-	log_fini(&log);
+		ck_assert_int_eq(tu_log_at(&log, i), i);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -364,16 +193,16 @@ START_TEST(test_memset_memcpy_in_order)
 	struct host_stream *s = new_stream();
 	unsigned char *src = malloc(N), *dst = malloc(N);
 	unsigned char seen[2] = { 0, 0 };
-	struct gate g;
+	struct tu_gate g;
 	size_t i;
 
 	ck_assert_ptr_nonnull(src);
 	ck_assert_ptr_nonnull(dst);
 	memset(src, 0x11, N);
 	memset(dst, 0x22, N);
-	gate_init(&g);
+	tu_gate_init(&g);
 
-	ck_assert_int_eq(host_stream_launch(s, gate_fn, &g), 0);
+	ck_assert_int_eq(host_stream_launch(s, tu_gate_run, &g), 0);
 	ck_assert_int_eq(host_stream_memset(s, src, 0xab, N), 0);
 	ck_assert_int_eq(host_stream_memcpy(s, seen, src, 1), 0);
 	ck_assert_int_eq(host_stream_launch(s, check_bytes_fn, seen), 0);
@@ -381,10 +210,10 @@ START_TEST(test_memset_memcpy_in_order)
 	ck_assert_int_eq(host_stream_memset(s, src, 0, N / 2), 0);
 
 	/* Behind the gate, nothing has touched memory yet. */
-	ck_assert(gate_wait_entered(&g));
+	ck_assert(tu_gate_wait_entered(&g));
 	ck_assert_uint_eq(src[0], 0x11);
 	ck_assert_uint_eq(dst[N - 1], 0x22);
-	gate_open(&g);
+	tu_gate_open(&g);
 	ck_assert_int_eq(host_stream_synchronize(s), 0);
 
 	ck_assert_uint_eq(seen[0], 0xab);
@@ -394,7 +223,7 @@ START_TEST(test_memset_memcpy_in_order)
 	for (i = 0; i < N; i++)
 		ck_assert_uint_eq(src[i], i < N / 2 ? 0 : 0xab);
 	host_stream_destroy(s);
-	gate_fini(&g);
+	tu_gate_destroy(&g);
 	free(src);
 	free(dst);
 }
@@ -403,8 +232,8 @@ END_TEST
 /* Several threads queue on one stream: each one's own order survives. */
 struct submitter {
 	struct host_stream *s;
-	struct seqlog *log;
-	struct step steps[200];
+	struct tu_log *log;
+	struct tu_step steps[200];
 	int base;
 };
 
@@ -414,8 +243,8 @@ static void *submit_thread(void *arg)
 	int i;
 
 	for (i = 0; i < 200; i++) {
-		sub->steps[i] = (struct step){ sub->log, sub->base + i, 0 };
-		if (host_stream_launch(sub->s, step_fn, &sub->steps[i]))
+		sub->steps[i] = (struct tu_step){ .log = sub->log, .id = sub->base + i, .sleep_ms = 0 };
+		if (host_stream_launch(sub->s, tu_step_run, &sub->steps[i]))
 			return (void *)1;
 	}
 	return NULL;
@@ -425,14 +254,14 @@ START_TEST(test_concurrent_submitters_keep_their_order)
 {
 	struct host_stream *s = new_stream();
 	struct submitter subs[4];
-	struct seqlog *log = malloc(sizeof(*log));
+	struct tu_log *log = malloc(sizeof(*log));
 	int last[4] = { -1, -1, -1, -1 };
 	pthread_t t[4];
 	void *ret;
 	int i, id;
 
 	ck_assert_ptr_nonnull(log);
-	log_init(log);
+	tu_log_init(log);
 	for (i = 0; i < 4; i++) {
 		subs[i].s = s;
 		subs[i].log = log;
@@ -444,14 +273,14 @@ START_TEST(test_concurrent_submitters_keep_their_order)
 		ck_assert_ptr_null(ret);
 	}
 	ck_assert_int_eq(host_stream_synchronize(s), 0);
-	ck_assert_int_eq(log_count(log), 800);
+	ck_assert_int_eq(tu_log_count(log), 800);
 	for (i = 0; i < 800; i++) {
-		id = log_at(log, i);
+		id = tu_log_at(log, i);
 		ck_assert_int_gt(id % 1000, last[id / 1000]);
 		last[id / 1000] = id % 1000;
 	}
 	host_stream_destroy(s);
-	log_fini(log);
+	tu_log_destroy(log);
 	free(log);
 }
 END_TEST
@@ -468,7 +297,7 @@ struct rendezvous {
 static void rendezvous_a(void *arg)
 {
 	struct rendezvous *r = arg;
-	struct timespec until = deadline_in(PATIENCE_MS);
+	struct timespec until = tu_deadline_in(TU_PATIENCE_MS);
 
 	pthread_mutex_lock(&r->lock);
 	while (!r->b_arrived)
@@ -514,20 +343,20 @@ START_TEST(test_never_recorded_event_is_complete)
 {
 	struct host_stream *s = new_stream();
 	struct host_event *ev = new_event();
-	struct seqlog log;
-	struct step st = { &log, 7, 0 };
+	struct tu_log log;
+	struct tu_step st = { .log = &log, .id = 7, .sleep_ms = 0 };
 
-	log_init(&log);
+	tu_log_init(&log);
 	ck_assert(host_event_query(ev));
 	host_event_synchronize(ev);	/* returns at once */
 	/* A wait on it holds nothing. */
 	ck_assert_int_eq(host_stream_wait_event(s, ev), 0);
-	ck_assert_int_eq(host_stream_launch(s, step_fn, &st), 0);
+	ck_assert_int_eq(host_stream_launch(s, tu_step_run, &st), 0);
 	ck_assert_int_eq(host_stream_synchronize(s), 0);
-	ck_assert_int_eq(log_count(&log), 1);
+	ck_assert_int_eq(tu_log_count(&log), 1);
 	host_event_destroy(ev);
 	host_stream_destroy(s);
-	log_fini(&log);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -535,63 +364,63 @@ START_TEST(test_event_completes_when_stream_reaches_it)
 {
 	struct host_stream *s = new_stream();
 	struct host_event *ev = new_event();
-	struct gate g;
+	struct tu_gate g;
 
-	gate_init(&g);
-	ck_assert_int_eq(host_stream_launch(s, gate_fn, &g), 0);
+	tu_gate_init(&g);
+	ck_assert_int_eq(host_stream_launch(s, tu_gate_run, &g), 0);
 	ck_assert_int_eq(host_event_record(ev, s), 0);
-	ck_assert(gate_wait_entered(&g));
+	ck_assert(tu_gate_wait_entered(&g));
 	ck_assert(!host_event_query(ev));
-	gate_open(&g);
+	tu_gate_open(&g);
 	host_event_synchronize(ev);
 	ck_assert(host_event_query(ev));
-	ck_assert(!gate_timed_out(&g));
+	ck_assert(!tu_gate_timed_out(&g));
 	host_event_destroy(ev);
 	host_stream_destroy(s);
-	gate_fini(&g);
+	tu_gate_destroy(&g);
 }
 END_TEST
 
 struct opener {
-	struct gate *g;
-	struct seqlog *log;
+	struct tu_gate *g;
+	struct tu_log *log;
 };
 
 static void open_later_fn(void *arg)
 {
 	struct opener *o = arg;
 
-	sleep_ms(30);
-	log_append(o->log, 1);
-	gate_open(o->g);
+	tu_sleep_ms(30);
+	tu_log_add(o->log, 1);
+	tu_gate_open(o->g);
 }
 
 START_TEST(test_event_synchronize_blocks_until_complete)
 {
 	struct host_stream *a = new_stream(), *b = new_stream();
 	struct host_event *ev = new_event();
-	struct seqlog log;
-	struct gate g;
+	struct tu_log log;
+	struct tu_gate g;
 	struct opener o = { &g, &log };
-	struct step after = { &log, 2, 0 };
+	struct tu_step after = { .log = &log, .id = 2, .sleep_ms = 0 };
 
-	log_init(&log);
-	gate_init(&g);
-	ck_assert_int_eq(host_stream_launch(a, gate_fn, &g), 0);
-	ck_assert_int_eq(host_stream_launch(a, step_fn, &after), 0);
+	tu_log_init(&log);
+	tu_gate_init(&g);
+	ck_assert_int_eq(host_stream_launch(a, tu_gate_run, &g), 0);
+	ck_assert_int_eq(host_stream_launch(a, tu_step_run, &after), 0);
 	ck_assert_int_eq(host_event_record(ev, a), 0);
 	/* Stream B opens A's gate; the caller blocks until A's record. */
 	ck_assert_int_eq(host_stream_launch(b, open_later_fn, &o), 0);
 	host_event_synchronize(ev);
-	ck_assert_int_eq(log_count(&log), 2);
-	ck_assert_int_eq(log_at(&log, 0), 1);
-	ck_assert_int_eq(log_at(&log, 1), 2);
-	ck_assert(!gate_timed_out(&g));
+	ck_assert_int_eq(tu_log_count(&log), 2);
+	ck_assert_int_eq(tu_log_at(&log, 0), 1);
+	ck_assert_int_eq(tu_log_at(&log, 1), 2);
+	ck_assert(!tu_gate_timed_out(&g));
 	host_event_destroy(ev);
 	host_stream_destroy(a);
 	host_stream_destroy(b);
-	gate_fini(&g);
-	log_fini(&log);
+	tu_gate_destroy(&g);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -599,37 +428,38 @@ START_TEST(test_wait_event_orders_streams)
 {
 	struct host_stream *a = new_stream(), *b = new_stream();
 	struct host_event *ev = new_event(), *b_done = new_event();
-	struct step sa = { NULL, 1, 30 }, sb = { NULL, 2, 0 };
-	struct seqlog log;
-	struct gate g;
+	struct tu_step sa = { .log = NULL, .id = 1, .sleep_ms = 30 };
+	struct tu_step sb = { .log = NULL, .id = 2, .sleep_ms = 0 };
+	struct tu_log log;
+	struct tu_gate g;
 
-	log_init(&log);
+	tu_log_init(&log);
 	sa.log = sb.log = &log;
-	gate_init(&g);
-	ck_assert_int_eq(host_stream_launch(a, gate_fn, &g), 0);
-	ck_assert_int_eq(host_stream_launch(a, step_fn, &sa), 0);
+	tu_gate_init(&g);
+	ck_assert_int_eq(host_stream_launch(a, tu_gate_run, &g), 0);
+	ck_assert_int_eq(host_stream_launch(a, tu_step_run, &sa), 0);
 	ck_assert_int_eq(host_event_record(ev, a), 0);
 	ck_assert_int_eq(host_stream_wait_event(b, ev), 0);
-	ck_assert_int_eq(host_stream_launch(b, step_fn, &sb), 0);
+	ck_assert_int_eq(host_stream_launch(b, tu_step_run, &sb), 0);
 	ck_assert_int_eq(host_event_record(b_done, b), 0);
 
 	/* B is free to run, yet held by the wait while A is gated. */
-	ck_assert(gate_wait_entered(&g));
-	sleep_ms(20);
+	ck_assert(tu_gate_wait_entered(&g));
+	tu_sleep_ms(20);
 	ck_assert(!host_event_query(b_done));
-	ck_assert_int_eq(log_count(&log), 0);
-	gate_open(&g);
+	ck_assert_int_eq(tu_log_count(&log), 0);
+	tu_gate_open(&g);
 	ck_assert_int_eq(host_stream_synchronize(b), 0);
-	ck_assert_int_eq(log_count(&log), 2);
-	ck_assert_int_eq(log_at(&log, 0), 1);
-	ck_assert_int_eq(log_at(&log, 1), 2);
-	ck_assert(!gate_timed_out(&g));
+	ck_assert_int_eq(tu_log_count(&log), 2);
+	ck_assert_int_eq(tu_log_at(&log, 0), 1);
+	ck_assert_int_eq(tu_log_at(&log, 1), 2);
+	ck_assert(!tu_gate_timed_out(&g));
 	host_event_destroy(ev);
 	host_event_destroy(b_done);
 	host_stream_destroy(a);
 	host_stream_destroy(b);
-	gate_fini(&g);
-	log_fini(&log);
+	tu_gate_destroy(&g);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -642,42 +472,43 @@ START_TEST(test_wait_captures_record_as_of_call)
 {
 	struct host_stream *a = new_stream(), *b = new_stream();
 	struct host_event *ev = new_event(), *b_done = new_event();
-	struct seqlog log;
-	struct step sa = { NULL, 1, 0 }, sb = { NULL, 2, 0 };
-	struct gate hold_a, hold_b;
+	struct tu_log log;
+	struct tu_step sa = { .log = NULL, .id = 1, .sleep_ms = 0 };
+	struct tu_step sb = { .log = NULL, .id = 2, .sleep_ms = 0 };
+	struct tu_gate hold_a, hold_b;
 
-	log_init(&log);
+	tu_log_init(&log);
 	sa.log = sb.log = &log;
-	gate_init(&hold_a);
-	gate_init(&hold_b);
+	tu_gate_init(&hold_a);
+	tu_gate_init(&hold_b);
 	/* B is gated so that its wait surely runs after the re-record. */
-	ck_assert_int_eq(host_stream_launch(b, gate_fn, &hold_b), 0);
-	ck_assert_int_eq(host_stream_launch(a, step_fn, &sa), 0);
+	ck_assert_int_eq(host_stream_launch(b, tu_gate_run, &hold_b), 0);
+	ck_assert_int_eq(host_stream_launch(a, tu_step_run, &sa), 0);
 	ck_assert_int_eq(host_event_record(ev, a), 0);		/* record 1 */
 	ck_assert_int_eq(host_stream_wait_event(b, ev), 0);	/* waits for 1 */
-	ck_assert_int_eq(host_stream_launch(b, step_fn, &sb), 0);
+	ck_assert_int_eq(host_stream_launch(b, tu_step_run, &sb), 0);
 	ck_assert_int_eq(host_event_record(b_done, b), 0);
-	ck_assert_int_eq(host_stream_launch(a, gate_fn, &hold_a), 0);
+	ck_assert_int_eq(host_stream_launch(a, tu_gate_run, &hold_a), 0);
 	ck_assert_int_eq(host_event_record(ev, a), 0);		/* record 2 */
 
-	ck_assert(gate_wait_entered(&hold_a));
+	ck_assert(tu_gate_wait_entered(&hold_a));
 	ck_assert(!host_event_query(ev));	/* the event is now record 2 */
-	gate_open(&hold_b);
+	tu_gate_open(&hold_b);
 	ck_assert(event_completes(b_done));	/* record 1 was enough */
 	ck_assert(!host_event_query(ev));
-	gate_open(&hold_a);
+	tu_gate_open(&hold_a);
 	host_event_synchronize(ev);
-	ck_assert_int_eq(log_at(&log, 0), 1);
-	ck_assert_int_eq(log_at(&log, 1), 2);
-	ck_assert(!gate_timed_out(&hold_a));
-	ck_assert(!gate_timed_out(&hold_b));
+	ck_assert_int_eq(tu_log_at(&log, 0), 1);
+	ck_assert_int_eq(tu_log_at(&log, 1), 2);
+	ck_assert(!tu_gate_timed_out(&hold_a));
+	ck_assert(!tu_gate_timed_out(&hold_b));
 	host_event_destroy(ev);
 	host_event_destroy(b_done);
 	host_stream_destroy(a);
 	host_stream_destroy(b);
-	gate_fini(&hold_a);
-	gate_fini(&hold_b);
-	log_fini(&log);
+	tu_gate_destroy(&hold_a);
+	tu_gate_destroy(&hold_b);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -690,35 +521,35 @@ START_TEST(test_wait_unaffected_by_rerecord_while_pending)
 {
 	struct host_stream *a = new_stream(), *b = new_stream();
 	struct host_event *ev = new_event(), *b_done = new_event();
-	struct gate first, second;
+	struct tu_gate first, second;
 
-	gate_init(&first);
-	gate_init(&second);
-	ck_assert_int_eq(host_stream_launch(a, gate_fn, &first), 0);
+	tu_gate_init(&first);
+	tu_gate_init(&second);
+	ck_assert_int_eq(host_stream_launch(a, tu_gate_run, &first), 0);
 	ck_assert_int_eq(host_event_record(ev, a), 0);		/* record 1 */
 	ck_assert_int_eq(host_stream_wait_event(b, ev), 0);	/* waits for 1 */
 	ck_assert_int_eq(host_event_record(b_done, b), 0);
-	ck_assert_int_eq(host_stream_launch(a, gate_fn, &second), 0);
+	ck_assert_int_eq(host_stream_launch(a, tu_gate_run, &second), 0);
 	ck_assert_int_eq(host_event_record(ev, a), 0);		/* record 2 */
 
-	ck_assert(gate_wait_entered(&first));
-	sleep_ms(20);
+	ck_assert(tu_gate_wait_entered(&first));
+	tu_sleep_ms(20);
 	ck_assert(!host_event_query(b_done));	/* record 1 still pending */
-	gate_open(&first);
-	ck_assert(gate_wait_entered(&second));
+	tu_gate_open(&first);
+	ck_assert(tu_gate_wait_entered(&second));
 	ck_assert(event_completes(b_done));
 	ck_assert(!host_event_query(ev));
-	gate_open(&second);
+	tu_gate_open(&second);
 	host_event_synchronize(ev);
 	ck_assert(host_event_query(ev));
-	ck_assert(!gate_timed_out(&first));
-	ck_assert(!gate_timed_out(&second));
+	ck_assert(!tu_gate_timed_out(&first));
+	ck_assert(!tu_gate_timed_out(&second));
 	host_event_destroy(ev);
 	host_event_destroy(b_done);
 	host_stream_destroy(a);
 	host_stream_destroy(b);
-	gate_fini(&first);
-	gate_fini(&second);
+	tu_gate_destroy(&first);
+	tu_gate_destroy(&second);
 }
 END_TEST
 
@@ -731,10 +562,10 @@ START_TEST(test_records_on_two_streams)
 {
 	struct host_stream *a = new_stream(), *b = new_stream(), *c = new_stream();
 	struct host_event *ev = new_event(), *c_done = new_event();
-	struct gate g;
+	struct tu_gate g;
 
-	gate_init(&g);
-	ck_assert_int_eq(host_stream_launch(a, gate_fn, &g), 0);
+	tu_gate_init(&g);
+	ck_assert_int_eq(host_stream_launch(a, tu_gate_run, &g), 0);
 	ck_assert_int_eq(host_event_record(ev, a), 0);		/* record 1, gated */
 	ck_assert_int_eq(host_stream_wait_event(c, ev), 0);	/* waits for 1 */
 	ck_assert_int_eq(host_event_record(c_done, c), 0);
@@ -744,15 +575,15 @@ START_TEST(test_records_on_two_streams)
 	ck_assert(host_event_query(ev));	/* latest is record 2: done */
 	host_event_synchronize(ev);
 	ck_assert(!host_event_query(c_done));	/* still held by record 1 */
-	gate_open(&g);
+	tu_gate_open(&g);
 	ck_assert(event_completes(c_done));
-	ck_assert(!gate_timed_out(&g));
+	ck_assert(!tu_gate_timed_out(&g));
 	host_event_destroy(ev);
 	host_event_destroy(c_done);
 	host_stream_destroy(a);
 	host_stream_destroy(b);
 	host_stream_destroy(c);
-	gate_fini(&g);
+	tu_gate_destroy(&g);
 }
 END_TEST
 
@@ -761,28 +592,29 @@ START_TEST(test_event_destroyed_with_queued_wait)
 {
 	struct host_stream *a = new_stream(), *b = new_stream();
 	struct host_event *ev = new_event();
-	struct seqlog log;
-	struct step sa = { NULL, 1, 10 }, sb = { NULL, 2, 0 };
-	struct gate g;
+	struct tu_log log;
+	struct tu_step sa = { .log = NULL, .id = 1, .sleep_ms = 10 };
+	struct tu_step sb = { .log = NULL, .id = 2, .sleep_ms = 0 };
+	struct tu_gate g;
 
-	log_init(&log);
+	tu_log_init(&log);
 	sa.log = sb.log = &log;
-	gate_init(&g);
-	ck_assert_int_eq(host_stream_launch(a, gate_fn, &g), 0);
-	ck_assert_int_eq(host_stream_launch(a, step_fn, &sa), 0);
+	tu_gate_init(&g);
+	ck_assert_int_eq(host_stream_launch(a, tu_gate_run, &g), 0);
+	ck_assert_int_eq(host_stream_launch(a, tu_step_run, &sa), 0);
 	ck_assert_int_eq(host_event_record(ev, a), 0);
 	ck_assert_int_eq(host_stream_wait_event(b, ev), 0);
-	ck_assert_int_eq(host_stream_launch(b, step_fn, &sb), 0);
+	ck_assert_int_eq(host_stream_launch(b, tu_step_run, &sb), 0);
 	host_event_destroy(ev);		/* the queued mark and wait keep it */
-	gate_open(&g);
+	tu_gate_open(&g);
 	ck_assert_int_eq(host_stream_synchronize(b), 0);
-	ck_assert_int_eq(log_count(&log), 2);
-	ck_assert_int_eq(log_at(&log, 0), 1);
-	ck_assert_int_eq(log_at(&log, 1), 2);
+	ck_assert_int_eq(tu_log_count(&log), 2);
+	ck_assert_int_eq(tu_log_at(&log, 0), 1);
+	ck_assert_int_eq(tu_log_at(&log, 1), 2);
 	host_stream_destroy(a);
 	host_stream_destroy(b);
-	gate_fini(&g);
-	log_fini(&log);
+	tu_gate_destroy(&g);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -795,31 +627,31 @@ START_TEST(test_chain_of_streams)
 	enum { N = 8 };
 	struct host_stream *s[N];
 	struct host_event *ev[N];
-	struct step steps[N];
-	struct seqlog log;
+	struct tu_step steps[N];
+	struct tu_log log;
 	int i;
 
-	log_init(&log);
+	tu_log_init(&log);
 	for (i = 0; i < N; i++) {
 		s[i] = new_stream();
 		ev[i] = new_event();
 	}
 	for (i = 0; i < N; i++) {
-		steps[i] = (struct step){ &log, i, (unsigned int)(2 * (N - i)) };
+		steps[i] = (struct tu_step){ .log = &log, .id = i, .sleep_ms = (2 * (N - i)) };
 		if (i)
 			ck_assert_int_eq(host_stream_wait_event(s[i], ev[i - 1]), 0);
-		ck_assert_int_eq(host_stream_launch(s[i], step_fn, &steps[i]), 0);
+		ck_assert_int_eq(host_stream_launch(s[i], tu_step_run, &steps[i]), 0);
 		ck_assert_int_eq(host_event_record(ev[i], s[i]), 0);
 	}
 	host_event_synchronize(ev[N - 1]);
-	ck_assert_int_eq(log_count(&log), N);
+	ck_assert_int_eq(tu_log_count(&log), N);
 	for (i = 0; i < N; i++)
-		ck_assert_int_eq(log_at(&log, i), i);
+		ck_assert_int_eq(tu_log_at(&log, i), i);
 	for (i = 0; i < N; i++) {
 		host_stream_destroy(s[i]);
 		host_event_destroy(ev[i]);
 	}
-	log_fini(&log);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -832,33 +664,33 @@ START_TEST(test_ping_pong_rerecorded_events)
 	enum { ROUNDS = 500 };
 	struct host_stream *a = new_stream(), *b = new_stream();
 	struct host_event *ping = new_event(), *pong = new_event();
-	struct step *steps = calloc(2 * ROUNDS, sizeof(*steps));
-	struct seqlog *log = malloc(sizeof(*log));
+	struct tu_step *steps = calloc(2 * ROUNDS, sizeof(*steps));
+	struct tu_log *log = malloc(sizeof(*log));
 	int i;
 
 	ck_assert_ptr_nonnull(steps);
 	ck_assert_ptr_nonnull(log);
-	log_init(log);
+	tu_log_init(log);
 	for (i = 0; i < ROUNDS; i++) {
-		steps[2 * i] = (struct step){ log, 2 * i, 0 };
-		steps[2 * i + 1] = (struct step){ log, 2 * i + 1, 0 };
+		steps[2 * i] = (struct tu_step){ .log = log, .id = 2 * i, .sleep_ms = 0 };
+		steps[2 * i + 1] = (struct tu_step){ .log = log, .id = 2 * i + 1, .sleep_ms = 0 };
 		ck_assert_int_eq(host_stream_wait_event(a, pong), 0);
-		ck_assert_int_eq(host_stream_launch(a, step_fn, &steps[2 * i]), 0);
+		ck_assert_int_eq(host_stream_launch(a, tu_step_run, &steps[2 * i]), 0);
 		ck_assert_int_eq(host_event_record(ping, a), 0);
 		ck_assert_int_eq(host_stream_wait_event(b, ping), 0);
-		ck_assert_int_eq(host_stream_launch(b, step_fn, &steps[2 * i + 1]), 0);
+		ck_assert_int_eq(host_stream_launch(b, tu_step_run, &steps[2 * i + 1]), 0);
 		ck_assert_int_eq(host_event_record(pong, b), 0);
 	}
 	ck_assert_int_eq(host_stream_synchronize(b), 0);
 	ck_assert_int_eq(host_stream_synchronize(a), 0);
-	ck_assert_int_eq(log_count(log), 2 * ROUNDS);
+	ck_assert_int_eq(tu_log_count(log), 2 * ROUNDS);
 	for (i = 0; i < 2 * ROUNDS; i++)
-		ck_assert_int_eq(log_at(log, i), i);
+		ck_assert_int_eq(tu_log_at(log, i), i);
 	host_event_destroy(ping);
 	host_event_destroy(pong);
 	host_stream_destroy(a);
 	host_stream_destroy(b);
-	log_fini(log);
+	tu_log_destroy(log);
 	free(log);
 	free(steps);
 }
@@ -923,30 +755,14 @@ static const struct xdm_ops *platform, *backend;
 
 static void module_setup(void)
 {
-	const char *top = getenv("XDM_TOP_BUILDDIR");
 	const struct xdm_ops *const *tables;
-	xdm_module_entry_fn entry;
-	char path[4096];
-	int i;
+	int count;
 
-	ck_assert_msg(top != NULL, "XDM_TOP_BUILDDIR is not set");
-	snprintf(path, sizeof(path), "%s/backends/.libs/host.so", top);
-	module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	ck_assert_msg(module != NULL, "dlopen %s: %s", path, dlerror());
-	*(void **)&entry = dlsym(module, XDM_MODULE_ENTRY_SYMBOL);
-	ck_assert_msg(entry != NULL, "%s has no %s", path, XDM_MODULE_ENTRY_SYMBOL);
-	tables = entry();
-	platform = backend = NULL;
-	for (i = 0; tables[i]; i++) {
-		if (tables[i]->kind == XDM_KIND_PLATFORM)
-			platform = tables[i];
-		else if (tables[i]->kind == XDM_KIND_BACKEND && !strcmp(tables[i]->name, "host"))
-			backend = tables[i];
-	}
+	tables = tu_module_open("backends", "host", &module, &count);
 	/* The platform, host, and host_vmm (check_host_vmm tests that one). */
-	ck_assert_int_eq(i, 3);
-	ck_assert_ptr_nonnull(platform);
-	ck_assert_ptr_nonnull(backend);
+	ck_assert_int_eq(count, 3);
+	platform = tu_module_table(tables, XDM_KIND_PLATFORM, "host");
+	backend = tu_module_table(tables, XDM_KIND_BACKEND, "host");
 }
 
 static void module_teardown(void)
@@ -1056,7 +872,7 @@ START_TEST(test_module_platform_rejects_null)
 	ck_assert_int_eq(platform->stream_wait_event(NULL, NULL, ev), XDM_E_INVALID);
 	ck_assert_int_eq(platform->stream_wait_event(NULL, s, NULL), XDM_E_INVALID);
 	ck_assert_int_eq(platform->launch_host_func(NULL, s, NULL, NULL), XDM_E_INVALID);
-	ck_assert_int_eq(platform->launch_host_func(NULL, NULL, gate_fn, NULL), XDM_E_INVALID);
+	ck_assert_int_eq(platform->launch_host_func(NULL, NULL, tu_gate_run, NULL), XDM_E_INVALID);
 	ck_assert_int_eq(platform->memset_async(NULL, 0, 0, 16, s), XDM_E_INVALID);
 	ck_assert_ptr_nonnull(strstr(last_message(), "address 0"));
 	ck_assert_int_eq(platform->memcpy_async(NULL, 0, 0, 16, s), XDM_E_INVALID);
@@ -1086,12 +902,13 @@ START_TEST(test_module_platform_through_table)
 	void *a = NULL, *b = NULL, *ev = NULL;
 	unsigned char src[256], dst[256];
 	struct op_probe probe = { NULL, XDM_OK };
-	struct seqlog log;
-	struct step sa = { NULL, 1, 20 }, sb = { NULL, 2, 0 };
+	struct tu_log log;
+	struct tu_step sa = { .log = NULL, .id = 1, .sleep_ms = 20 };
+	struct tu_step sb = { .log = NULL, .id = 2, .sleep_ms = 0 };
 	bool done = false;
 	int i;
 
-	log_init(&log);
+	tu_log_init(&log);
 	sa.log = sb.log = &log;
 	memset(src, 0x5a, sizeof(src));
 	memset(dst, 0, sizeof(dst));
@@ -1101,16 +918,16 @@ START_TEST(test_module_platform_through_table)
 	ck_assert_int_eq(platform->event_query(NULL, ev, &done), XDM_OK);
 	ck_assert(done);
 
-	ck_assert_int_eq(platform->launch_host_func(NULL, a, step_fn, &sa), XDM_OK);
+	ck_assert_int_eq(platform->launch_host_func(NULL, a, tu_step_run, &sa), XDM_OK);
 	ck_assert_int_eq(platform->memcpy_async(NULL, (uintptr_t)dst, (uintptr_t)src, 128, a),
 			 XDM_OK);
 	ck_assert_int_eq(platform->memset_async(NULL, (uintptr_t)dst + 64, 0x33, 32, a), XDM_OK);
 	ck_assert_int_eq(platform->event_record(NULL, ev, a), XDM_OK);
 	ck_assert_int_eq(platform->stream_wait_event(NULL, b, ev), XDM_OK);
-	ck_assert_int_eq(platform->launch_host_func(NULL, b, step_fn, &sb), XDM_OK);
+	ck_assert_int_eq(platform->launch_host_func(NULL, b, tu_step_run, &sb), XDM_OK);
 	ck_assert_int_eq(platform->stream_synchronize(NULL, b), XDM_OK);
-	ck_assert_int_eq(log_at(&log, 0), 1);
-	ck_assert_int_eq(log_at(&log, 1), 2);
+	ck_assert_int_eq(tu_log_at(&log, 0), 1);
+	ck_assert_int_eq(tu_log_at(&log, 1), 2);
 	ck_assert_int_eq(platform->event_synchronize(NULL, ev), XDM_OK);
 	ck_assert_int_eq(platform->event_query(NULL, ev, &done), XDM_OK);
 	ck_assert(done);
@@ -1126,7 +943,7 @@ START_TEST(test_module_platform_through_table)
 	platform->event_destroy(NULL, ev);
 	platform->stream_destroy(NULL, a);
 	platform->stream_destroy(NULL, b);
-	log_fini(&log);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -1156,19 +973,19 @@ static uint64_t attr(struct xdm_runtime *rt, const char *name)
 
 /* Behind a gate, write into a block: proves the memory is still there. */
 struct late_write {
-	struct gate *g;
+	struct tu_gate *g;
 	unsigned char *mem;
 	size_t bytes;
-	struct seqlog *log;
+	struct tu_log *log;
 };
 
 static void late_write_fn(void *arg)
 {
 	struct late_write *w = arg;
 
-	gate_pass(w->g);
+	tu_gate_run(w->g);
 	memset(w->mem, 0x5c, w->bytes);
-	log_append(w->log, 1);
+	tu_log_add(w->log, 1);
 }
 
 START_TEST(test_backend_allocates_aligned_host_memory)
@@ -1203,13 +1020,13 @@ START_TEST(test_backend_stream_free_waits_for_its_stream)
 {
 	struct xdm_runtime *rt = host_runtime("host");
 	struct xdm_block b;
-	struct seqlog log;
-	struct gate g;
+	struct tu_log log;
+	struct tu_gate g;
 	struct late_write w;
 	unsigned char *mem;
 
-	log_init(&log);
-	gate_init(&g);
+	tu_log_init(&log);
+	tu_gate_init(&g);
 	ck_assert(xdm_supports_block_use_tracking(rt));
 	ck_assert_int_eq(xdm_allocate(rt, 4096, 1, "t", &b), XDM_OK);
 	mem = (unsigned char *)(uintptr_t)b.ptr;
@@ -1219,22 +1036,22 @@ START_TEST(test_backend_stream_free_waits_for_its_stream)
 	ck_assert_int_eq(b.state, XDM_BLOCK_RETIRED);
 
 	/* The free sits behind the gated write: still counted, still memory. */
-	ck_assert(gate_wait_entered(&g));
+	ck_assert(tu_gate_wait_entered(&g));
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 4096);
 	ck_assert_uint_eq(attr(rt, "bytes_outstanding"), 4096);
 	ck_assert_uint_eq(attr(rt, "pending_frees"), 1);
 	ck_assert_uint_eq(attr(rt, "frees"), 0);
-	gate_open(&g);
+	tu_gate_open(&g);
 	ck_assert_int_eq(xdm_reap_pending(rt), XDM_OK);
-	ck_assert_int_eq(log_count(&log), 1);
+	ck_assert_int_eq(tu_log_count(&log), 1);
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
 	ck_assert_uint_eq(attr(rt, "pending_frees"), 0);
 	ck_assert_uint_eq(attr(rt, "frees"), 1);
 	ck_assert_uint_eq(attr(rt, "allocs"), 1);
-	ck_assert(!gate_timed_out(&g));
+	ck_assert(!tu_gate_timed_out(&g));
 	ck_assert_int_eq(xdm_runtime_destroy(rt), XDM_OK);
-	gate_fini(&g);
-	log_fini(&log);
+	tu_gate_destroy(&g);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -1245,12 +1062,12 @@ START_TEST(test_backend_stream_free_after_cross_stream_use)
 	struct xdm_runtime *rt = host_runtime("host");
 	struct xdm_block b;
 	struct xdm_block_id id;
-	struct seqlog log;
-	struct gate g;
+	struct tu_log log;
+	struct tu_gate g;
 	struct late_write w;
 
-	log_init(&log);
-	gate_init(&g);
+	tu_log_init(&log);
+	tu_gate_init(&g);
 	ck_assert_int_eq(xdm_allocate(rt, 8192, 0, "t", &b), XDM_OK);
 	id = xdm_block_id_of(&b);
 	w = (struct late_write){ &g, (unsigned char *)(uintptr_t)b.ptr, 8192, &log };
@@ -1261,24 +1078,24 @@ START_TEST(test_backend_stream_free_after_cross_stream_use)
 
 	/* Stream 0 is free to run but held by the wait on stream 3's use;
 	 * the pause only gives a missing wait the chance to show. */
-	ck_assert(gate_wait_entered(&g));
-	sleep_ms(20);
+	ck_assert(tu_gate_wait_entered(&g));
+	tu_sleep_ms(20);
 	ck_assert_uint_eq(attr(rt, "pending_frees"), 1);
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 8192);
-	gate_open(&g);
+	tu_gate_open(&g);
 	ck_assert_int_eq(xdm_reap_pending(rt), XDM_OK);
-	ck_assert_int_eq(log_count(&log), 1);
+	ck_assert_int_eq(tu_log_count(&log), 1);
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
 	ck_assert_uint_eq(attr(rt, "frees"), 1);
-	ck_assert(!gate_timed_out(&g));
+	ck_assert(!tu_gate_timed_out(&g));
 	ck_assert_int_eq(xdm_runtime_destroy(rt), XDM_OK);
-	gate_fini(&g);
-	log_fini(&log);
+	tu_gate_destroy(&g);
+	tu_log_destroy(&log);
 }
 END_TEST
 
 struct delayed_open {
-	struct gate *g;
+	struct tu_gate *g;
 	pthread_t thread;
 };
 
@@ -1286,8 +1103,8 @@ static void *delayed_open_thread(void *arg)
 {
 	struct delayed_open *d = arg;
 
-	sleep_ms(30);
-	gate_open(d->g);
+	tu_sleep_ms(30);
+	tu_gate_open(d->g);
 	return NULL;
 }
 
@@ -1296,13 +1113,13 @@ START_TEST(test_backend_sync_free)
 	struct xdm_runtime *rt = host_runtime("host free=sync");
 	struct xdm_block b;
 	struct xdm_block_id id;
-	struct seqlog log;
-	struct gate g;
+	struct tu_log log;
+	struct tu_gate g;
 	struct late_write w;
 	struct delayed_open d = { &g, 0 };
 
-	log_init(&log);
-	gate_init(&g);
+	tu_log_init(&log);
+	tu_gate_init(&g);
 	ck_assert(!xdm_supports_block_use_tracking(rt));
 	ck_assert_int_eq(xdm_allocate(rt, 4096, 2, "t", &b), XDM_OK);
 	id = xdm_block_id_of(&b);
@@ -1315,19 +1132,19 @@ START_TEST(test_backend_sync_free)
 	 * drain, as cuMemFree waits for the device, and then is done. */
 	w = (struct late_write){ &g, (unsigned char *)(uintptr_t)b.ptr, 4096, &log };
 	ck_assert_int_eq(xdm_stream_launch_host(rt, 1, late_write_fn, &w), XDM_OK);
-	ck_assert(gate_wait_entered(&g));
+	ck_assert(tu_gate_wait_entered(&g));
 	ck_assert_int_eq(pthread_create(&d.thread, NULL, delayed_open_thread, &d), 0);
 	ck_assert_int_eq(xdm_deallocate(rt, &b), XDM_OK);
-	ck_assert_int_eq(log_count(&log), 1);
+	ck_assert_int_eq(tu_log_count(&log), 1);
 	ck_assert_int_eq(b.state, XDM_BLOCK_FREED);
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
 	ck_assert_uint_eq(attr(rt, "pending_frees"), 0);
 	ck_assert_uint_eq(attr(rt, "frees"), 1);
 	ck_assert_int_eq(pthread_join(d.thread, NULL), 0);
-	ck_assert(!gate_timed_out(&g));
+	ck_assert(!tu_gate_timed_out(&g));
 	ck_assert_int_eq(xdm_runtime_destroy(rt), XDM_OK);
-	gate_fini(&g);
-	log_fini(&log);
+	tu_gate_destroy(&g);
+	tu_log_destroy(&log);
 }
 END_TEST
 
@@ -1415,21 +1232,21 @@ START_TEST(test_backend_destroy_with_pending_frees)
 {
 	struct xdm_runtime *rt = host_runtime("host");
 	struct xdm_block b[16];
-	struct step slow = { NULL, 1, 30 };
-	struct seqlog log;
+	struct tu_step slow = { .log = NULL, .id = 1, .sleep_ms = 30 };
+	struct tu_log log;
 	int i;
 
-	log_init(&log);
+	tu_log_init(&log);
 	slow.log = &log;
-	ck_assert_int_eq(xdm_stream_launch_host(rt, 0, step_fn, &slow), XDM_OK);
+	ck_assert_int_eq(xdm_stream_launch_host(rt, 0, tu_step_run, &slow), XDM_OK);
 	for (i = 0; i < 16; i++)
 		ck_assert_int_eq(xdm_allocate(rt, 1 << 16, 0, "t", &b[i]), XDM_OK);
 	for (i = 0; i < 16; i++)
 		ck_assert_int_eq(xdm_deallocate(rt, &b[i]), XDM_OK);
 	/* LeakSanitizer, in a sanitizer build, checks that all 16 were freed. */
 	ck_assert_int_eq(xdm_runtime_destroy(rt), XDM_OK);
-	ck_assert_int_eq(log_count(&log), 1);
-	log_fini(&log);
+	ck_assert_int_eq(tu_log_count(&log), 1);
+	tu_log_destroy(&log);
 }
 END_TEST
 

@@ -41,7 +41,8 @@ AM_CPPFLAGS += $(CHECK_CFLAGS)
 # sanitizer.
 test_exec_flags = $(AM_LDFLAGS) -no-install
 
-noinst_HEADERS += tests/lib/testutil.h tests/lib/thread_churn.h tests/lib/budget_test.h \
+noinst_HEADERS += tests/lib/testutil.h tests/lib/thread_churn.h tests/lib/random_churn.h \
+	tests/lib/budget_test.h \
 	tests/lib/budget_util.h tests/lib/cudatest.h tests/lib/cudacheck.h
 EXTRA_DIST += tests/README tests/data/host.conf tests/lsan.supp tests/tsan.supp
 # Not run by make check: make check itself, repeatedly, under stress-ng.

@@ -43,6 +43,7 @@
 #include <xdm/xdm.h>
 
 #include "tests/lib/cudacheck.h"
+#include "tests/lib/random_churn.h"
 #include "tests/lib/testutil.h"
 
 #define MIB ((size_t)1 << 20)
@@ -430,72 +431,10 @@ END_TEST
 
 enum { CHURN_THREADS = 16, CHURN_LIVE = 8 };
 
-struct churn {
-	struct xdm_runtime *rt;
-	xdm_stream_id stream;
-	long iterations;
-	bool cross;		/* declare a write on the next stream now and then */
-	long cross_uses;
-	enum xdm_status st;
-	char msg[sizeof(((struct xdm_error *)0)->message)];
-};
-
-static uint64_t churn_next(uint64_t *x)
+/* 256 B to 64 KiB. */
+static size_t churn_size(uint64_t r)
 {
-	/* xorshift64: sizes that differ from thread to thread, cheaply. */
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
-/*
- * Allocate and free on the thread's own stream, keeping a few blocks live
- * so that frees and allocations interleave.  The thread makes no driver
- * call of its own, on purpose: the runtime must set the context it needs.
- */
-static void *churn_run(void *arg)
-{
-	struct churn *c = arg;
-	struct xdm_block live[CHURN_LIVE];
-	bool used[CHURN_LIVE] = { false };
-	uint64_t x = 0x9e3779b97f4a7c15ULL * (c->stream + 1);
-	xdm_stream_id other = (c->stream + 1) % CHURN_THREADS;
-
-	for (long i = 0; i < c->iterations && c->st == XDM_OK; i++) {
-		int slot = (int)(i % CHURN_LIVE);
-		size_t bytes = 256 + (size_t)(churn_next(&x) % (64 * 1024 - 256 + 1));
-
-		if (used[slot]) {
-			c->st = xdm_deallocate(c->rt, &live[slot]);
-			used[slot] = false;
-			if (c->st)
-				break;
-		}
-		c->st = xdm_allocate(c->rt, bytes, c->stream, "churn", &live[slot]);
-		if (c->st)
-			break;
-		used[slot] = true;
-		if (c->cross && i % 64 == 0) {
-			struct xdm_block_id id = xdm_block_id_of(&live[slot]);
-
-			c->st = xdm_prepare_block_use(c->rt, id, other, XDM_ACCESS_WRITE);
-			if (c->st == XDM_OK)
-				c->st = xdm_finish_block_use(c->rt, id, other, XDM_ACCESS_WRITE);
-			c->cross_uses += c->st == XDM_OK;
-		}
-	}
-	for (int slot = 0; slot < CHURN_LIVE; slot++) {
-		if (used[slot]) {
-			enum xdm_status st = xdm_deallocate(c->rt, &live[slot]);
-
-			if (c->st == XDM_OK)
-				c->st = st;
-		}
-	}
-	if (c->st)
-		snprintf(c->msg, sizeof(c->msg), "%s", xdm_last_error_message());
-	return NULL;
+	return 256 + (size_t)(r % (64 * 1024 - 256 + 1));
 }
 
 static double seconds_since(const struct timespec *t0)
@@ -509,7 +448,7 @@ static double seconds_since(const struct timespec *t0)
 static void churn(const char *backend, long per_thread, bool cross)
 {
 	struct xdm_runtime *rt = runtime(backend);
-	struct churn c[CHURN_THREADS];
+	struct tu_churn c[CHURN_THREADS];
 	pthread_t t[CHURN_THREADS];
 	struct xdm_stats st;
 	struct timespec t0;
@@ -520,10 +459,17 @@ static void churn(const char *backend, long per_thread, bool cross)
 		iterations = 1;
 	ck_assert_uint_ge(xdm_stream_count(rt), CHURN_THREADS);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/*
+	 * The threads make no driver call of their own, on purpose: the
+	 * runtime must set the context it needs.  A declared write goes to
+	 * the next thread's stream.
+	 */
 	for (int i = 0; i < CHURN_THREADS; i++) {
-		c[i] = (struct churn){ .rt = rt, .stream = (xdm_stream_id)i,
-				       .iterations = iterations, .cross = cross };
-		ck_assert_int_eq(pthread_create(&t[i], NULL, churn_run, &c[i]), 0);
+		c[i] = (struct tu_churn){ .rt = rt, .stream = (xdm_stream_id)i,
+					  .pairs = iterations, .live = CHURN_LIVE,
+					  .size = churn_size,
+					  .cross_stream = cross ? (i + 1) % CHURN_THREADS : -1 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, tu_churn_run, &c[i]), 0);
 	}
 	for (int i = 0; i < CHURN_THREADS; i++)
 		pthread_join(t[i], NULL);

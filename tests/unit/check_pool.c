@@ -21,6 +21,7 @@
 
 #include <xdm/module.h>
 
+#include "tests/lib/random_churn.h"
 #include "tests/lib/testutil.h"
 
 #define KIB ((size_t)1024)
@@ -1118,95 +1119,32 @@ END_TEST
 
 enum { CHURN_THREADS = 4, CHURN_PAIRS = 20000, CHURN_LIVE = 4 };
 
-struct churn {
-	struct xdm_runtime *rt;
-	xdm_stream_id stream;
-	enum xdm_status st;
-	long done;
-	uint64_t live, peak;	/* bytes this thread holds, and the most it held */
-	char msg[sizeof(((struct xdm_error *)0)->message)];
-};
-
-static uint64_t xorshift(uint64_t *x)
+/* Sizes from one byte to 384K, small ones most often. */
+static size_t churn_size(uint64_t r)
 {
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
+	return r % 4 ? 1 + (size_t)(r >> 8) % (16 * KIB) : 1 + (size_t)(r >> 8) % (384 * KIB);
 }
 
-/*
- * Sizes from one byte to 384K, small ones most often.  Each live block
- * carries a mark of its own in its first and last byte, checked at its
- * free: a block handed out twice at once would show another's mark.
- */
-static void *churn_run(void *arg)
+/* A churning thread per stream, each marking its blocks. */
+static void start_churn(struct xdm_runtime *rt, struct tu_churn *c, pthread_t *t)
 {
-	struct churn *c = arg;
-	struct xdm_block live[CHURN_LIVE];
-	unsigned char mark[CHURN_LIVE];
-	bool used[CHURN_LIVE] = { false };
-	uint64_t x = 0x9e3779b97f4a7c15ull * (c->stream + 1);
-
-	for (long i = 0; i < CHURN_PAIRS && c->st == XDM_OK; i++) {
-		int slot = (int)(xorshift(&x) % CHURN_LIVE);
-		uint64_t r = xorshift(&x);
-		size_t bytes = r % 4 ? 1 + (size_t)(r >> 8) % (16 * KIB)
-				     : 1 + (size_t)(r >> 8) % (384 * KIB);
-
-		if (used[slot]) {
-			unsigned char *p = mem(&live[slot]);
-
-			if (p[0] != mark[slot] || p[live[slot].bytes - 1] != mark[slot]) {
-				c->st = XDM_E_INVALID;
-				snprintf(c->msg, sizeof(c->msg), "block 0x%" PRIx64 " of %zu bytes "
-					 "was overwritten while live", live[slot].ptr,
-					 live[slot].bytes);
-				break;
-			}
-			c->live -= live[slot].bytes;
-			c->st = xdm_deallocate(c->rt, &live[slot]);
-			used[slot] = false;
-			if (c->st)
-				break;
-		}
-		c->st = xdm_allocate(c->rt, bytes, c->stream, "churn", &live[slot]);
-		if (c->st)
-			break;
-		used[slot] = true;
-		c->live += live[slot].bytes;
-		if (c->live > c->peak)
-			c->peak = c->live;
-		mark[slot] = (unsigned char)(i * CHURN_THREADS + c->stream);
-		mem(&live[slot])[0] = mark[slot];
-		mem(&live[slot])[live[slot].bytes - 1] = mark[slot];
-		c->done++;
+	for (int i = 0; i < CHURN_THREADS; i++) {
+		c[i] = (struct tu_churn){ .rt = rt, .stream = (xdm_stream_id)i,
+					  .pairs = CHURN_PAIRS, .live = CHURN_LIVE,
+					  .size = churn_size, .mark = true, .cross_stream = -1 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, tu_churn_run, &c[i]), 0);
 	}
-	for (int slot = 0; slot < CHURN_LIVE; slot++) {
-		if (used[slot]) {
-			enum xdm_status st = xdm_deallocate(c->rt, &live[slot]);
-
-			if (c->st == XDM_OK)
-				c->st = st;
-		}
-	}
-	if (c->st && !c->msg[0])
-		snprintf(c->msg, sizeof(c->msg), "%s", xdm_last_error_message());
-	return NULL;
 }
 
 START_TEST(threads_churn_on_their_own_streams)
 {
 	struct xdm_runtime *rt = pool_runtime("pool chunk=1M tcache=256K | host");
-	struct churn c[CHURN_THREADS];
+	struct tu_churn c[CHURN_THREADS];
 	pthread_t t[CHURN_THREADS];
 	struct xdm_stats st;
 	uint64_t growths, peak = 0;
 
-	for (int i = 0; i < CHURN_THREADS; i++) {
-		c[i] = (struct churn){ .rt = rt, .stream = (xdm_stream_id)i };
-		ck_assert_int_eq(pthread_create(&t[i], NULL, churn_run, &c[i]), 0);
-	}
+	start_churn(rt, c, t);
 	for (int i = 0; i < CHURN_THREADS; i++)
 		pthread_join(t[i], NULL);
 	for (int i = 0; i < CHURN_THREADS; i++) {
@@ -1292,15 +1230,12 @@ static void *meddle_run(void *arg)
 START_TEST(threads_churn_while_another_trims)
 {
 	struct xdm_runtime *rt = pool_runtime("pool chunk=512K tcache=256K | host");
-	struct churn c[CHURN_THREADS];
+	struct tu_churn c[CHURN_THREADS];
 	pthread_t t[CHURN_THREADS], mt;
 	struct meddler m = { .rt = rt };
 
 	ck_assert_int_eq(pthread_create(&mt, NULL, meddle_run, &m), 0);
-	for (int i = 0; i < CHURN_THREADS; i++) {
-		c[i] = (struct churn){ .rt = rt, .stream = (xdm_stream_id)i };
-		ck_assert_int_eq(pthread_create(&t[i], NULL, churn_run, &c[i]), 0);
-	}
+	start_churn(rt, c, t);
 	for (int i = 0; i < CHURN_THREADS; i++)
 		pthread_join(t[i], NULL);
 	atomic_store(&m.stop, 1);

@@ -42,8 +42,7 @@ AM_CPPFLAGS += $(CHECK_CFLAGS)
 test_exec_flags = $(AM_LDFLAGS) -no-install
 
 noinst_HEADERS += tests/lib/testutil.h tests/lib/thread_churn.h tests/lib/random_churn.h \
-	tests/lib/budget_test.h \
-	tests/lib/budget_util.h tests/lib/cudatest.h tests/lib/cudacheck.h
+	tests/lib/budget_test.h tests/lib/budget_util.h tests/lib/cudatest.h tests/lib/cudacheck.h
 EXTRA_DIST += tests/README tests/data/host.conf tests/lsan.supp tests/tsan.supp
 # Not run by make check: make check itself, repeatedly, under stress-ng.
 EXTRA_DIST += tests/under-load.sh
@@ -90,9 +89,9 @@ tests_unit_check_host_platform_CFLAGS = $(AM_CFLAGS)
 tests_unit_check_peers_SOURCES = tests/unit/check_peers.c backends/cuda/peers.h \
 	backends/cuda/peers.c
 tests_unit_check_peers_CFLAGS = $(AM_CFLAGS)
-# The logging module through real runtimes; what it wrote is read back.
-tests_unit_check_logging_SOURCES = tests/unit/check_logging.c tests/lib/log_replay.c \
-	tests/lib/log_replay.h
+# The logging module through real runtimes; what it wrote is read back by
+# the programs' reader of the log (tools/common).
+tests_unit_check_logging_LDADD = tools/common/libxdmtools.la $(LDADD)
 
 # The cuda module without a driver or a device: the refusals, and the fall
 # back to host; with a GPU, what the platform reports.
@@ -300,7 +299,6 @@ fuzz_targets = \
 	tests/fuzz/fuzz_stack \
 	tests/fuzz/fuzz_size \
 	tests/fuzz/fuzz_tree_store \
-	tests/fuzz/fuzz_log_replay \
 	tests/fuzz/fuzz_logcsv
 
 # The sources are distributed whether or not this build fuzzes; so are the
@@ -340,13 +338,9 @@ tests_fuzz_fuzz_tree_store_CPPFLAGS = $(AM_CPPFLAGS) \
 tests_fuzz_fuzz_tree_store_LDFLAGS = $(fuzz_link_flags) -no-install
 tests_fuzz_fuzz_tree_store_LDADD = libxdm.la
 
-tests_fuzz_fuzz_log_replay_SOURCES = tests/fuzz/fuzz_log_replay.c tests/lib/log_replay.c \
-	tests/lib/log_replay.h
-tests_fuzz_fuzz_log_replay_LDFLAGS = $(fuzz_link_flags)
-tests_fuzz_fuzz_log_replay_LDADD =
 
-# The programs' reader of the same log (tools/common/logcsv.c), linked as
-# xdm-bench and xdmctl link it.
+# The one reader of the logging CSV (tools/common/logcsv.c), linked as
+# xdm-bench, xdmctl and the logging suite link it.
 tests_fuzz_fuzz_logcsv_SOURCES = tests/fuzz/fuzz_logcsv.c
 tests_fuzz_fuzz_logcsv_LDADD = tools/common/libxdmtools.la
 tests_fuzz_fuzz_logcsv_LDFLAGS = $(fuzz_link_flags)

@@ -19,7 +19,7 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${1:-20}
 [ $# -gt 0 ] && shift
-targets=${*:-fuzz_config fuzz_stack fuzz_size fuzz_tree_store fuzz_log_replay fuzz_logcsv}
+targets=${*:-fuzz_config fuzz_stack fuzz_size fuzz_tree_store fuzz_logcsv}
 build=${XDM_FUZZ_BUILD:-$top/build/fuzz}
 cc=${FUZZ_CC:-clang}
 

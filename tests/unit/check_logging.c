@@ -19,12 +19,53 @@
 
 #include <xdm/module.h>
 
-#include "tests/lib/log_replay.h"
 #include "tests/lib/testutil.h"
+#include "tools/common/logcsv.h"
 
 #define LOG_HEADER "thread,time,action,ptr,bytes,stream,device,tag,query_id\n"
 
 static char tmpdir[64];
+
+/*
+ * The log read back by the reader of xdm-bench and xdmctl
+ * (tools/common/logcsv.c): what the adaptor writes, the programs must
+ * take.  A refusal is said on standard error, in the test's log.
+ */
+static void parse_log(const char *text, struct logcsv *log)
+{
+	ck_assert_msg(logcsv_parse(log, "check_logging", "the log", text, strlen(text), stderr) ==
+		      LOGCSV_OK, "the log was refused (the reader says why above)");
+}
+
+/*
+ * The log replayed in the order of xdm-logging(7) into the set of blocks
+ * it leaves live; each block's value is its allocate's row in log->rows.
+ */
+static void replay_log(const struct logcsv *log, struct logcsv_live *live)
+{
+	ck_assert_int_eq(logcsv_live_init(log, live), LOGCSV_OK);
+	for (size_t k = 0; k < log->nrows; k++) {
+		struct logcsv_block gone;
+
+		ck_assert_msg(logcsv_live_step(log, live, logcsv_at(log, k), (uint32_t)log->order[k],
+					       &gone) == LOGCSV_OK,
+			      "the replay failed at row %zu (the reader says why above)", k);
+	}
+}
+
+/* The live block at ptr, or NULL. */
+static const struct logcsv_block *live_block(const struct logcsv_live *live, uint64_t ptr)
+{
+	for (size_t i = 0; i <= live->mask; i++)
+		if (live->e[i].ptr == ptr)
+			return &live->e[i];
+	return NULL;
+}
+
+static const char *row_tag(const struct logcsv *log, const struct logcsv_row *r)
+{
+	return logcsv_tag(log, r->tag);
+}
 
 static void make_tmpdir(void)
 {
@@ -223,10 +264,10 @@ static void replay_check(struct xdm_runtime *rt, char *(*get_log)(struct xdm_run
 	pthread_t th[WL_THREADS];
 	struct snapshot *snap = calloc(1, sizeof(*snap));
 	struct xdm_block mine[3];
-	struct lr_live *live;
-	struct lr_log log;
-	size_t n_live, expect_live = 0;
-	char err[256], *text;
+	struct logcsv_live live;
+	struct logcsv log;
+	size_t expect_live = 0;
+	char *text;
 
 	for (int i = 0; i < WL_THREADS; i++) {
 		t[i] = (struct wl_thread){ .rt = rt, .index = i, .query_id = 1000 + 7 * (uint64_t)i,
@@ -249,44 +290,41 @@ static void replay_check(struct xdm_runtime *rt, char *(*get_log)(struct xdm_run
 	expect_live += 2;
 
 	text = get_log(rt, arg);
-	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
-	ck_assert_uint_eq(log.n, attr_u64(rt, "rows"));
-	for (size_t i = 0; i < log.n; i++) {
-		const struct lr_row *r = &log.rows[i];
+	parse_log(text, &log);
+	ck_assert_uint_eq(log.nrows, attr_u64(rt, "rows"));
+	for (size_t i = 0; i < log.nrows; i++) {
+		const struct logcsv_row *r = &log.rows[i];
+		const char *tag = row_tag(&log, r);
 		int w;
 
 		ck_assert_uint_eq(r->device, 0);
 		ck_assert_uint_ne(r->thread, 0);
-		if (!strcmp(r->tag, "main")) {
+		if (!strcmp(tag, "main")) {
 			ck_assert_uint_eq(r->query_id, 77);
 			ck_assert_uint_eq(r->thread, (uint64_t)my_tid());
 			continue;
 		}
-		ck_assert_int_eq(sscanf(r->tag, "worker %d,", &w), 1);
+		ck_assert_int_eq(sscanf(tag, "worker %d,", &w), 1);
 		ck_assert_int_lt(w, WL_THREADS);
-		ck_assert_str_eq(r->tag, t[w].tag);
+		ck_assert_str_eq(tag, t[w].tag);
 		ck_assert_uint_eq(r->query_id, t[w].query_id);
 		ck_assert_uint_eq(r->stream, 1 + (uint64_t)w);
 	}
-	ck_assert_msg(lr_replay(&log, &live, &n_live, err, sizeof(err)) == 0, "replay: %s",
-		      err);
+	replay_log(&log, &live);
 
 	TU_OK(xdm_runtime_for_each_block(rt, snap_block, snap));
 	ck_assert_uint_eq(snap->n, expect_live);
-	ck_assert_uint_eq(n_live, snap->n);
+	ck_assert_uint_eq(live.n, snap->n);
 	for (size_t i = 0; i < snap->n; i++) {
 		const struct xdm_block *b = &snap->blocks[i];
-		size_t j;
+		const struct logcsv_block *e = live_block(&live, b->ptr);
 
-		for (j = 0; j < n_live && live[j].ptr != b->ptr; j++)
-			;
-		ck_assert_msg(j < n_live, "live block 0x%" PRIx64 " missing from the replay",
-			      b->ptr);
-		ck_assert_uint_eq(live[j].bytes, b->bytes);
-		ck_assert_str_eq(live[j].tag, b->tag);
+		ck_assert_msg(e != NULL, "live block 0x%" PRIx64 " missing from the replay", b->ptr);
+		ck_assert_uint_eq(e->bytes, b->bytes);
+		ck_assert_str_eq(row_tag(&log, &log.rows[e->value]), b->tag);
 	}
-	free(live);
-	lr_free(&log);
+	logcsv_live_fini(&live);
+	logcsv_free(&log);
 	free(text);
 	free_all(rt, snap);
 	free(snap);
@@ -337,22 +375,22 @@ START_TEST(allocate_failure_row)
 	struct xdm_runtime *rt = logging_runtime("logging sink=memory | host");
 	const size_t huge = SIZE_MAX - 10;
 	struct xdm_block b;
-	struct lr_log log;
-	char err[256], *text;
+	struct logcsv log;
+	char *text;
 
 	xdm_set_query_id(5);
 	ck_assert_int_eq(xdm_allocate(rt, huge, 2, "huge", &b), XDM_E_OUT_OF_MEMORY);
 	text = memory_contents(rt);
-	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
-	ck_assert_uint_eq(log.n, 1);
-	ck_assert_str_eq(log.rows[0].action, "allocate_failure");
+	parse_log(text, &log);
+	ck_assert_uint_eq(log.nrows, 1);
+	ck_assert_int_eq(log.rows[0].action, LOGCSV_ALLOCATE_FAILURE);
 	ck_assert_uint_eq(log.rows[0].ptr, 0);
 	ck_assert_uint_eq(log.rows[0].bytes, huge);
 	ck_assert_uint_eq(log.rows[0].stream, 2);
 	ck_assert_uint_eq(log.rows[0].query_id, 5);
-	ck_assert_str_eq(log.rows[0].tag, "huge");
+	ck_assert_str_eq(row_tag(&log, &log.rows[0]), "huge");
 	ck_assert_ptr_nonnull(strstr(text, ",allocate_failure,0x0,18446744073709551605,2,0,huge,5\n"));
-	lr_free(&log);
+	logcsv_free(&log);
 	free(text);
 	xdm_set_query_id(0);
 	TU_OK(xdm_runtime_destroy(rt));
@@ -364,8 +402,8 @@ START_TEST(tag_quoting_round_trips)
 	struct xdm_runtime *rt = logging_runtime("logging sink=memory | host");
 	static const char *const tags[] = { "a,b\"c", "\"", "line\nbreak", "plain" };
 	struct xdm_block b[4];
-	struct lr_log log;
-	char err[256], *text;
+	struct logcsv log;
+	char *text;
 
 	for (int i = 0; i < 4; i++)
 		TU_OK(xdm_allocate(rt, 64, 0, tags[i], &b[i]));
@@ -373,11 +411,12 @@ START_TEST(tag_quoting_round_trips)
 	ck_assert_ptr_nonnull(strstr(text, ",\"a,b\"\"c\","));
 	ck_assert_ptr_nonnull(strstr(text, ",\"\"\"\","));
 	ck_assert_ptr_nonnull(strstr(text, ",plain,"));
-	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
-	ck_assert_uint_eq(log.n, 4);
+	parse_log(text, &log);
+	ck_assert_uint_eq(log.nrows, 4);
+	/* One thread: its rows are in file order. */
 	for (int i = 0; i < 4; i++)
-		ck_assert_str_eq(log.rows[i].tag, tags[i]);
-	lr_free(&log);
+		ck_assert_str_eq(row_tag(&log, &log.rows[i]), tags[i]);
+	logcsv_free(&log);
 	free(text);
 	for (int i = 0; i < 4; i++)
 		TU_OK(xdm_deallocate(rt, &b[i]));
@@ -388,7 +427,7 @@ END_TEST
 /*
  * The reader takes numbers only as the adaptor writes them: a sign, white
  * space or a second "0x" that strtoull() would skip is refused (found by
- * tests/fuzz/fuzz_log_replay; its corpus keeps these rows too).
+ * fuzzing; tests/fuzz/corpus/fuzz_logcsv keeps these rows too).
  */
 START_TEST(reader_refuses_numbers_the_adaptor_never_writes)
 {
@@ -400,17 +439,19 @@ START_TEST(reader_refuses_numbers_the_adaptor_never_writes)
 		HEADER "1,\"\n2\",allocate,0x10,16,0,0,t,0\n",
 		HEADER "1,2,allocate,0x10,\t16,0,0,t,0\n",
 	};
-	struct lr_log log;
-	char err[256];
+	FILE *quiet = fopen("/dev/null", "w");
+	struct logcsv log;
 
+	ck_assert_ptr_nonnull(quiet);
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
-		ck_assert_msg(lr_parse(refused[i], &log, err, sizeof(err)) == -1,
+		ck_assert_msg(logcsv_parse(&log, "check_logging", "refused", refused[i],
+					   strlen(refused[i]), quiet) == LOGCSV_BAD,
 			      "row %zu taken", i);
-	ck_assert_msg(lr_parse(HEADER "1,2,allocate,0x10,16,0,0,t,0\n", &log, err,
-			       sizeof(err)) == 0, "parse: %s", err);
-	ck_assert_uint_eq(log.n, 1);
+	fclose(quiet);
+	parse_log(HEADER "1,2,allocate,0x10,16,0,0,t,0\n", &log);
+	ck_assert_uint_eq(log.nrows, 1);
 	ck_assert_uint_eq(log.rows[0].ptr, 16);
-	lr_free(&log);
+	logcsv_free(&log);
 #undef HEADER
 }
 END_TEST
@@ -733,29 +774,32 @@ static void log_pairs(struct xdm_runtime *rt, int n, xdm_stream_id stream, const
  * ids), but where a "dropped" row stands for the ones lost there; all of
  * them are accounted for up to want.  Returns the rows dropped.
  */
-static uint64_t check_thread_rows(const struct lr_log *log, uint64_t tid, uint64_t want,
+static uint64_t check_thread_rows(const struct logcsv *log, uint64_t tid, uint64_t want,
 				  const char *tag)
 {
 	uint64_t next = 0, dropped = 0;
+	size_t d = 0;
 
-	for (size_t i = 0; i < log->n; i++) {
-		const struct lr_row *r = &log->rows[i];
+	/* A thread's rows are in file order; its "dropped" rows are merged in
+	 * by their place in the file. */
+	for (size_t i = 0; i <= log->nrows; i++) {
+		const struct logcsv_row *r = i < log->nrows ? &log->rows[i] : NULL;
 
-		if (r->thread != tid)
+		if (r && r->thread != tid)
 			continue;
-		if (!strcmp(r->action, "dropped")) {
-			ck_assert_uint_eq(r->ptr, 0);
-			ck_assert_uint_gt(r->bytes, 0);
-			ck_assert_str_eq(r->tag, "");
-			next += r->bytes;
-			dropped += r->bytes;
-			continue;
+		for (; d < log->ndrops && (!r || log->drops[d].seq <= r->seq); d++) {
+			if (log->drops[d].thread != tid)
+				continue;
+			next += log->drops[d].rows;
+			dropped += log->drops[d].rows;
 		}
+		if (!r)
+			break;
 		ck_assert_msg(r->query_id == next, "thread %" PRIu64 ": row %" PRIu64 " where %"
 			      PRIu64 " was due", tid, r->query_id, next);
-		ck_assert_str_eq(r->action, next % 2 ? "free" : "allocate");
+		ck_assert_int_eq(r->action, next % 2 ? LOGCSV_FREE : LOGCSV_ALLOCATE);
 		if (tag)
-			ck_assert_str_eq(r->tag, tag);
+			ck_assert_str_eq(row_tag(log, r), tag);
 		next++;
 	}
 	ck_assert_uint_eq(next, want);
@@ -803,8 +847,8 @@ START_TEST(many_threads_all_rows_in_order)
 	struct mt_thread t[MT_THREADS];
 	pthread_t th[MT_THREADS];
 	struct xdm_runtime *rt;
-	char path[128], err[256], *text, *giant;
-	struct lr_log log;
+	char path[128], *text, *giant;
+	struct logcsv log;
 	uint64_t total = 0;
 
 	giant = malloc(3001);
@@ -830,8 +874,8 @@ START_TEST(many_threads_all_rows_in_order)
 	}
 	TU_OK(xdm_layer_attr_store(rt, 0, "flush", "1"));
 	text = read_file(path);
-	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
-	ck_assert_uint_eq(log.n, total);
+	parse_log(text, &log);
+	ck_assert_uint_eq(log.nrows, total);
 	ck_assert_uint_eq(attr_u64(rt, "rows"), total);
 	ck_assert_uint_eq(attr_u64(rt, "dropped"), 0);
 	ck_assert_uint_eq(attr_u64(rt, "writers"), 2);
@@ -841,13 +885,13 @@ START_TEST(many_threads_all_rows_in_order)
 			continue;
 		}
 		check_thread_rows(&log, (uint64_t)t[i].tid, MT_PAIRS + 2, NULL);
-		for (size_t k = 0; k < log.n; k++) {
+		for (size_t k = 0; k < log.nrows; k++) {
 			if (log.rows[k].thread == (uint64_t)t[i].tid)
-				ck_assert_str_eq(log.rows[k].tag,
+				ck_assert_str_eq(row_tag(&log, &log.rows[k]),
 						 log.rows[k].query_id >= MT_PAIRS ? giant : t[i].tag);
 		}
 	}
-	lr_free(&log);
+	logcsv_free(&log);
 	free(text);
 	TU_OK(xdm_runtime_destroy(rt));
 	free(giant);
@@ -999,14 +1043,14 @@ static struct xdm_runtime *stuck_writer(struct held *h)
 
 static void check_stuck_writer_log(struct held *h, pid_t filler, int filler_rows)
 {
-	struct lr_log log;
-	char err[256], *text = held_text(h);
+	struct logcsv log;
+	char *text = held_text(h);
 
-	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
-	ck_assert_uint_eq(log.n, 32 + (size_t)filler_rows);
+	parse_log(text, &log);
+	ck_assert_uint_eq(log.nrows, 32 + (size_t)filler_rows);
 	check_thread_rows(&log, (uint64_t)my_tid(), 32, NULL);
 	check_thread_rows(&log, (uint64_t)filler, (uint64_t)filler_rows, "filler");
-	lr_free(&log);
+	logcsv_free(&log);
 	free(text);
 }
 
@@ -1068,9 +1112,9 @@ START_TEST(wait_policy_never_drops)
 {
 	struct held h;
 	struct filler f = { .pairs = 2000, .tag = "waiter" };
-	struct lr_log log;
+	struct logcsv log;
 	pthread_t th;
-	char err[256], *text;
+	char *text;
 
 	held_open(&h, 4096);
 	f.rt = logging_runtime("logging path=%s buffer=4K writers=1 full=wait | host", h.path);
@@ -1084,10 +1128,10 @@ START_TEST(wait_policy_never_drops)
 	ck_assert_uint_eq(attr_u64(f.rt, "rows"), 4000);
 	TU_OK(xdm_runtime_destroy(f.rt));
 	text = held_text(&h);
-	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
-	ck_assert_uint_eq(log.n, 4000);
+	parse_log(text, &log);
+	ck_assert_uint_eq(log.nrows, 4000);
 	ck_assert_uint_eq(check_thread_rows(&log, (uint64_t)f.tid, 4000, "waiter"), 0);
-	lr_free(&log);
+	logcsv_free(&log);
 	free(text);
 }
 END_TEST
@@ -1103,11 +1147,10 @@ START_TEST(drop_policy_counts_and_says_every_loss)
 {
 	struct held h;
 	struct filler f = { .pairs = 2000, .tag = "dropper" };
-	struct lr_log log;
+	struct logcsv log;
 	uint64_t dropped, marked;
-	size_t rows = 0;
 	pthread_t th;
-	char err[256], buf[16], *text;
+	char buf[16], *text;
 
 	held_open(&h, 4096);
 	f.rt = logging_runtime("logging path=%s buffer=4K writers=1 full=drop | host", h.path);
@@ -1128,13 +1171,12 @@ START_TEST(drop_policy_counts_and_says_every_loss)
 	ck_assert_uint_eq(attr_u64(f.rt, "dropped"), dropped);
 	TU_OK(xdm_runtime_destroy(f.rt));
 	text = held_text(&h);
-	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
+	parse_log(text, &log);
 	marked = check_thread_rows(&log, (uint64_t)f.tid, 4000, "dropper");
 	ck_assert_uint_eq(marked, dropped);
-	for (size_t i = 0; i < log.n; i++)
-		rows += strcmp(log.rows[i].action, "dropped") != 0;
-	ck_assert_uint_eq(rows + dropped, 4000);
-	lr_free(&log);
+	ck_assert_uint_eq(log.dropped, dropped);
+	ck_assert_uint_eq(log.nrows + dropped, 4000);
+	logcsv_free(&log);
 	free(text);
 }
 END_TEST
@@ -1217,26 +1259,28 @@ START_TEST(ring_parameters_are_checked)
 }
 END_TEST
 
-/* The readers take a "dropped" row and replay around it. */
+/* The reader takes a "dropped" row, says where it stood, and replays around it. */
 START_TEST(reader_takes_a_dropped_row)
 {
 	static const char text[] = LOG_HEADER
 		"7,10,allocate,0x1000,64,0,0,t,0\n"
 		"7,11,dropped,0x0,5,0,0,,0\n"
 		"7,12,free,0x1000,64,0,0,t,6\n";
-	struct lr_live *live;
-	struct lr_log log;
-	size_t n_live;
-	char err[256];
+	struct logcsv_live live;
+	struct logcsv log;
 
-	ck_assert_msg(lr_parse(text, &log, err, sizeof(err)) == 0, "parse: %s", err);
-	ck_assert_uint_eq(log.n, 3);
-	ck_assert_str_eq(log.rows[1].action, "dropped");
-	ck_assert_uint_eq(log.rows[1].bytes, 5);
-	ck_assert_msg(lr_replay(&log, &live, &n_live, err, sizeof(err)) == 0, "replay: %s", err);
-	ck_assert_uint_eq(n_live, 0);
-	free(live);
-	lr_free(&log);
+	parse_log(text, &log);
+	ck_assert_uint_eq(log.nrows, 2);
+	ck_assert_uint_eq(log.ndrops, 1);
+	ck_assert_uint_eq(log.drops[0].thread, 7);
+	ck_assert_uint_eq(log.drops[0].rows, 5);
+	ck_assert_uint_eq(log.drops[0].line, 3);
+	ck_assert_uint_eq(log.drops[0].seq, 1);
+	ck_assert_uint_eq(log.dropped, 5);
+	replay_log(&log, &live);
+	ck_assert_uint_eq(live.n, 0);
+	logcsv_live_fini(&live);
+	logcsv_free(&log);
 }
 END_TEST
 

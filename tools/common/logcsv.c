@@ -340,10 +340,13 @@ nomem:
 
 /*
  * A "dropped" row: "<thread>,<time>,dropped,0x0,<rows lost>,..."; its
- * count goes to log->dropped.  Returns 1 when the row was one.
+ * count goes to log->dropped, and where it stood to log->drops.  Returns
+ * 1 when the row was one.
  */
-static int parse_drop_mark(struct reader *r, uint64_t line, const struct field *f)
+static int parse_drop_mark(struct reader *r, uint64_t line, const struct field *f,
+			   uint64_t thread)
 {
+	struct logcsv *log = r->log;
 	uint64_t v;
 
 	if (!field_is(&f[2], "dropped"))
@@ -354,8 +357,20 @@ static int parse_drop_mark(struct reader *r, uint64_t line, const struct field *
 		return bad_field(r, line, 4, &f[4], "the number of rows lost, 1 or more");
 	if (v > UINT64_MAX - r->log->dropped)
 		return logcsv_say(r->log, line, "more than 2^64 rows dropped in all");
-	r->log->dropped += v;
-	r->log->drop_marks++;
+	if (log->ndrops == log->drops_cap) {
+		size_t cap = log->drops_cap ? 2 * log->drops_cap : 16;
+		struct logcsv_drop *d = realloc(log->drops, cap * sizeof(*d));
+
+		if (!d) {
+			logcsv_say(log, line, "out of memory for the dropped rows");
+			return LOGCSV_NOMEM;
+		}
+		log->drops = d;
+		log->drops_cap = cap;
+	}
+	log->drops[log->ndrops++] = (struct logcsv_drop){ .thread = thread, .rows = v,
+							  .line = line, .seq = log->nrows };
+	log->dropped += v;
 	return 1;
 }
 
@@ -389,7 +404,7 @@ static int parse_row(struct reader *r, struct logcsv_row *row)
 		return bad_field(r, line, 0, &f[0], "a decimal thread id");
 	if (!field_u64(&f[1], 10, &row->time))
 		return bad_field(r, line, 1, &f[1], "nanoseconds in decimal");
-	rc = parse_drop_mark(r, line, f);
+	rc = parse_drop_mark(r, line, f, row->thread);
 	if (rc)
 		return rc;
 	if (field_is(&f[2], "allocate"))
@@ -619,10 +634,12 @@ void logcsv_free(struct logcsv *log)
 {
 	free(log->rows);
 	free(log->order);
+	free(log->drops);
 	tags_free(&log->tags);
 	log->rows = NULL;
 	log->order = NULL;
-	log->nrows = 0;
+	log->drops = NULL;
+	log->nrows = log->ndrops = log->drops_cap = 0;
 }
 
 const char *logcsv_action_name(enum logcsv_action a)

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * logcsv.h - the logging adaptor's CSV (xdm-logging(7)) as the programs of
- * tools/ read it: xdm-bench's --replay and xdmctl's timeline and snapshot.
+ * logcsv.h - the logging adaptor's CSV (xdm-logging(7)) as xdm's programs
+ * read it: xdm-bench's --replay and xdmctl's timeline and snapshot.
  *
  * One reader for all of them, so that a file one accepts the others accept
  * and every complaint reads the same: one sentence naming FILE:LINE after
- * the caller's prefix ("xdm-bench: --replay", "xdmctl: timeline").
- * tests/lib/log_replay.c is the test suite's own reader, kept apart on
- * purpose: the suite checks the adaptor against a reader that is not the
- * programs' own.
+ * the caller's prefix ("xdm-bench: --replay", "xdmctl: timeline").  The
+ * logging suite (tests/unit/check_logging.c) reads what the adaptor wrote
+ * with it too: a log the adaptor writes and the programs refuse fails a
+ * test, and the reader is shared code that does not mirror the adaptor's
+ * formatting code.
  */
 #ifndef XDM_TOOLS_LOGCSV_H
 #define XDM_TOOLS_LOGCSV_H
@@ -56,6 +57,14 @@ struct logcsv_tags {
 	size_t mask;
 };
 
+/* A "dropped" row: rows its thread lost at that point of the file. */
+struct logcsv_drop {
+	uint64_t thread;
+	uint64_t rows;		/* how many were lost */
+	uint64_t line;
+	size_t seq;		/* rows (of any thread) before it in the file */
+};
+
 struct logcsv {
 	const char *who;	/* the prefix of every complaint */
 	FILE *complaints;	/* where they go: stderr but for the fuzz target */
@@ -70,7 +79,8 @@ struct logcsv {
 	 * rows there) are not rows of the replay: they are summed here.
 	 */
 	uint64_t dropped;	/* rows the log says were lost */
-	uint64_t drop_marks;	/* "dropped" rows saying so */
+	struct logcsv_drop *drops;	/* the "dropped" rows, in file order */
+	size_t ndrops, drops_cap;
 };
 
 /*

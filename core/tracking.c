@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tracking.c - block-use tracking: the stream-ordered contract of DESIGN.md.
+ * tracking.c - block-use tracking: the stream-ordered contract
+ * (doc/design.md, "The stream-ordered contract").
  *
  * Each live block remembers the event of its last write and the events of
  * its outstanding reads, one per stream (a later read on a stream supersedes

@@ -4,7 +4,7 @@
  *
  * Every value is read from the segment's atomics without its lock: the
  * lock is held across syscalls by a reclaim, and a reader must never wait
- * on that (DESIGN.md, "Serving from inside the process it describes").
+ * on that (doc/design.md, "Serving the tree from inside the process").
  */
 #include "config.h"
 

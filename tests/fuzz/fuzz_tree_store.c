@@ -11,7 +11,7 @@
  *
  * (the budget's key is this process's own, so no other process's budget is
  * touched).  Each input is written, as is, to every writable file, and the
- * sysfs rule is checked (DESIGN.md, "Introspection over FUSE"): a refused
+ * sysfs rule is checked (doc/design.md, "The sysfs rules"): a refused
  * store is -EINVAL and changes nothing that can be read back; an accepted
  * one reads back as a value of its file's kind, the value written.  After
  * an accepted store the old value is written back, so that every input

@@ -33,4 +33,5 @@ AM_TESTS_ENVIRONMENT += PYTHON='$(PYTHON)'; export PYTHON; CC='$(CC)'; export CC
 EXTRA_DIST += tests/python_tests.sh tests/python/conftest.py \
 	tests/python/test_runtime.py tests/python/test_errors.py \
 	tests/python/test_tags.py tests/python/test_tree.py \
-	tests/python/test_imports.py tests/python/test_frameworks.py
+	tests/python/test_imports.py tests/python/test_frameworks.py \
+	tests/python/test_library_search.py

@@ -9,6 +9,10 @@ xdm_python_sources = python/xdm/__init__.py python/xdm/_lib.py python/xdm/errors
 	python/xdm/cupy.py python/xdm/numba.py python/xdm/torch.py
 EXTRA_DIST += $(xdm_python_sources) python/xdm/_paths.py.in python/README.md
 
+# For pip (`pip install ./python`): pyproject.toml and its build backend,
+# in the tree and standard library only (python/README.md says why).
+EXTRA_DIST += python/pyproject.toml python/pep517/xdm_backend.py
+
 if HAVE_PYTHON
 xdmpythondir = $(pythondir)/xdm
 xdmpython_PYTHON = $(xdm_python_sources)
@@ -34,4 +38,4 @@ EXTRA_DIST += tests/python_tests.sh tests/python/conftest.py \
 	tests/python/test_runtime.py tests/python/test_errors.py \
 	tests/python/test_tags.py tests/python/test_tree.py \
 	tests/python/test_imports.py tests/python/test_frameworks.py \
-	tests/python/test_library_search.py
+	tests/python/test_library_search.py tests/python/test_packaging.py

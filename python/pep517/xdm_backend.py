@@ -36,7 +36,8 @@ GENERATED = ("_paths.py",)
 PROJECT_KEYS = ("name", "description", "readme", "requires-python", "license",
                 "dynamic")
 # Public PEP 440 versions in canonical form (what AC_INIT should hold).
-VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$")
+VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?"
+                        r"(\.post[0-9]+)?(\.dev[0-9]+)?$")
 AC_INIT_RE = re.compile(r"^AC_INIT\(\[([^]]*)\],\s*\[([^]]*)\]", re.M)
 
 

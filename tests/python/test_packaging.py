@@ -40,7 +40,8 @@ def tree_copy(tmp_path, configure_ac=True):
         if name.endswith(".py"):
             shutil.copyfile(os.path.join(SRC, "python", "xdm", name), root / "xdm" / name)
     if configure_ac:
-        shutil.copyfile(os.path.join(SRC, "configure.ac"), tmp_path / "src" / "configure.ac")
+        shutil.copyfile(os.path.join(SRC, "configure.ac"),
+                        tmp_path / "src" / "configure.ac")
     return root
 
 
@@ -75,7 +76,8 @@ def test_wheel_carries_the_modules_and_libxdm_version(tmp_path):
                 continue
             data = whl.read(path)
             expect = base64.urlsafe_b64encode(hashlib.sha256(data).digest())
-            assert digest == "sha256=" + expect.rstrip(b"=").decode() and int(size) == len(data)
+            assert digest == "sha256=" + expect.rstrip(b"=").decode()
+            assert int(size) == len(data)
 
 
 def test_wheel_from_the_sdist_is_the_same(tmp_path):
@@ -105,7 +107,8 @@ def test_version_must_be_found_and_valid(tmp_path):
     root = tree_copy(tmp_path, configure_ac=False)
     out = str(tmp_path)
     module = backend(root)
-    with pytest.raises(module.BackendError, match="cannot tell xdm's version.*configure.ac"):
+    with pytest.raises(module.BackendError,
+                       match="cannot tell xdm's version.*configure.ac"):
         module.build_wheel(out)
     configure_ac = tmp_path / "src" / "configure.ac"
     configure_ac.write_text("AC_INIT([xdm], [0.2.0-beta], [], [xdm])\n")

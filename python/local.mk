@@ -13,6 +13,9 @@ EXTRA_DIST += $(xdm_python_sources) python/xdm/_paths.py.in python/README.md
 # in the tree and standard library only (python/README.md says why).
 EXTRA_DIST += python/pyproject.toml python/pep517/xdm_backend.py
 
+# Run by configure: where $PYTHON imports from under the prefix (pythondir).
+EXTRA_DIST += python/sitedir.py
+
 if HAVE_PYTHON
 xdmpythondir = $(pythondir)/xdm
 xdmpython_PYTHON = $(xdm_python_sources)
@@ -21,11 +24,15 @@ noinst_DATA = python/xdm/_paths.py
 endif
 
 # Expanded at make time: $(libdir) may name ${prefix}, and `make
-# prefix=...` must be honoured.
-python/xdm/_paths.py: $(srcdir)/python/xdm/_paths.py.in Makefile
+# install prefix=...` after a plain `make` must be honoured too, so it is
+# written on every make and replaced only when its text changes.
+python/xdm/_paths.py: python/xdm/_paths.py-always
 	$(AM_V_GEN)$(MKDIR_P) python/xdm && \
 	sed -e 's|@libdir[@]|$(libdir)|g' -e 's|@pkglibdir[@]|$(pkglibdir)|g' \
-		$(srcdir)/python/xdm/_paths.py.in >$@.tmp && mv $@.tmp $@
+		$(srcdir)/python/xdm/_paths.py.in >$@.tmp && \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+python/xdm/_paths.py-always:
+.PHONY: python/xdm/_paths.py-always
 CLEANFILES += python/xdm/_paths.py
 
 # The CPU tests of the package (pytest, on the host platform).  The
@@ -38,4 +45,5 @@ EXTRA_DIST += tests/python_tests.sh tests/python/conftest.py \
 	tests/python/test_runtime.py tests/python/test_errors.py \
 	tests/python/test_tags.py tests/python/test_tree.py \
 	tests/python/test_imports.py tests/python/test_frameworks.py \
-	tests/python/test_library_search.py tests/python/test_packaging.py
+	tests/python/test_library_search.py tests/python/test_packaging.py \
+	tests/python/test_sitedir.py

@@ -16,6 +16,10 @@ EXTRA_DIST += python/pyproject.toml python/pep517/xdm_backend.py
 # Run by configure: where $PYTHON imports from under the prefix (pythondir).
 EXTRA_DIST += python/sitedir.py
 
+# make install and pip install, checked by tests/ci.sh (not make check: it
+# installs, into DESTDIR and a venv).
+EXTRA_DIST += tests/python/install_check.sh
+
 if HAVE_PYTHON
 xdmpythondir = $(pythondir)/xdm
 xdmpython_PYTHON = $(xdm_python_sources)

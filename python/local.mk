@@ -9,6 +9,13 @@ xdm_python_sources = python/xdm/__init__.py python/xdm/_lib.py python/xdm/errors
 	python/xdm/cupy.py python/xdm/numba.py python/xdm/torch.py
 EXTRA_DIST += $(xdm_python_sources) python/xdm/_paths.py.in python/README.md
 
+# For pip (`pip install ./python`): pyproject.toml and its build backend,
+# in the tree and standard library only (python/README.md says why).
+EXTRA_DIST += python/pyproject.toml python/pep517/xdm_backend.py
+
+# Run by configure: where $PYTHON imports from under the prefix (pythondir).
+EXTRA_DIST += python/sitedir.py
+
 if HAVE_PYTHON
 xdmpythondir = $(pythondir)/xdm
 xdmpython_PYTHON = $(xdm_python_sources)
@@ -17,10 +24,13 @@ noinst_DATA = python/xdm/_paths.py
 endif
 
 # Expanded at make time: $(libdir) may name ${prefix}, and `make
-# prefix=...` must be honoured.
-python/xdm/_paths.py: $(srcdir)/python/xdm/_paths.py.in Makefile
+# install prefix=...` after a plain `make` must be honoured too, so it is
+# written on every make and replaced only when its text changes.
+python/xdm/_paths.py: python/xdm/_paths.py-always
 	$(AM_V_GEN)$(MKDIR_P) python/xdm && \
 	sed -e 's|@libdir[@]|$(libdir)|g' -e 's|@pkglibdir[@]|$(pkglibdir)|g' \
-		$(srcdir)/python/xdm/_paths.py.in >$@.tmp && mv $@.tmp $@
+		$(srcdir)/python/xdm/_paths.py.in >$@.tmp && \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+python/xdm/_paths.py-always:
+.PHONY: python/xdm/_paths.py-always
 CLEANFILES += python/xdm/_paths.py
-

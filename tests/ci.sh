@@ -1,5 +1,6 @@
 #!/bin/sh
-# The whole test job: a -Werror build and `make check`, the same suite again
+# The whole test job: a -Werror build and `make check`, an install check of
+# the Python package (tests/python/install_check.sh), the same suite again
 # under AddressSanitizer and UndefinedBehaviorSanitizer, again under
 # ThreadSanitizer (a build of its own: the two cannot share a process), a
 # short run of the libFuzzer targets (tests/fuzz/run.sh, when clang is
@@ -39,6 +40,10 @@ stage() {
 autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
 stage "build with -Werror and make check"
 run_suite build/ci-plain
+stage "install check of the Python package"
+# make install DESTDIR=... for prefixes /usr and /usr/local, and pip install
+# ./python into a venv, each imported after (77: a part could not run).
+sh tests/python/install_check.sh build/ci-plain || [ $? -eq 77 ]
 stage "ASan + UBSan build and make check"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	run_suite build/ci-sanitizers --enable-sanitizers

@@ -181,7 +181,12 @@ TESTS += tests/python/python_tests.sh
 EXTRA_DIST += tests/python/python_tests.sh tests/python/conftest.py \
 	tests/python/test_runtime.py tests/python/test_errors.py \
 	tests/python/test_tags.py tests/python/test_tree.py \
-	tests/python/test_imports.py tests/python/test_frameworks.py
+	tests/python/test_imports.py tests/python/test_frameworks.py \
+	tests/python/test_library_search.py tests/python/test_packaging.py \
+	tests/python/test_sitedir.py
+# make install and pip install, checked by tests/ci.sh (not by make check:
+# it installs, into DESTDIR and a venv).
+EXTRA_DIST += tests/python/install_check.sh
 
 # ---- gpu: each skips (77) where there is no GPU ----------------------------
 # The framework tests (pytest) skip where python3 has no torch with CUDA.

@@ -3,14 +3,21 @@
 The library is looked for, in order:
 
 1. ``$XDM_LIBRARY``, a path (the build tree's ``./xdm-uninstalled`` and the
-   test harness set it to ``<builddir>/.libs/libxdm.so``);
-2. the ``libdir`` written into ``xdm/_paths.py`` by ``make`` (an installed
-   package finds the library it was installed with);
-3. ``libxdm.so.0`` through the dynamic loader's own search.
+   test harness set it to ``<builddir>/.libs/libxdm.so``); when it is set,
+   nothing else is tried;
+2. the ``libdir`` written into ``xdm/_paths.py`` by ``make`` (a package
+   installed by ``make install`` finds the library it was installed with);
+3. ``libxdm.so.0`` through the dynamic loader's own search
+   (``LD_LIBRARY_PATH``, the ``ldconfig`` cache, ``/usr/lib``);
+4. ``libxdm.so.0`` in the directories a ``./configure && make install``
+   puts it in by default: ``/usr/local/lib`` (which the loader only knows
+   after ``ldconfig`` has run), then for prefix ``/usr`` the interpreter's
+   multiarch directory (``/usr/lib/x86_64-linux-gnu``) and ``/usr/lib``.
+   A package installed by pip has no ``_paths.py`` and relies on 3 and 4.
 
 The first that loads wins; if none does, :class:`xdm.LibraryNotFound` names
-each attempt and why it failed.  Loading happens once per process, on the
-first call that needs the library, under a lock.
+each attempt and why it failed, and says what to do.  Loading happens once
+per process, on the first call that needs the library, under a lock.
 
 Every function is declared with its argument and result types from
 ``<xdm/xdm.h>``; the structures below mirror the header field by field, so a
@@ -171,7 +178,25 @@ def _paths():
     return paths
 
 
+def default_libdirs():
+    """The library directories of a default ``./configure && make install``.
+
+    ``/usr/local/lib`` (prefix ``/usr/local``), then for prefix ``/usr``
+    the interpreter's multiarch directory (``/usr/lib/<triplet>``, where
+    distributions put libraries) and ``/usr/lib``.
+    """
+    import sysconfig
+
+    dirs = ["/usr/local/lib"]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    if multiarch:
+        dirs.append("/usr/lib/" + multiarch)
+    dirs.append("/usr/lib")
+    return dirs
+
+
 def _candidates():
+    """(source, path) pairs to try, in order; see the module's docstring."""
     env = os.environ.get("XDM_LIBRARY")
     if env:
         # A path that was asked for is the only candidate: silently loading
@@ -182,6 +207,10 @@ def _candidates():
     if paths is not None and getattr(paths, "libdir", None):
         found.append(("xdm._paths libdir", os.path.join(paths.libdir, SONAME)))
     found.append(("the dynamic loader's search", SONAME))
+    for d in default_libdirs():
+        path = os.path.join(d, SONAME)
+        if all(path != p for _, p in found):
+            found.append(("a default libdir", path))
     return found
 
 
@@ -194,7 +223,12 @@ def _declare(cdll):
 
 def _load():
     tried = []
-    for source, path in _candidates():
+    candidates = _candidates()
+    for source, path in candidates:
+        if os.sep in path and not os.path.exists(path):
+            # Said here, not by dlopen: "no such file" is the whole story.
+            tried.append((path, "%s: no such file" % source))
+            continue
         try:
             cdll = ctypes.CDLL(path)
             _declare(cdll)
@@ -203,7 +237,14 @@ def _load():
             tried.append((path, "%s: %s" % (source, e)))
             continue
         return cdll, path
-    raise LibraryNotFound(tried)
+    if candidates[0][0] == "XDM_LIBRARY":
+        advice = ("Set XDM_LIBRARY to the path of libxdm.so.0 (a build tree "
+                  "has it in .libs/), or unset it to look in the usual places")
+    else:
+        advice = ("Install libxdm (xdm's `make install` puts it in "
+                  "/usr/local/lib), or set XDM_LIBRARY to the path of "
+                  "libxdm.so.0 (a build tree has it in .libs/)")
+    raise LibraryNotFound(tried, advice)
 
 
 def lib():

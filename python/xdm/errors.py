@@ -155,16 +155,22 @@ class OutOfMemory(XdmError, MemoryError):
 
 
 class LibraryNotFound(XdmError, OSError):
-    """libxdm could not be loaded; ``tried`` lists (path, reason) pairs."""
+    """libxdm could not be loaded; ``tried`` lists (path, reason) pairs.
+
+    ``str(e)`` names every attempt, then what to do (``advice``).
+    """
 
     status = None
 
-    def __init__(self, tried):
+    def __init__(self, tried, advice=None):
         self.tried = list(tried)
+        if advice is None:
+            advice = ("Install libxdm, or set XDM_LIBRARY to the path of "
+                      "libxdm.so.0")
+        self.advice = advice
         what = "; ".join("%s (%s)" % (path, why) for path, why in self.tried)
-        super().__init__("cannot load libxdm: tried %s. Set XDM_LIBRARY to the "
-                         "path of libxdm.so, or install libxdm where the "
-                         "dynamic loader finds it" % what)
+        super().__init__("cannot load libxdm: tried %s. %s." % (what or "nothing",
+                                                               advice))
 
 
 _CLASSES = {cls.status: cls for cls in (

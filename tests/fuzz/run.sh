@@ -55,13 +55,15 @@ ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_af
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS UBSAN_OPTIONS
 
-passed=0 failed=0
-for t in $targets; do
+# One target's run, its verdict left in $build/tests/fuzz/$t.verdict.
+run_one() {
+	t=$1
 	bin=$build/tests/fuzz/$t
 	seeds=$top/tests/fuzz/corpus/$t
 	found=$build/tests/fuzz/found/$t
 	art=$build/tests/fuzz/artifacts/$t
 	log=$build/tests/fuzz/$t.log
+	verdict=$build/tests/fuzz/$t.verdict
 	mkdir -p "$found" "$art"
 	if [ "$secs" -eq 0 ]; then
 		limit="-runs=0"
@@ -82,14 +84,40 @@ for t in $targets; do
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 	cov=$(grep -Eo 'cov: [0-9]+' "$log" | tail -1)
 	if [ $rc -eq 0 ]; then
+		echo "fuzz: PASS: $t: ${runs:-?} executions in ${secs}s, ${cov:-cov: ?}, corpus $(ls "$found" | wc -l) found + $(ls "$seeds" | wc -l) seeds" >"$verdict"
+	else
+		{
+			echo "fuzz: FAIL: $t (exit $rc, ${runs:-?} executions); the input is in $art/"
+			grep -E 'ERROR|property failed|SUMMARY|^    #[0-9] ' "$log" | head -20
+			echo "  (whole log: $log)"
+		} >"$verdict"
+	fi
+}
+
+# Each target is one single-threaded process: FUZZ_JOBS of them run at
+# once (the cores of the machine), each for its full SECONDS.
+jobs=${FUZZ_JOBS:-2}
+running=0
+for t in $targets; do
+	rm -f "$build/tests/fuzz/$t.verdict"
+	run_one "$t" &
+	running=$((running + 1))
+	if [ $running -ge "$jobs" ]; then
+		wait
+		running=0
+	fi
+done
+wait
+passed=0 failed=0
+for t in $targets; do
+	verdict=$build/tests/fuzz/$t.verdict
+	if [ -f "$verdict" ] && grep -q '^fuzz: PASS' "$verdict"; then
 		passed=$((passed + 1))
-		echo "fuzz: PASS: $t: ${runs:-?} executions in ${secs}s, ${cov:-cov: ?}, corpus $(ls "$found" | wc -l) found + $(ls "$seeds" | wc -l) seeds"
 	else
 		failed=$((failed + 1))
-		echo "fuzz: FAIL: $t (exit $rc, ${runs:-?} executions); the input is in $art/"
-		grep -E 'ERROR|property failed|SUMMARY|^    #[0-9] ' "$log" | head -20
-		echo "  (whole log: $log)"
+		[ -f "$verdict" ] || echo "fuzz: FAIL: $t left no verdict" >"$verdict"
 	fi
+	cat "$verdict"
 done
 echo "fuzz: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -58,7 +58,8 @@ def test_every_file_is_distributed():
     for makefile in ("python/local.mk", "tests/local.mk"):
         with open(os.path.join(src, makefile)) as f:
             listed |= set(f.read().replace("\\\n", " ").split())
-    for folder in ("python/xdm", "tests/python"):
+    for folder in ("python", "python/xdm", "python/pep517", "tests/python"):
         for name in sorted(os.listdir(os.path.join(src, folder))):
-            if name.endswith((".py", ".py.in")) and name != "_paths.py":
+            if (name.endswith((".py", ".py.in", ".toml", ".md", ".sh"))
+                    and name != "_paths.py"):
                 assert "%s/%s" % (folder, name) in listed, name

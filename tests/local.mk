@@ -168,18 +168,32 @@ EXTRA_DIST += tests/process/devices_order.sh tests/process/devices_order_body.sh
 # that timeline_gen.py simulates, whose true figures it knows without
 # reading the CSV back (snapshot's read back the way PyTorch's viewer
 # reads it).
-tools_tests = \
+tools_live_tests = \
 	tests/tools/bench_smoke.sh \
 	tests/tools/xdmctl_ps.sh \
-	tests/tools/xdmctl_top.sh \
+	tests/tools/xdmctl_top.sh
+tools_log_tests = \
 	tests/tools/xdmctl_timeline.sh \
 	tests/tools/xdmctl_snapshot.sh
-TESTS += $(tools_tests)
-EXTRA_DIST += $(tools_tests) tests/tools/xdmctl_live_test.sh tests/tools/xdmctl_log_test.sh \
-	tests/tools/timeline_gen.py
+TESTS += $(tools_live_tests)
+# xdmctl is one thread, and reading a log starts no other process: a
+# ThreadSanitizer build has no race to find in these, so they run in the
+# other builds only.
+if !TSAN
+TESTS += $(tools_log_tests)
+endif
+EXTRA_DIST += $(tools_live_tests) $(tools_log_tests) tests/tools/xdmctl_live_test.sh \
+	tests/tools/xdmctl_log_test.sh tests/tools/timeline_gen.py
 
 # ---- python: the package on the host platform (pytest) --------------------
+# Run once, in a build without sanitizers: the package is pure Python, and
+# the C it calls is the C the suites run under each sanitizer; a sanitizer
+# build would run the same Python again behind the sanitizer's runtime.
+if !SANITIZERS
+if !TSAN
 TESTS += tests/python/python_tests.sh
+endif
+endif
 EXTRA_DIST += tests/python/python_tests.sh tests/python/conftest.py \
 	tests/python/test_runtime.py tests/python/test_errors.py \
 	tests/python/test_tags.py tests/python/test_tree.py \

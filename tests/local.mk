@@ -189,10 +189,8 @@ EXTRA_DIST += $(tools_live_tests) $(tools_log_tests) tests/tools/xdmctl_live_tes
 # Run once, in a build without sanitizers: the package is pure Python, and
 # the C it calls is the C the suites run under each sanitizer; a sanitizer
 # build would run the same Python again behind the sanitizer's runtime.
-if !SANITIZERS
-if !TSAN
+if !SANITIZED
 TESTS += tests/python/python_tests.sh
-endif
 endif
 EXTRA_DIST += tests/python/python_tests.sh tests/python/conftest.py \
 	tests/python/test_runtime.py tests/python/test_errors.py \

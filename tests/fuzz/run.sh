@@ -1,6 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
+# run.sh --probe - exit 0 where $FUZZ_CC (clang) links a libFuzzer target,
+# else say why and exit 77.
+#
 # run.sh [SECONDS [TARGET...]] - build the libFuzzer targets of tests/fuzz
 # and run each for SECONDS (default 20) over its seed corpus, failing on any
 # crash, leak, sanitizer report or broken property.  SECONDS 0 runs only the
@@ -17,6 +20,8 @@
 # The last line says "fuzz: N passed, N failed".
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
+probe_only=no
+[ "${1:-}" = --probe ] && { probe_only=yes; shift; }
 secs=${1:-20}
 [ $# -gt 0 ] && shift
 targets=${*:-fuzz_config fuzz_stack fuzz_size fuzz_tree_store fuzz_logcsv}
@@ -39,6 +44,7 @@ if ! "$cc" -fsanitize=fuzzer,address,undefined "$probe/t.c" -o "$probe/t" >/dev/
 	exit 77
 fi
 rm -rf "$probe"
+[ "$probe_only" = yes ] && exit 0
 
 if [ ! -f "$build/Makefile" ]; then
 	[ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1) ||

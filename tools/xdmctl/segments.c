@@ -131,7 +131,7 @@ static int by_key(const void *a, const void *b)
 int xdmctl_segments_read(const struct xdmctl_ctx *ctx, const char *cmd,
 			 struct xdmctl_segment **out, size_t *n)
 {
-	const char *prefix = BUDGET_NAME_PREFIX + 1;	/* the name without its '/' */
+	const char *prefix = &BUDGET_NAME_PREFIX[1];	/* the name without its '/' */
 	struct xdmctl_segment *segs = NULL;
 	size_t count = 0, cap = 0;
 	struct dirent *d;
@@ -185,7 +185,7 @@ nomem:
 struct xdmctl_segment *xdmctl_segment_find(struct xdmctl_segment *segs, size_t n,
 					   const char *device, const char *cmd, int *rc)
 {
-	const char *prefix = BUDGET_NAME_PREFIX + 1;
+	const char *prefix = &BUDGET_NAME_PREFIX[1];
 	struct xdmctl_segment *found = NULL;
 	size_t matches = 0;
 

@@ -103,6 +103,22 @@ TESTS += tests/unit/check_cuda_absent
 tests_unit_check_cuda_absent_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 endif
 
+# ---- conformance: the allocator contract, once, over every stack ----------
+# The list of stacks is at the top of check_conformance.c: the host stacks
+# everywhere, the cuda stacks where a GPU answers (probed in a child
+# process, so that check's forked cases never inherit CUDA state).  Built
+# with the cuda module, it takes the GPU tests' lock (tests/lib/cudatest.c)
+# when it runs the cuda stacks.
+conformance_tests = tests/conformance/check_conformance
+check_PROGRAMS += $(conformance_tests)
+TESTS += $(conformance_tests)
+if HAVE_CUDA
+conformance_cuda_cppflags = $(CUDA_CFLAGS) -DXDM_CONFORMANCE_CUDA
+conformance_cuda_ldadd = tests/lib/libcudatest.la
+endif
+tests_conformance_check_conformance_CPPFLAGS = $(AM_CPPFLAGS) $(conformance_cuda_cppflags)
+tests_conformance_check_conformance_LDADD = $(conformance_cuda_ldadd) $(LDADD) -lrt
+
 # ---- process: several processes --------------------------------------------
 # The budget across real processes: budget_worker is the program each of
 # them execs, so that its pid is the one the segment records.

@@ -73,13 +73,13 @@
 /* ---- the stacks ------------------------------------------------------- */
 
 /*
- * Departures from xdm(3) that a backend's own page documents, and that the
- * cases check as that page says instead (with a NOTE in the log):
+ * What a stack's backend documents of its own, checked as its page says
+ * (with a NOTE in the log):
  *
- * KNOWN_REAP_NO_WAIT: xdm(3) says xdm_reap_pending() waits for the frees
- * not yet run.  host_vmm's reap does nothing ("synchronize the stream to
- * wait for its releases", xdm-host(7)); cuda_vmm's releases what has
- * completed and never waits (xdm-cuda(7)).  The pool over either reaps its
+ * KNOWN_REAP_NO_WAIT: xdm_reap_pending() waits for queued frees only where
+ * the backend can (xdm(3)).  host_vmm's reap does nothing ("synchronize
+ * the stream to wait for its releases", xdm-host(7)); cuda_vmm's releases
+ * what has completed and never waits (xdm-cuda(7)).  The pool over either reaps its
  * upstream from its trimmer thread, which a waiting reap would block on
  * the program's streams, and that trimmer may give granules back at any
  * moment.  So after a reap their releases may still be queued (and

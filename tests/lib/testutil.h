@@ -49,6 +49,13 @@ static inline const struct xdm_ops *const *tu_module_open(const char *dir, const
 	return tables;
 }
 
+static inline void tu_module_close(void **handle)
+{
+	if (*handle)
+		dlclose(*handle);
+	*handle = NULL;
+}
+
 /* The table NAME of KIND among tables; the test fails without one. */
 static inline const struct xdm_ops *tu_module_table(const struct xdm_ops *const *tables,
 						    enum xdm_module_kind kind,

@@ -257,9 +257,7 @@ static void module_setup(void)
 
 static void module_teardown(void)
 {
-	if (module)
-		dlclose(module);
-	module = NULL;
+	tu_module_close(&module);
 }
 
 START_TEST(test_module_tables)

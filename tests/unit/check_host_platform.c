@@ -767,9 +767,7 @@ static void module_setup(void)
 
 static void module_teardown(void)
 {
-	if (module)
-		dlclose(module);
-	module = NULL;
+	tu_module_close(&module);
 }
 
 /* A module symbol through the module's own scope (libxdm is its dependency). */

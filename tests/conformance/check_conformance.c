@@ -1523,13 +1523,17 @@ int main(void)
 	setenv("XDM_MOUNT", "", 1);
 	snprintf(key_prefix, sizeof(key_prefix), "conf%d", (int)getpid());
 	add_platform(false);
+#ifdef XDM_CONFORMANCE_CUDA
+	/*
+	 * Before the probe: its context comes and goes, which another GPU
+	 * suite measuring the device's free memory must not see.
+	 */
+	ct_take_gpu_lock();
+#endif
 	gpu = probe_gpu();
 	if (gpu == 0 || (gpu != 77)) {
 		/* A GPU, or one whose platform fails: the cuda cases run (and
 		 * say why they fail). */
-#ifdef XDM_CONFORMANCE_CUDA
-		ct_take_gpu_lock();
-#endif
 		add_platform(true);
 	}
 	for (int i = 0; i < nstacks; i++)

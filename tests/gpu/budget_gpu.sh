@@ -14,7 +14,8 @@ set -u
 # One GPU test program at a time, as tests/lib/cudatest.c's programs take it:
 # GPU tests read the driver's free memory, which another program moves.
 if command -v flock >/dev/null 2>&1; then
-	exec 9>>"${TMPDIR:-/tmp}/xdm-gpu-tests.lock" && flock 9
+	exec 9>>"${TMPDIR:-/tmp}/xdm-gpu-tests.lock" && flock 9 &&
+		XDM_GPU_LOCK_HELD=1 && export XDM_GPU_LOCK_HELD
 fi
 
 top=${XDM_TOP_BUILDDIR:-.}

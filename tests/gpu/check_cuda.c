@@ -753,11 +753,12 @@ int main(int argc, char **argv)
 	/* Line by line into the log, even if the process dies. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	read_environment();
+	/* The lock before the probe's context (see ct_run_gpu_suite). */
+	ct_take_gpu_lock();
 	rc = ct_probe("cuda_async");
 	if (rc || (argc > 1 && strcmp(argv[1], "--probe") == 0))
 		return rc;
 
-	ct_take_gpu_lock();
 	/* Plain runs take well under a minute; memcheck is slower. */
 	ct_start_watchdog(under_sanitizer ? 420 : 180);
 	r = ct_gpu_init(0);

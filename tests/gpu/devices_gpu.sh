@@ -13,7 +13,8 @@ set -u
 
 # One GPU test program at a time (tests/lib/cudatest.c's lock).
 if command -v flock >/dev/null 2>&1; then
-	exec 9>>"${TMPDIR:-/tmp}/xdm-gpu-tests.lock" && flock 9
+	exec 9>>"${TMPDIR:-/tmp}/xdm-gpu-tests.lock" && flock 9 &&
+		XDM_GPU_LOCK_HELD=1 && export XDM_GPU_LOCK_HELD
 fi
 
 top=${XDM_TOP_BUILDDIR:-.}

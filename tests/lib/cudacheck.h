@@ -85,11 +85,15 @@ static inline int ct_run_gpu_suite(int argc, char **argv, const char *probe_stac
 	int rc, failed;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/*
+	 * The lock first: the probe makes a context and gives it back, which
+	 * another suite measuring the device's free memory must not see.
+	 */
+	ct_take_gpu_lock();
 	rc = ct_probe(probe_stack);
 	if (rc || (argc > 1 && strcmp(argv[1], "--probe") == 0))
 		return rc;
 
-	ct_take_gpu_lock();
 	ct_start_watchdog(ct_under_sanitizer() ? watchdog_s + 300 : watchdog_s);
 	r = ct_gpu_init(0);
 	if (r != CUDA_SUCCESS) {

@@ -107,7 +107,8 @@ const char *ct_result_text(CUresult r);
  * What every GPU test program does before its suite: ct_probe returns 0 if
  * the cuda platform serves stack here, 77 without a GPU (the skip), 99 for a
  * broken setup; ct_take_gpu_lock runs one GPU suite at a time on the machine
- * (released at exit); ct_start_watchdog ends a run whose wait never completes
+ * (released at exit; taken before the probe, whose context another suite's
+ * reading of free memory must not see); ct_start_watchdog ends a run whose wait never completes
  * (CK_NOFORK has no per-test timeout).
  */
 int ct_probe(const char *stack);

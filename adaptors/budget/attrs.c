@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,19 +42,26 @@ static int limit_show(struct xdm_layer *self, char *buf, size_t len)
  * Under the segment's lock, so that the limit and its check word change
  * together: stores race only with each other, and the last one wins.
  */
-static int limit_store(struct xdm_layer *self, const char *buf, size_t len)
+/* A written size, as xdm_parse_size reads it; -EINVAL for anything else. */
+static int parse_limit(const struct budget *b, const char *buf, size_t len, uint64_t *v)
 {
-	struct budget *b = budget_of(self);
 	char text[LIMIT_TEXT_MAX];
-	uint64_t v;
-	int err;
 
 	if (len == 0 || len >= sizeof(text) || memchr(buf, '\0', len))
 		return -EINVAL;
 	memcpy(text, buf, len);
 	text[len] = '\0';
-	if (xdm_parse_size(text, b->device_total, &v) != XDM_OK)
-		return -EINVAL;
+	return xdm_parse_size(text, b->device_total, v) == XDM_OK ? 0 : -EINVAL;
+}
+
+static int limit_store(struct xdm_layer *self, const char *buf, size_t len)
+{
+	struct budget *b = budget_of(self);
+	uint64_t v;
+	int err = parse_limit(b, buf, len, &v);
+
+	if (err)
+		return err;
 	err = budget_lock(b->shm);
 	if (err)
 		return -EBUSY;
@@ -112,11 +120,84 @@ static int unsettled_show(struct xdm_layer *self, char *buf, size_t len)
 	return show_u64(buf, len, atomic_load_explicit(&s->unsettled, memory_order_relaxed));
 }
 
-static int segment_show(struct xdm_layer *self, char *buf, size_t len)
+static int show_text(char *buf, size_t len, const char *text)
 {
-	int n = snprintf(buf, len, "%s\n", budget_of(self)->name);
+	int n = snprintf(buf, len, "%s\n", text);
 
 	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
+}
+
+static int segment_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_text(buf, len, budget_of(self)->name);
+}
+
+static int dir_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_text(buf, len, budget_of(self)->dir);
+}
+
+/*
+ * The process's group: its name ("" in none) and its figures (0 in none,
+ * where a write of group_limit is EINVAL: there is no group to limit).
+ */
+static int group_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_text(buf, len, budget_of(self)->group_name);
+}
+
+static uint64_t group_load(struct xdm_layer *self, size_t offset)
+{
+	struct budget_group *g = budget_of(self)->group;
+
+	return g ? load((_Atomic uint64_t *)((char *)g + offset)) : 0;
+}
+
+static int group_limit_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, group_load(self, offsetof(struct budget_group, limit)));
+}
+
+/* As limit_store, for the group: every member sees the new limit at once. */
+static int group_limit_store(struct xdm_layer *self, const char *buf, size_t len)
+{
+	struct budget *b = budget_of(self);
+	uint64_t v;
+	int err;
+
+	if (!b->group)
+		return -EINVAL;
+	err = parse_limit(b, buf, len, &v);
+	if (err)
+		return err;
+	if (budget_lock(b->shm))
+		return -EBUSY;
+	budget_set_group_limit_locked(b->group, v);
+	budget_unlock(b->shm);
+	return 0;
+}
+
+static int group_used_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, group_load(self, offsetof(struct budget_group, used)));
+}
+
+static int group_remaining_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	uint64_t used = group_load(self, offsetof(struct budget_group, used));
+	uint64_t limit = group_load(self, offsetof(struct budget_group, limit));
+
+	return show_u64(buf, len, used < limit ? limit - used : 0);
+}
+
+static int group_peak_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, group_load(self, offsetof(struct budget_group, peak)));
+}
+
+static int group_refusals_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return show_u64(buf, len, group_load(self, offsetof(struct budget_group, refusals)));
 }
 
 /* One row per attached process, "pid used_bytes"; a snapshot, slot by slot. */
@@ -221,8 +302,54 @@ const struct xdm_attr budget_attrs[] = {
 	{
 		.name = "segment",
 		.mode = 0444,
-		.help = "the shared memory segment's name (in /dev/shm)",
+		.help = "the shared segment's name (in dir)",
 		.show = segment_show,
+	},
+	{
+		.name = "dir",
+		.mode = 0444,
+		.help = "the directory of the shared segment (dir=, $XDM_BUDGET_DIR, or "
+			"/dev/shm)",
+		.show = dir_show,
+	},
+	{
+		.name = "group",
+		.mode = 0444,
+		.help = "the group this process is in (group=, $XDM_BUDGET_GROUP), or an empty "
+			"line",
+		.show = group_show,
+	},
+	{
+		.name = "group_limit",
+		.mode = 0644,
+		.help = "bytes the group's processes may hold together; write a size "
+			"(K/M/G/T, %, max) to change it for all of them (0 in no group)",
+		.show = group_limit_show,
+		.store = group_limit_store,
+	},
+	{
+		.name = "group_used",
+		.mode = 0444,
+		.help = "bytes held by the group's processes, their threads' credit included",
+		.show = group_used_show,
+	},
+	{
+		.name = "group_remaining",
+		.mode = 0444,
+		.help = "bytes, group_limit minus group_used, or 0",
+		.show = group_remaining_show,
+	},
+	{
+		.name = "group_peak",
+		.mode = 0444,
+		.help = "bytes, the highest group_used since the group was made",
+		.show = group_peak_show,
+	},
+	{
+		.name = "group_refusals",
+		.mode = 0444,
+		.help = "allocations the group's limit refused (counted in refusals too)",
+		.show = group_refusals_show,
 	},
 	{ .name = NULL },
 };

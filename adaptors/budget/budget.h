@@ -6,6 +6,7 @@
 #ifndef XDM_BUDGET_H
 #define XDM_BUDGET_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -40,12 +41,23 @@ struct budget {
 	_Atomic(struct budget_credit_book *) credit_books;
 	struct budget_shm *shm;		/* the mapped segment */
 	struct budget_slot *slot;	/* this process's row of it */
+	struct budget_group *group;	/* its group, or NULL */
+	int fd;				/* the segment file: holds the slot's lock */
+	unsigned int slot_index;
 	uint64_t configured_limit;	/* limit= of this layer */
+	uint64_t group_limit;		/* group_limit= (UINT64_MAX: the device's) */
 	uint64_t device_total;		/* the base of % in limit writes */
 	bool reset_stale;		/* attach found a segment of dead owners */
-	pid_t pid;			/* who attached, for the slot */
+	/* Who attached, for the slot (segment.h). */
+	pid_t pid;
 	uint64_t start_time;
+	uint64_t pidns;
+	char comm[BUDGET_COMM_MAX];
+	char container[BUDGET_CONTAINER_MAX];
+	char group_name[BUDGET_GROUP_NAME_MAX];	/* "": in no group */
 	char name[BUDGET_NAME_MAX];	/* "/xdm-budget-<key>" */
+	char dir[PATH_MAX];		/* where the segment is */
+	char path[PATH_MAX];		/* dir and name */
 	char uuid[40];			/* the device, for messages */
 };
 
@@ -68,15 +80,20 @@ enum budget_step {
 	BUDGET_STEP_NONE,
 	BUDGET_STEP_RESERVE_BEGUN,	/* begun counted, nothing changed */
 	BUDGET_STEP_RESERVE_SHARED,	/* the shared usage has the bytes */
+	BUDGET_STEP_RESERVE_GROUP,	/* ... and the group's usage */
 	BUDGET_STEP_RESERVE_SLOT,	/* ... and the slot has them */
 	BUDGET_STEP_RELEASE_BEGUN,
 	BUDGET_STEP_RELEASE_SLOT,	/* the slot gave them back */
+	BUDGET_STEP_RELEASE_GROUP,	/* ... and the group's usage */
 	BUDGET_STEP_RELEASE_SHARED,	/* ... and the shared usage */
+	/* A slot emptied: begun, the slot, its group, the shared usage. */
 	BUDGET_STEP_DETACH_BEGUN,	/* the last detach, under the lock */
 	BUDGET_STEP_DETACH_SLOT,
+	BUDGET_STEP_DETACH_GROUP,
 	BUDGET_STEP_DETACH_SHARED,
 	BUDGET_STEP_RECLAIM_BEGUN,	/* a reclaimer emptying a dead slot */
 	BUDGET_STEP_RECLAIM_SLOT,
+	BUDGET_STEP_RECLAIM_GROUP,
 	BUDGET_STEP_RECLAIM_SHARED,
 	BUDGET_STEP_SETTLE_SHARED,	/* a settlement subtracted, slots not freed */
 	BUDGET_STEP_COUNT
@@ -110,22 +127,34 @@ enum xdm_status budget_validate_locked(const struct budget *b, struct budget_shm
 
 /*
  * Under the segment's lock: empty every slot of a dead process into the
- * shared usage.  Returns the bytes given back; *live counts the slots
- * left, *dead those cleared (either may be NULL).
+ * shared usage (and its group's).  fd is the caller's open segment file
+ * and own its slot (alive, whatever its lock says through fd), or NULL.
+ * Returns the bytes given back; *live counts the slots left, *dead those
+ * cleared (either may be NULL).
  */
-uint64_t budget_reclaim_locked(struct budget_shm *s, unsigned int *live, unsigned int *dead);
+uint64_t budget_reclaim_locked(struct budget_shm *s, int fd, const struct budget_slot *own,
+			       unsigned int *live, unsigned int *dead);
+/* Which slots' processes run, by their locks (budget_reclaim_locked's rule). */
+void budget_slots_alive(struct budget_shm *s, int fd, const struct budget_slot *own,
+			bool alive[BUDGET_SLOTS]);
 /*
- * Empty a slot into the shared usage, bracketed as a change (segment.h);
- * first names the BEGUN step of the caller's three fault steps.  Returns
- * the bytes given back.
+ * Empty a slot into its group's usage and the shared usage, bracketed as
+ * a change (segment.h); first names the BEGUN step of the caller's four
+ * fault steps.  Returns the bytes given back.
  */
 uint64_t budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budget_step first);
+/* Under the lock: a slot leaves its group, which is freed with its last member. */
+void budget_group_leave(struct budget_shm *s, struct budget_slot *slot);
 /* How long a reclaim looks for a quiet moment before it leaves a dead slot
  * to the next scan: it holds the lock meanwhile. */
 #define BUDGET_SETTLE_NS 2000000ull
-/* Whether no live slot is inside a change: then *used and *live_sum. */
-bool budget_quiet_usage(struct budget_shm *s, const bool *alive, uint64_t *used,
-			uint64_t *live_sum);
+/* The usages, and what the live slots hold of them, at one quiet moment. */
+struct budget_quiet {
+	uint64_t used, live;
+	uint64_t group_used[BUDGET_GROUPS], group_live[BUDGET_GROUPS];
+};
+/* Whether no live slot is inside a change: then *q. */
+bool budget_quiet_usage(struct budget_shm *s, const bool *alive, struct budget_quiet *q);
 /* used -= min(n, used): for paths that may meet a leak, never the hot one. */
 void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n);
 
@@ -157,46 +186,76 @@ static inline void budget_slot_end(struct budget_slot *slot)
 }
 
 /*
- * Reserve n bytes: a compare-and-swap loop on the shared usage that never
- * lets it pass the limit, so that no interleaving of any processes ever has
- * the device over its budget.  Then the process's own slot, which is what a
- * reclaimer gives back if this process dies.  A death between the two is
+ * Add n to a usage unless that passes its limit: a compare-and-swap loop
+ * that never lets it pass, so that no interleaving of any processes ever
+ * has the device (or a group) over its budget.  false with what remains.
+ */
+static inline bool budget_usage_take(_Atomic uint64_t *usage, _Atomic uint64_t *limitp,
+				     uint64_t n, uint64_t *remaining)
+{
+	uint64_t used = atomic_load_explicit(usage, memory_order_relaxed), limit;
+
+	do {
+		limit = atomic_load_explicit(limitp, memory_order_relaxed);
+		if (used > limit || n > limit - used) {
+			*remaining = used > limit ? 0 : limit - used;
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(usage, &used, used + n,
+							memory_order_release,
+							memory_order_relaxed));
+	return true;
+}
+
+/* A peak raised to used (it shares used's cache line: cheap). */
+static inline void budget_peak_raise(_Atomic uint64_t *peakp, _Atomic uint64_t *usage)
+{
+	uint64_t used = atomic_load_explicit(usage, memory_order_relaxed);
+	uint64_t peak = atomic_load_explicit(peakp, memory_order_relaxed);
+
+	while (used > peak &&
+	       !atomic_compare_exchange_weak_explicit(peakp, &peak, used, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+/*
+ * Reserve n bytes: the device's usage, then the group's (undone if the
+ * group has no room), then the process's own slot, which is what a
+ * reclaimer gives back if this process dies.  A death between them is
  * settled by the reclaimer (the slot's begun and done disagree).
  */
 static inline bool budget_reserve(struct budget *b, uint64_t n, uint64_t *remaining)
 {
 	struct budget_shm *s = b->shm;
-	uint64_t used, limit, peak;
+	struct budget_group *g = b->group;
+	uint64_t left;
 
 	budget_slot_begin(b->slot);
 	BUDGET_STEP(BUDGET_STEP_RESERVE_BEGUN);
-	used = atomic_load_explicit(&s->used, memory_order_relaxed);
-	do {
-		limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
-		if (used > limit || n > limit - used) {
-			*remaining = used > limit ? 0 : limit - used;
-			budget_slot_end(b->slot);
-			return false;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(&s->used, &used, used + n,
-							memory_order_release,
-							memory_order_relaxed));
+	if (!budget_usage_take(&s->used, &s->limit, n, remaining)) {
+		budget_slot_end(b->slot);
+		return false;
+	}
 	BUDGET_STEP(BUDGET_STEP_RESERVE_SHARED);
+	if (g && !budget_usage_take(&g->used, &g->limit, n, &left)) {
+		atomic_fetch_sub_explicit(&s->used, n, memory_order_release);
+		budget_slot_end(b->slot);
+		*remaining = left;
+		return false;
+	}
+	BUDGET_STEP(BUDGET_STEP_RESERVE_GROUP);
 	atomic_fetch_add_explicit(&b->slot->used, n, memory_order_release);
 	BUDGET_STEP(BUDGET_STEP_RESERVE_SLOT);
 	budget_slot_end(b->slot);
 
-	/* peak shares used's cache line, which this CPU now owns: cheap. */
-	used += n;
-	peak = atomic_load_explicit(&s->peak, memory_order_relaxed);
-	while (used > peak &&
-	       !atomic_compare_exchange_weak_explicit(&s->peak, &peak, used, memory_order_relaxed,
-						      memory_order_relaxed))
-		;
+	budget_peak_raise(&s->peak, &s->used);
+	if (g)
+		budget_peak_raise(&g->peak, &g->used);
 	return true;
 }
 
-/* The mirror of budget_reserve: the slot first, then the shared usage. */
+/* The mirror of budget_reserve: the slot first, then the group, then the device. */
 static inline void budget_release(struct budget *b, uint64_t n)
 {
 	struct budget_shm *s = b->shm;
@@ -205,6 +264,9 @@ static inline void budget_release(struct budget *b, uint64_t n)
 	BUDGET_STEP(BUDGET_STEP_RELEASE_BEGUN);
 	atomic_fetch_sub_explicit(&b->slot->used, n, memory_order_release);
 	BUDGET_STEP(BUDGET_STEP_RELEASE_SLOT);
+	if (b->group)
+		atomic_fetch_sub_explicit(&b->group->used, n, memory_order_release);
+	BUDGET_STEP(BUDGET_STEP_RELEASE_GROUP);
 	atomic_fetch_sub_explicit(&s->used, n, memory_order_release);
 	BUDGET_STEP(BUDGET_STEP_RELEASE_SHARED);
 	budget_slot_end(b->slot);

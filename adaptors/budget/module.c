@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -68,10 +69,85 @@ static enum xdm_status make_name(struct budget *b, const char *key)
 	return XDM_OK;
 }
 
+/*
+ * A parameter, else its environment variable, else NULL: the config names
+ * what a deployment fixes, the environment what a launcher (a pod spec, a
+ * test runner) gives each process.
+ */
+static const char *param_or_env(const struct xdm_params *params, const char *name,
+				const char *env)
+{
+	const char *v = xdm_params_string(params, name);
+
+	if (v && *v)
+		return v;
+	v = getenv(env);
+	return v && *v ? v : NULL;
+}
+
+/*
+ * The directory of the segment: an absolute path to a directory that
+ * nobody but root and this user can change, or a sticky one like
+ * /dev/shm.  Anyone else who can write there could put a file of their
+ * own under the segment's name between our checks.
+ */
+static enum xdm_status use_dir(struct budget *b, const char *dir)
+{
+	struct stat st;
+
+	if (dir[0] != '/')
+		return xdm_error_set(XDM_E_CONFIG, "budget: dir must be an absolute path, not '%s'",
+				     dir);
+	if (stat(dir, &st) != 0)
+		return xdm_error_set(XDM_E_CONFIG, "budget: dir %s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return xdm_error_set(XDM_E_CONFIG, "budget: dir %s is not a directory", dir);
+	if (st.st_uid != 0 && st.st_uid != geteuid())
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: dir %s belongs to uid %u, who could replace the "
+				     "segment: use a directory of root's or of uid %u",
+				     dir, (unsigned)st.st_uid, (unsigned)geteuid());
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: dir %s is writable by others (mode %03o) without the "
+				     "sticky bit: any of them could replace the segment",
+				     dir, (unsigned)(st.st_mode & 0777));
+	if (strlen(dir) + strlen(b->name) >= sizeof(b->path))
+		return xdm_error_set(XDM_E_CONFIG, "budget: dir %s is too long", dir);
+	memcpy(b->dir, dir, strlen(dir) + 1);
+	memcpy(b->path, dir, strlen(dir));
+	memcpy(b->path + strlen(dir), b->name, strlen(b->name) + 1);
+	return XDM_OK;
+}
+
+/* The group this process joins, and its limit (see join_group). */
+static enum xdm_status use_group(struct budget *b, const struct xdm_params *params)
+{
+	const char *name = param_or_env(params, "group", "XDM_BUDGET_GROUP");
+	const char *limit = param_or_env(params, "group_limit", "XDM_BUDGET_GROUP_LIMIT");
+
+	b->group_limit = UINT64_MAX;
+	if (!name) {
+		if (limit)
+			return xdm_error_set(XDM_E_CONFIG, "budget: group_limit without a group: "
+					     "name one with group= or XDM_BUDGET_GROUP");
+		return XDM_OK;
+	}
+	if (strlen(name) >= sizeof(b->group_name) || strchr(name, '\n'))
+		return xdm_error_set(XDM_E_CONFIG, "budget: a group name is one line of at most %d "
+				     "bytes, not '%s'", BUDGET_GROUP_NAME_MAX - 1, name);
+	snprintf(b->group_name, sizeof(b->group_name), "%s", name);
+	if (limit && xdm_parse_size(limit, b->device_total, &b->group_limit) != XDM_OK)
+		return xdm_error_set(XDM_E_CONFIG, "budget: group_limit '%s' is not a size "
+				     "(K/M/G/T, %% of the device, max)", limit);
+	return XDM_OK;
+}
+
 static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_params *params)
 {
 	const struct xdm_device_info *dev = xdm_layer_device(self);
 	const char *key = xdm_params_string(params, "key");
+	const char *dir = param_or_env(params, "dir", "XDM_BUDGET_DIR");
 	struct budget *b;
 	enum xdm_status st;
 	int err;
@@ -79,6 +155,7 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "budget: no memory for its state");
+	b->fd = -1;
 	snprintf(b->uuid, sizeof(b->uuid), "%s", dev->uuid);
 	b->device_total = dev->total_bytes;
 	b->configured_limit = xdm_params_size(params, "limit");
@@ -91,14 +168,19 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 	b->pid = getpid();
 
 	st = make_name(b, key && *key ? key : dev->uuid);
+	if (!st)
+		st = use_dir(b, dir ? dir : BUDGET_DEFAULT_DIR);
+	if (!st)
+		st = use_group(b, params);
 	if (st)
 		goto fail;
-	err = budget_proc_identity(b->pid, &b->start_time, NULL);
+	err = budget_self_identity(param_or_env(params, "container", "XDM_BUDGET_CONTAINER"),
+				   &b->start_time, &b->pidns, b->comm, b->container);
 	if (err) {
 		st = xdm_error_set(XDM_E_NOT_SUPPORTED,
 				   "budget: cannot read this process's start time from "
-				   "/proc/self/stat (%s): it is how dead processes are told from "
-				   "live ones",
+				   "/proc/self/stat (%s): with its pid it names the process's "
+				   "slot",
 				   strerror(-err));
 		goto fail;
 	}
@@ -153,22 +235,58 @@ static bool reserve_after_reclaim(struct budget *b, uint64_t n, uint64_t *remain
 
 	if (budget_now_ns() - last >= BUDGET_RESCAN_NS && budget_lock(s) == 0) {
 		if (atomic_load_explicit(&s->scans, memory_order_relaxed) == scans)
-			budget_reclaim_locked(s, NULL, NULL);
+			budget_reclaim_locked(s, b->fd, b->slot, NULL, NULL);
 		budget_unlock(s);
 	}
 	return budget_charge(b, n, remaining);
 }
 
+static uint64_t room(_Atomic uint64_t *used, _Atomic uint64_t *limit)
+{
+	uint64_t u = atomic_load_explicit(used, memory_order_relaxed);
+	uint64_t l = atomic_load_explicit(limit, memory_order_relaxed);
+
+	return u < l ? l - u : 0;
+}
+
+/*
+ * The sentence names who refused: the device's limit, or the group's.  A
+ * process in a group is told both figures, read as the refusal saw them
+ * (the group refused when it has less room than was asked).  Every refusal
+ * counts in the device's refusals; the group's count its own.
+ */
 static enum xdm_status refuse(struct budget *b, size_t requested, uint64_t remaining,
 			      const char *why)
 {
-	uint64_t limit = atomic_load_explicit(&b->shm->limit, memory_order_relaxed);
+	struct budget_shm *s = b->shm;
+	struct budget_group *g = b->group;
+	uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
+	uint64_t device_room = room(&s->used, &s->limit), group_room, group_limit;
 
-	atomic_fetch_add_explicit(&b->shm->refusals, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->refusals, 1, memory_order_relaxed);
+	if (!g)
+		return xdm_error_set_budget(requested, remaining,
+					    "budget: %s%zu bytes requested, %" PRIu64 " remaining of "
+					    "limit %" PRIu64 " on device %s",
+					    why, requested, remaining, limit, b->uuid);
+	group_room = room(&g->used, &g->limit);
+	group_limit = atomic_load_explicit(&g->limit, memory_order_relaxed);
+	if (group_room < requested && group_room <= device_room) {
+		atomic_fetch_add_explicit(&g->refusals, 1, memory_order_relaxed);
+		return xdm_error_set_budget(requested, remaining,
+					    "budget: %sgroup '%s' refused: %zu bytes requested, "
+					    "%" PRIu64 " remaining of the group's limit %" PRIu64
+					    " (the device %s has %" PRIu64 " remaining of %" PRIu64
+					    ")",
+					    why, b->group_name, requested, group_room, group_limit,
+					    b->uuid, device_room, limit);
+	}
 	return xdm_error_set_budget(requested, remaining,
-				    "budget: %s%zu bytes requested, %" PRIu64 " remaining of "
-				    "limit %" PRIu64 " on device %s",
-				    why, requested, remaining, limit, b->uuid);
+				    "budget: %sthe device refused: %zu bytes requested, %" PRIu64
+				    " remaining of limit %" PRIu64 " on device %s (group '%s' has "
+				    "%" PRIu64 " remaining of %" PRIu64 ")",
+				    why, requested, device_room, limit, b->uuid, b->group_name,
+				    group_room, group_limit);
 }
 
 /* Charge, then allocate from the upstream: anywhere, or at exactly at. */
@@ -260,6 +378,35 @@ static const struct xdm_param_spec budget_params[] = {
 		.default_value = NULL,
 		.help = "the name of the shared segment, /xdm-budget-<key>; default: the "
 			"device's UUID",
+	},
+	{
+		.name = "dir",
+		.type = XDM_PARAM_STRING,
+		.default_value = NULL,
+		.help = "the directory of the shared segment, one that processes in other "
+			"containers see too; default: $XDM_BUDGET_DIR, else /dev/shm",
+	},
+	{
+		.name = "group",
+		.type = XDM_PARAM_STRING,
+		.default_value = NULL,
+		.help = "a group inside the device's budget (a pod, a job, a test worker), "
+			"with a limit of its own; default: $XDM_BUDGET_GROUP, else none",
+	},
+	{
+		.name = "group_limit",
+		.type = XDM_PARAM_STRING,
+		.default_value = NULL,
+		.help = "bytes the group's processes may hold together (K/M/G/T, %, max); "
+			"the group's first process sets it; default: "
+			"$XDM_BUDGET_GROUP_LIMIT, else max",
+	},
+	{
+		.name = "container",
+		.type = XDM_PARAM_STRING,
+		.default_value = NULL,
+		.help = "the name xdmctl ps shows for this process's container; default: "
+			"$XDM_BUDGET_CONTAINER, else the process's cgroup",
 	},
 	{
 		.name = "credit",

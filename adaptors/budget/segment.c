@@ -3,7 +3,13 @@
  * segment.c - the life of the shared segment: create or find it, attach a
  * process to it, detach, and unlink it when the last process leaves.
  *
- * Creation race: shm_open(O_CREAT | O_EXCL) picks one creator.  It sizes
+ * The segment is a file, xdm-budget-<key>, in /dev/shm or the directory
+ * that dir= names (a directory that containers share, for one budget
+ * across them).  Each attached process keeps it open: the lock it holds
+ * on its slot through that descriptor is how others know it is alive
+ * (liveness.c).
+ *
+ * Creation race: open(O_CREAT | O_EXCL) picks one creator.  It sizes
  * and fills the segment and writes the magic last; everyone else waits for
  * the magic and never reads a segment without it.  A segment that stays
  * without its magic for BUDGET_READY_WAIT_MS lost its creator during those
@@ -43,6 +49,12 @@ static void sleep_ms(long ms)
 		;
 }
 
+/* Open the segment file: no link followed, closed across exec. */
+static int open_file(const struct budget *b, int flags)
+{
+	return open(b->path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+}
+
 static enum xdm_status errno_status(int err, const struct budget *b, const char *what)
 {
 	char buf[128];
@@ -65,9 +77,9 @@ static enum xdm_status lock_status(int err, const struct budget *b)
 	if (err == EINVAL || err == ENOTRECOVERABLE)
 		return xdm_error_set(XDM_E_CONFIG,
 				     "budget: the lock of the shared segment %s is unusable (%s): "
-				     "the segment is corrupt and not used. Remove /dev/shm%s once "
+				     "the segment is corrupt and not used. Remove %s once "
 				     "no process uses it",
-				     b->name, strerror(err), b->name);
+				     b->name, strerror(err), b->path);
 	return errno_status(err, b, "cannot take the lock of");
 }
 
@@ -122,7 +134,7 @@ static enum xdm_status create_segment(struct budget *b, int fd, struct budget_sh
 	return XDM_OK;
 
 fail:
-	shm_unlink(b->name);
+	unlink(b->path);
 	return st;
 }
 
@@ -130,14 +142,10 @@ fail:
 static void drop_abandoned(struct budget *b, int fd)
 {
 	struct stat mine, named;
-	int fd2 = shm_open(b->name, O_RDONLY | O_CLOEXEC, 0);
 
-	if (fd2 < 0)
-		return;
-	if (fstat(fd, &mine) == 0 && fstat(fd2, &named) == 0 && mine.st_ino == named.st_ino &&
-	    mine.st_dev == named.st_dev)
-		shm_unlink(b->name);
-	close(fd2);
+	if (fstat(fd, &mine) == 0 && lstat(b->path, &named) == 0 &&
+	    mine.st_ino == named.st_ino && mine.st_dev == named.st_dev)
+		unlink(b->path);
 }
 
 /* Never use a segment another user could write, or made to mislead us. */
@@ -155,10 +163,9 @@ static enum xdm_status foreign(const struct budget *b, uid_t owner)
  */
 static enum xdm_status unopenable(struct budget *b, int err)
 {
-	char path[sizeof("/dev/shm") + BUDGET_NAME_MAX];
+	const char *path = b->path;
 	struct stat sb;
 
-	snprintf(path, sizeof(path), "/dev/shm%s", b->name);
 	if (lstat(path, &sb) != 0)
 		return errno_status(err, b, "cannot open the shared segment");
 	if (sb.st_uid != geteuid())
@@ -191,9 +198,9 @@ static enum xdm_status abandoned_or_corrupt(struct budget *b, int fd, const stru
 	if (used)
 		return xdm_error_set(XDM_E_CONFIG,
 				     "budget: the shared segment %s has no magic but holds data: "
-				     "it is corrupt and not used. Remove /dev/shm%s once no "
+				     "it is corrupt and not used. Remove %s once no "
 				     "process uses it",
-				     b->name, b->name);
+				     b->name, b->path);
 	drop_abandoned(b, fd);
 	return BUDGET_RETRY;
 }
@@ -214,8 +221,8 @@ static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm 
 	if (sb.st_mode & 077)
 		return xdm_error_set(XDM_E_CONFIG,
 				     "budget: the shared segment %s is open to other users "
-				     "(mode %03o); remove /dev/shm%s and start again",
-				     b->name, (unsigned)(sb.st_mode & 0777), b->name);
+				     "(mode %03o); remove %s and start again",
+				     b->name, (unsigned)(sb.st_mode & 0777), b->path);
 
 	for (waited = 0;; waited++) {
 		/* The creator sizes it in one call: another size is another
@@ -243,8 +250,8 @@ static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm 
 				st = xdm_error_set(XDM_E_CONFIG,
 						   "budget: %s is not an xdm budget segment (its "
 						   "magic is %#" PRIx64 "): it is not used. Remove "
-						   "/dev/shm%s once no process uses it",
-						   b->name, magic, b->name);
+						   "%s once no process uses it",
+						   b->name, magic, b->path);
 				goto fail;
 			}
 		}
@@ -289,57 +296,155 @@ fail:
 	return st;
 }
 
-static enum xdm_status open_segment(struct budget *b, struct budget_shm **out)
+/* The segment mapped in *out, its file open in *fd (kept: it holds our lock). */
+static enum xdm_status open_segment(struct budget *b, struct budget_shm **out, int *fd)
 {
 	enum xdm_status st;
-	int fd;
 
-	fd = shm_open(b->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		st = create_segment(b, fd, out);
-		close(fd);
-		return st;
+	*fd = open_file(b, O_RDWR | O_CREAT | O_EXCL);
+	if (*fd >= 0) {
+		st = create_segment(b, *fd, out);
+		goto out;
 	}
 	if (errno != EEXIST)
 		return errno_status(errno, b, "cannot create the shared segment");
-	fd = shm_open(b->name, O_RDWR | O_CLOEXEC, 0);
-	if (fd < 0) {
+	*fd = open_file(b, O_RDWR);
+	if (*fd < 0) {
 		if (errno == ENOENT)	/* its last user unlinked it meanwhile */
 			return BUDGET_RETRY;
 		return unopenable(b, errno);
 	}
-	st = join_segment(b, fd, out);
-	close(fd);
+	st = join_segment(b, *fd, out);
+out:
+	if (st) {
+		close(*fd);
+		*fd = -1;
+	}
 	return st;
 }
 
-/* Under the lock: this process's slot, claimed if it has none yet. */
-static struct budget_slot *claim_slot(struct budget *b, struct budget_shm *s)
+/*
+ * Under the lock: this process's slot, claimed if it has none yet, and
+ * this layer's hold on its lock.  A process is its pid, its start time
+ * and its pid namespace: pids repeat from one container to another.
+ */
+static enum xdm_status claim_slot(struct budget *b, struct budget_shm *s)
 {
 	struct budget_slot *free_slot = NULL;
+	unsigned int free_index = 0;
+	int err;
 
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
 		struct budget_slot *slot = &s->slots[i];
 		pid_t pid = atomic_load_explicit(&slot->pid, memory_order_relaxed);
 
-		if (pid == b->pid && slot->start_time == b->start_time) {
+		if (pid == b->pid && slot->start_time == b->start_time &&
+		    slot->pidns == b->pidns) {
+			err = budget_slot_hold(b->fd, i);
+			if (err)
+				goto no_lock;
 			slot->attach++;
-			return slot;
+			b->slot = slot;
+			b->slot_index = i;
+			return XDM_OK;
 		}
-		if (!pid && !free_slot)
+		if (!pid && !free_slot) {
 			free_slot = slot;
+			free_index = i;
+		}
 	}
 	if (!free_slot)
-		return NULL;
-	/* pid last: a claim cut short leaves a free slot.  A slot settled
-	 * after a death inside a change keeps begun != done: reset both. */
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY,
+				     "budget: all %u process slots of %s are taken by live "
+				     "processes",
+				     BUDGET_SLOTS, b->name);
+	/* The lock first, pid last: a claim cut short leaves a free slot. */
+	err = budget_slot_hold(b->fd, free_index);
+	if (err)
+		goto no_lock;
+	/* A slot settled after a death inside a change keeps begun != done:
+	 * reset both. */
 	free_slot->attach = 1;
 	free_slot->start_time = b->start_time;
+	free_slot->group = 0;
+	free_slot->pidns = b->pidns;
+	memcpy(free_slot->comm, b->comm, sizeof(free_slot->comm));
+	memcpy(free_slot->container, b->container, sizeof(free_slot->container));
 	atomic_store_explicit(&free_slot->used, 0, memory_order_relaxed);
 	atomic_store_explicit(&free_slot->begun, 0, memory_order_relaxed);
 	atomic_store_explicit(&free_slot->done, 0, memory_order_relaxed);
 	atomic_store_explicit(&free_slot->pid, b->pid, memory_order_release);
-	return free_slot;
+	b->slot = free_slot;
+	b->slot_index = free_index;
+	return XDM_OK;
+
+no_lock:
+	return xdm_error_set(XDM_E_NOT_SUPPORTED,
+			     "budget: cannot lock this process's slot of %s (fcntl "
+			     "F_OFD_SETLK: %s): the lock is how other processes know this "
+			     "one is alive; %s must be on a file system with open file "
+			     "description locks (tmpfs, ext4, xfs; not every network file "
+			     "system)",
+			     b->path, strerror(-err), b->dir);
+}
+
+/*
+ * Under the lock: this process's group, joined by its first budget layer
+ * (or the entry made by the group's first member, whose group_limit
+ * stands).  Every layer of one process on one device names the same group:
+ * the process has one slot, and a slot one group.
+ */
+static enum xdm_status join_group(struct budget *b, struct budget_shm *s)
+{
+	struct budget_slot *slot = b->slot;
+	struct budget_group *g = budget_group_of(s, slot), *free_g = NULL;
+
+	if (g || slot->group) {
+		if (!g || strncmp(g->name, b->group_name, sizeof(g->name)))
+			goto mismatch;
+		b->group = g;
+		return XDM_OK;
+	}
+	if (!b->group_name[0])
+		return XDM_OK;
+	if (slot->attach > 1)
+		goto mismatch;	/* an earlier layer of this process joined none */
+	for (unsigned int i = 0; i < BUDGET_GROUPS && !g; i++) {
+		struct budget_group *e = &s->groups[i];
+
+		if (e->members && !strncmp(e->name, b->group_name, sizeof(e->name)))
+			g = e;
+		else if (!e->members && !free_g)
+			free_g = e;
+	}
+	if (!g) {
+		if (!free_g)
+			return xdm_error_set(XDM_E_OUT_OF_MEMORY,
+					     "budget: all %u groups of %s are taken; group '%s' "
+					     "cannot be made",
+					     BUDGET_GROUPS, b->name, b->group_name);
+		g = free_g;
+		memset(g->name, 0, sizeof(g->name));
+		memcpy(g->name, b->group_name, strlen(b->group_name));
+		atomic_store_explicit(&g->used, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->peak, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->refusals, 0, memory_order_relaxed);
+		budget_set_group_limit_locked(g, b->group_limit);
+	}
+	g->members++;
+	slot->group = (uint32_t)(g - s->groups) + 1;
+	b->group = g;
+	return XDM_OK;
+
+mismatch:
+	return xdm_error_set(XDM_E_CONFIG,
+			     "budget: this process is in %s%.*s%s on %s, and this budget "
+			     "layer names %s%s%s: every budget layer of a process on one "
+			     "device names the same group",
+			     g ? "group '" : "no group", g ? (int)strnlen(g->name, sizeof(g->name)) : 0,
+			     g ? g->name : "", g ? "'" : "", b->name,
+			     b->group_name[0] ? "group '" : "no group", b->group_name,
+			     b->group_name[0] ? "'" : "");
 }
 
 /*
@@ -357,6 +462,39 @@ static void take_over(struct budget *b, struct budget_shm *s, unsigned int dead)
 	atomic_store_explicit(&s->peak, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->refusals, 0, memory_order_relaxed);
 	budget_set_limit_locked(s, b->configured_limit);
+	/* No live process: no group has a member either. */
+	for (unsigned int i = 0; i < BUDGET_GROUPS; i++) {
+		struct budget_group *g = &s->groups[i];
+
+		g->members = 0;
+		memset(g->name, 0, sizeof(g->name));
+		atomic_store_explicit(&g->used, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->peak, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->refusals, 0, memory_order_relaxed);
+		budget_set_group_limit_locked(g, 0);
+	}
+}
+
+/*
+ * Under the lock: this layer lets go of its slot; the process's last
+ * layer empties it, leaves its group and frees it.
+ */
+static void release_slot_locked(struct budget *b, struct budget_shm *s)
+{
+	struct budget_slot *slot = b->slot;
+
+	budget_slot_unhold(b->fd, b->slot_index);
+	if (slot->attach > 0 && --slot->attach == 0) {
+		/*
+		 * Blocks of a runtime destroyed while they were live are
+		 * counted here until the process's last budget layer leaves:
+		 * then nothing can free them any more.
+		 */
+		budget_slot_empty(s, slot, BUDGET_STEP_DETACH_BEGUN);
+		budget_group_leave(s, slot);
+		slot->start_time = 0;
+		atomic_store_explicit(&slot->pid, 0, memory_order_release);
+	}
 }
 
 static enum xdm_status attach_locked(struct budget *b, struct budget_shm *s)
@@ -369,16 +507,16 @@ static enum xdm_status attach_locked(struct budget *b, struct budget_shm *s)
 	st = budget_validate_locked(b, s);
 	if (st)
 		return st;
-	budget_reclaim_locked(s, &live, &dead);
+	budget_reclaim_locked(s, b->fd, NULL, &live, &dead);
 	if (!live)
 		take_over(b, s, dead);
-	b->slot = claim_slot(b, s);
-	if (!b->slot)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY,
-				     "budget: all %u process slots of %s are taken by live "
-				     "processes",
-				     BUDGET_SLOTS, b->name);
-	return XDM_OK;
+	st = claim_slot(b, s);
+	if (st)
+		return st;
+	st = join_group(b, s);
+	if (st)
+		release_slot_locked(b, s);
+	return st;
 }
 
 enum xdm_status budget_attach(struct budget *b)
@@ -388,18 +526,22 @@ enum xdm_status budget_attach(struct budget *b)
 	int err;
 
 	for (int tries = 0; tries < BUDGET_OPEN_TRIES && st == BUDGET_RETRY; tries++) {
-		st = open_segment(b, &s);
+		st = open_segment(b, &s, &b->fd);
 		if (st)
 			continue;
 		err = budget_lock(s);
 		if (err) {
 			munmap(s, sizeof(*s));
+			close(b->fd);
+			b->fd = -1;
 			return lock_status(err, b);
 		}
 		st = attach_locked(b, s);
 		budget_unlock(s);
 		if (st) {
 			munmap(s, sizeof(*s));
+			close(b->fd);
+			b->fd = -1;
 			continue;
 		}
 		b->shm = s;
@@ -415,30 +557,23 @@ enum xdm_status budget_attach(struct budget *b)
 void budget_detach(struct budget *b)
 {
 	struct budget_shm *s = b->shm;
-	struct budget_slot *slot = b->slot;
 	unsigned int live;
 
 	/* A lock that cannot be taken (ENOTRECOVERABLE) leaves our slot to
 	 * the reclaim of whoever comes next, as if we had died. */
 	if (budget_lock(s) == 0) {
-		if (slot->attach > 0 && --slot->attach == 0) {
-			/*
-			 * Blocks of a runtime destroyed while they were live
-			 * are counted here until the process's last budget
-			 * layer leaves: then nothing can free them any more.
-			 */
-			budget_slot_empty(s, slot, BUDGET_STEP_DETACH_BEGUN);
-			slot->start_time = 0;
-			atomic_store_explicit(&slot->pid, 0, memory_order_release);
-		}
-		budget_reclaim_locked(s, &live, NULL);
+		release_slot_locked(b, s);
+		budget_reclaim_locked(s, b->fd, NULL, &live, NULL);
 		if (!live) {
 			s->unlinked = 1;
-			shm_unlink(b->name);
+			unlink(b->path);
 		}
 		budget_unlock(s);
 	}
 	munmap(s, sizeof(*s));
+	close(b->fd);	/* drops this layer's hold on the slot's lock */
+	b->fd = -1;
 	b->shm = NULL;
 	b->slot = NULL;
+	b->group = NULL;
 }

@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sched.h>
+#include <string.h>
 #include <time.h>
 
 #include "budget.h"
@@ -40,8 +41,8 @@ static enum xdm_status corrupt(const struct budget *b, const char *fmt, ...)
 	va_end(ap);
 	return xdm_error_set(XDM_E_CONFIG,
 			     "budget: the shared segment %s is corrupt: %s; it is not used. "
-			     "Remove /dev/shm%s once no process uses it",
-			     b->name, what, b->name);
+			     "Remove %s once no process uses it",
+			     b->name, what, b->path);
 }
 
 static enum xdm_status validate_slot(const struct budget *b, const struct budget_slot *slot,
@@ -60,6 +61,39 @@ static enum xdm_status validate_slot(const struct budget *b, const struct budget
 	if (begun - done >= BUDGET_INFLIGHT_MAX)
 		return corrupt(b, "slot %u of pid %" PRId32 " began %" PRIu64 " changes and "
 			       "finished %" PRIu64, i, pid, begun, done);
+	if (slot->group > BUDGET_GROUPS)
+		return corrupt(b, "slot %u of pid %" PRId32 " is in group %" PRIu32 " of %u", i,
+			       pid, slot->group, BUDGET_GROUPS);
+	return XDM_OK;
+}
+
+/*
+ * A group entry: its name, its limit against its check word, and as many
+ * members as slots name it (both change together, under the lock).
+ */
+static enum xdm_status validate_group(const struct budget *b, struct budget_shm *s,
+				      unsigned int g)
+{
+	const struct budget_group *e = &s->groups[g];
+	uint64_t limit = atomic_load_explicit(&e->limit, memory_order_relaxed);
+	uint64_t check = atomic_load_explicit(&e->limit_check, memory_order_relaxed);
+	unsigned int members = 0;
+
+	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
+		members += atomic_load_explicit(&s->slots[i].pid, memory_order_relaxed) &&
+			   s->slots[i].group == g + 1;
+	if (members != e->members)
+		return corrupt(b, "group entry %u counts %" PRIu32 " members, and %u slots are "
+			       "in it", g, e->members, members);
+	if (!e->members)
+		return XDM_OK;
+	if (!e->name[0] || memchr(e->name, '\0', sizeof(e->name)) == NULL)
+		return corrupt(b, "group entry %u of %" PRIu32 " members has no name", g,
+			       e->members);
+	if (check != ~limit)
+		return corrupt(b, "group '%.*s' has the limit %" PRIu64 " and the check word "
+			       "%#" PRIx64, (int)strnlen(e->name, sizeof(e->name)), e->name,
+			       limit, check);
 	return XDM_OK;
 }
 
@@ -88,23 +122,25 @@ static enum xdm_status validate_limit(const struct budget *b, struct budget_shm 
  */
 static enum xdm_status validate_usage(const struct budget *b, struct budget_shm *s)
 {
-	uint64_t start = budget_now_ns(), used, sum;
+	uint64_t start = budget_now_ns();
 	bool alive[BUDGET_SLOTS];
+	struct budget_quiet q;
 
-	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
-		const struct budget_slot *slot = &s->slots[i];
-		pid_t pid = atomic_load_explicit(&slot->pid, memory_order_acquire);
-
-		alive[i] = pid && budget_slot_alive(pid, slot->start_time);
-	}
-	while (!budget_quiet_usage(s, alive, &used, &sum)) {
+	budget_slots_alive(s, b->fd, NULL, alive);
+	while (!budget_quiet_usage(s, alive, &q)) {
 		if (budget_now_ns() - start >= BUDGET_SETTLE_NS)
 			return XDM_OK;
 		sched_yield();
 	}
-	if (used < sum)
+	if (q.used < q.live)
 		return corrupt(b, "its usage %" PRIu64 " is below the %" PRIu64 " bytes its live "
-			       "processes hold", used, sum);
+			       "processes hold", q.used, q.live);
+	for (unsigned int g = 0; g < BUDGET_GROUPS; g++)
+		if (q.group_used[g] < q.group_live[g])
+			return corrupt(b, "group '%.*s' uses %" PRIu64 ", below the %" PRIu64
+				       " bytes its live processes hold",
+				       (int)strnlen(s->groups[g].name, sizeof(s->groups[g].name)),
+				       s->groups[g].name, q.group_used[g], q.group_live[g]);
 	return XDM_OK;
 }
 
@@ -120,6 +156,11 @@ enum xdm_status budget_validate_locked(const struct budget *b, struct budget_shm
 			       BUDGET_SLOTS);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
 		st = validate_slot(b, &s->slots[i], i);
+		if (st)
+			return st;
+	}
+	for (unsigned int g = 0; g < BUDGET_GROUPS; g++) {
+		st = validate_group(b, s, g);
 		if (st)
 			return st;
 	}

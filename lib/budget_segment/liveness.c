@@ -1,27 +1,69 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * liveness.c - whether the process of a slot still runs.
+ * liveness.c - whether the process of a slot still runs, and who it is.
  *
- * A process is named by its pid and its start time (field 22 of
- * /proc/<pid>/stat, in clock ticks since boot).  The pair survives pid
- * reuse: a new process that gets a dead one's pid has a later start time.
- * A zombie is dead too: a process killed with -9 whose parent has not yet
- * waited for it has already given its memory back to the system.
+ * A pid means nothing outside its pid namespace: two containers on one
+ * GPU each have a pid 1, and a process of one cannot signal or read
+ * /proc of the other.  So a process is alive while it holds a lock the
+ * kernel takes back at its death: an open-file-description lock (fcntl
+ * F_OFD_SETLK) on its slot's first byte of the segment file.  Any process
+ * that has the file open can ask whether another open file holds it
+ * (F_OFD_GETLK), across namespaces, and a zombie holds nothing: its files
+ * were closed when it died.
  *
- * xdmctl(1) links this library too, so that it calls a process dead exactly
- * when a reclaimer would.
+ * xdmctl(1) links this library too, so that it calls a process dead
+ * exactly when a reclaimer would.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/budget_segment/segment.h"
+
+/* The byte whose lock says that slot's process runs. */
+static struct flock slot_lock(short type, unsigned int slot)
+{
+	struct flock l;
+
+	memset(&l, 0, sizeof(l));
+	l.l_type = type;
+	l.l_whence = SEEK_SET;
+	l.l_start = (off_t)(offsetof(struct budget_shm, slots) +
+			    (size_t)slot * sizeof(struct budget_slot));
+	l.l_len = 1;
+	return l;
+}
+
+int budget_slot_hold(int fd, unsigned int slot)
+{
+	struct flock l = slot_lock(F_RDLCK, slot);
+
+	return fcntl(fd, F_OFD_SETLK, &l) == 0 ? 0 : -errno;
+}
+
+void budget_slot_unhold(int fd, unsigned int slot)
+{
+	struct flock l = slot_lock(F_UNLCK, slot);
+
+	fcntl(fd, F_OFD_SETLK, &l);
+}
+
+bool budget_slot_alive(int fd, unsigned int slot)
+{
+	/* A write lock would conflict with any holder's read lock. */
+	struct flock l = slot_lock(F_WRLCK, slot);
+
+	if (fcntl(fd, F_OFD_GETLK, &l) != 0)
+		return true;
+	return l.l_type != F_UNLCK;
+}
 
 int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state)
 {
@@ -61,23 +103,75 @@ int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state)
 	return 0;
 }
 
-bool budget_slot_alive(pid_t pid, uint64_t start_time)
+uint64_t budget_pidns_of(pid_t pid)
 {
-	uint64_t now_start;
-	char state = '?';
+	char path[64];
+	struct stat st;
 
-	/*
-	 * ESRCH: gone.  EPERM: the pid is another user's process now.  Every
-	 * holder has the segment owner's uid (join refuses anyone else) and
-	 * so can be signalled by us; a pid we may not signal was reused,
-	 * which the start time alone misses when it happens within the
-	 * dead process's clock tick.
-	 */
-	if (kill(pid, 0) != 0 && (errno == ESRCH || errno == EPERM))
-		return false;
-	if (budget_proc_identity(pid, &now_start, &state) != 0)
-		return false;
-	if (state == 'Z' || state == 'X')
-		return false;
-	return now_start == start_time;
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/ns/pid");
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* The first line of a /proc file, newline dropped; "" where unreadable. */
+static void read_line(const char *path, char *out, size_t len)
+{
+	FILE *f = fopen(path, "re");
+
+	out[0] = '\0';
+	if (!f)
+		return;
+	if (fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+/*
+ * The process's cgroup: the unified hierarchy's path ("0::/kubepods/...")
+ * where there is one, else the first hierarchy's.  What a container
+ * runtime puts a container in, as the host sees it.
+ */
+static void read_cgroup(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[512], first[512] = "";
+
+	out[0] = '\0';
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		const char *path = strchr(line, ':');
+
+		line[strcspn(line, "\n")] = '\0';
+		path = path ? strchr(path + 1, ':') : NULL;
+		if (!path)
+			continue;
+		if (!strncmp(line, "0::", 3)) {
+			snprintf(out, len, "%s", path + 1);
+			fclose(f);
+			return;
+		}
+		if (!first[0])
+			snprintf(first, sizeof(first), "%s", path + 1);
+	}
+	fclose(f);
+	snprintf(out, len, "%s", first);
+}
+
+int budget_self_identity(const char *name, uint64_t *start_time, uint64_t *pidns,
+			 char comm[BUDGET_COMM_MAX], char container[BUDGET_CONTAINER_MAX])
+{
+	int err = budget_proc_identity(getpid(), start_time, NULL);
+
+	if (err)
+		return err;
+	*pidns = budget_pidns_of(0);
+	read_line("/proc/self/comm", comm, BUDGET_COMM_MAX);
+	if (name && *name)
+		snprintf(container, BUDGET_CONTAINER_MAX, "%s", name);
+	else
+		read_cgroup(container, BUDGET_CONTAINER_MAX);
+	return 0;
 }

@@ -51,7 +51,7 @@ static bool file_ok(const struct stat *st, char *why, size_t len)
 }
 
 struct budget_shm *budget_segment_map(int dirfd, const char *name, bool writable, uid_t *owner,
-				      char *why, size_t len)
+				      int *fdp, char *why, size_t len)
 {
 	struct budget_shm *s = NULL;
 	void *map;
@@ -89,7 +89,10 @@ struct budget_shm *budget_segment_map(int dirfd, const char *name, bool writable
 		s = NULL;
 	}
 out:
-	close(fd);
+	if (s && fdp)
+		*fdp = fd;
+	else
+		close(fd);
 	return s;
 }
 

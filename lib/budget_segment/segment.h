@@ -33,6 +33,8 @@
 static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 
+/* Where the segments are unless dir= or $XDM_BUDGET_DIR says otherwise. */
+#define BUDGET_DEFAULT_DIR "/dev/shm"
 #define BUDGET_NAME_PREFIX "/xdm-budget-"
 /* Longest key kept after sanitizing: the name stays far below NAME_MAX. */
 #define BUDGET_KEY_MAX 96
@@ -44,10 +46,18 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
  * the limit has its check word.  3: the header has the device's memory,
  * so that a limit given in % can be set from outside (xdmctl(1)).  4: the
  * header names its device's UUID, so that one key given to two devices is
- * refused rather than made one budget of both. */
-#define BUDGET_LAYOUT_VERSION 4u
+ * refused rather than made one budget of both.  5: a process is alive
+ * while it holds a lock on its slot (an OFD lock, which the kernel
+ * releases at its death in any pid namespace); slots name the process's
+ * pid namespace, command and container; groups with limits of their own. */
+#define BUDGET_LAYOUT_VERSION 5u
 #define BUDGET_UUID_MAX 40
 #define BUDGET_SLOTS 256u
+#define BUDGET_GROUPS 64u
+/* Names, with their NUL: a group's, a process's container's, its command's. */
+#define BUDGET_GROUP_NAME_MAX 64
+#define BUDGET_CONTAINER_MAX 128
+#define BUDGET_COMM_MAX 16
 
 /*
  * One attached process.  pid is claimed last and cleared last, under the
@@ -65,12 +75,35 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
  */
 struct budget_slot {
 	/* a slot per cache line: processes never write each other's lines */
-	alignas(64) _Atomic int32_t pid;	/* 0: free */
+	alignas(64) _Atomic int32_t pid;	/* as its own pid namespace sees it; 0: free */
 	uint32_t attach;		/* budget layers of this process; under lock */
-	uint64_t start_time;		/* /proc/<pid>/stat field 22; under lock */
+	uint64_t start_time;		/* /proc/self/stat field 22; under lock */
 	_Atomic uint64_t used;		/* bytes this process holds */
-	_Atomic uint64_t begun;		/* changes of used or the usage begun */
+	_Atomic uint64_t begun;		/* changes of used or the usage (and group) begun */
 	_Atomic uint64_t done;		/* ... and finished */
+	uint32_t group;			/* 1 + its index in groups[], 0: none; under lock */
+	/* Who it is, for people (xdmctl ps); written under the lock at claim. */
+	uint64_t pidns;			/* inode of its pid namespace */
+	char comm[BUDGET_COMM_MAX];
+	char container[BUDGET_CONTAINER_MAX];	/* its given name, or its cgroup */
+};
+
+/*
+ * A group of processes (a pod, a job, a test worker) with a limit of its
+ * own inside the device's: an allocation must fit both.  Its usage is the
+ * sum of its members' slots at quiescence, kept exactly as the device's
+ * usage is (a member's change of its slot, the device's usage and its
+ * group's usage is one bracketed change).  The entry is claimed by the
+ * first member under the lock and freed by the last one out (members).
+ */
+struct budget_group {
+	alignas(64) _Atomic uint64_t used;
+	_Atomic uint64_t limit;
+	_Atomic uint64_t peak;
+	_Atomic uint64_t refusals;
+	_Atomic uint64_t limit_check;	/* ~limit, as the device's */
+	uint32_t members;		/* slots in it; under lock; 0: the entry is free */
+	char name[BUDGET_GROUP_NAME_MAX];	/* under lock; NUL-terminated */
 };
 
 struct budget_shm {
@@ -99,6 +132,7 @@ struct budget_shm {
 	 */
 	_Atomic uint64_t limit_check;
 
+	alignas(64) struct budget_group groups[BUDGET_GROUPS];
 	alignas(64) struct budget_slot slots[BUDGET_SLOTS];
 };
 
@@ -120,14 +154,55 @@ static inline void budget_set_limit_locked(struct budget_shm *s, uint64_t limit)
 	atomic_store_explicit(&s->limit_check, ~limit, memory_order_relaxed);
 }
 
+/* Under the lock: a group's limit and its check word. */
+static inline void budget_set_group_limit_locked(struct budget_group *g, uint64_t limit)
+{
+	atomic_store_explicit(&g->limit, limit, memory_order_relaxed);
+	atomic_store_explicit(&g->limit_check, ~limit, memory_order_relaxed);
+}
+
+/* The group of a slot, or NULL (its index read under the lock, or by its owner). */
+static inline struct budget_group *budget_group_of(struct budget_shm *s,
+						   const struct budget_slot *slot)
+{
+	return slot->group && slot->group <= BUDGET_GROUPS ? &s->groups[slot->group - 1] : NULL;
+}
+
 uint64_t budget_now_ns(void);
 
 /* ---- liveness.c: whether the process of a slot still runs --------------- */
 
+/*
+ * A process is alive while it holds a read lock on its slot's first byte
+ * of the segment file: an open-file-description lock, which the kernel
+ * drops when the last descriptor of that open file is closed, at the
+ * process's death whatever its pid namespace.  (A child forked without
+ * exec shares the descriptor, and keeps its parent's slot alive while it
+ * runs: it may be charging it.)  Every budget layer of a process takes
+ * the lock on its own descriptor; a read lock does not exclude another.
+ */
+int budget_slot_hold(int fd, unsigned int slot);	/* 0 or a negative errno */
+void budget_slot_unhold(int fd, unsigned int slot);
+/*
+ * Whether another open file than fd's holds slot's lock.  The caller's own
+ * slot answers false through the descriptor that holds it: ask about the
+ * others only.  An error of the query counts as alive (nothing is taken
+ * from a process that cannot be shown dead).
+ */
+bool budget_slot_alive(int fd, unsigned int slot);
+
 /* Field 22 of /proc/<pid>/stat and the state letter; 0 or a negative errno. */
 int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state);
-/* Whether the process of a slot still runs. */
-bool budget_slot_alive(pid_t pid, uint64_t start_time);
+/*
+ * What a slot records of the calling process: its start time and pid
+ * namespace (with its pid, who it is), its command, and its container:
+ * name if given, else its cgroup (/proc/self/cgroup).  0 or a negative
+ * errno (the start time cannot be read).
+ */
+int budget_self_identity(const char *name, uint64_t *start_time, uint64_t *pidns,
+			 char comm[BUDGET_COMM_MAX], char container[BUDGET_CONTAINER_MAX]);
+/* The inode of /proc/<pid>/ns/pid (pid 0: this process's), or 0. */
+uint64_t budget_pidns_of(pid_t pid);
 
 /* ---- reader.c: a segment opened from outside ---------------------------- */
 
@@ -135,11 +210,13 @@ bool budget_slot_alive(pid_t pid, uint64_t start_time);
  * The segment NAME of directory DIRFD (AT_FDCWD with a path works too),
  * mapped for reading, or for reading and writing, once it is shown to be
  * a finished segment of this layout.  *owner (if not NULL) gets the file's
- * owner as soon as it is known.  NULL with a phrase in why ("is not ready
- * ...", "cannot be opened: ...") that follows the segment's name.
+ * owner as soon as it is known.  *fd (if not NULL) gets the open file,
+ * for budget_slot_alive; else it is closed.  NULL with a phrase in why
+ * ("is not ready ...", "cannot be opened: ...") that follows the
+ * segment's name.
  */
 struct budget_shm *budget_segment_map(int dirfd, const char *name, bool writable, uid_t *owner,
-				      char *why, size_t len);
+				      int *fd, char *why, size_t len);
 void budget_segment_unmap(struct budget_shm *s);
 /* Whether a mapped segment is finished and of this layout; else why not. */
 bool budget_segment_layout_ok(const struct budget_shm *s, char *why, size_t len);

@@ -160,7 +160,8 @@ assert p[$a]['state'] == 'live'
 assert b['used'] == 12 * 2**20, b['used']
 "
 "$ctl" ps >"$tmp/ps.txt" 2>&1 || fail "xdmctl ps exited $?"
-grep -Eq "^ +$b +dead +4.0 MiB +\?" "$tmp/ps.txt" ||
+# The command a dead process recorded in its slot stays readable.
+grep -Eq "^ +$b +dead +4.0 MiB +budget_worker" "$tmp/ps.txt" ||
 	fail "ps does not show $b dead: $(cat "$tmp/ps.txt")"
 "$ctl" budget "$key" >"$tmp/budget.txt" 2>&1 || fail "xdmctl budget exited $?"
 grep -q "processes *3: 2 live, 0 stopped, 1 dead" "$tmp/budget.txt" ||

@@ -896,7 +896,8 @@ END_TEST
 
 static const char *const budget_files[] = {
 	"limit", "configured_limit", "used", "credit", "credit_held", "remaining", "peak",
-	"refusals", "processes", "reset_stale", "unsettled", "segment", NULL,
+	"refusals", "processes", "reset_stale", "unsettled", "segment", "dir", "group",
+	"group_limit", "group_used", "group_remaining", "group_peak", "group_refusals", NULL,
 };
 static const char *const host_files[] = {
 	"bytes_outstanding", "pending_frees", "allocs", "frees", NULL,
@@ -915,7 +916,10 @@ static unsigned int writable_mode(const char *name)
 {
 	if (strcmp(name, "flush") == 0)
 		return 0200;
-	return strcmp(name, "limit") == 0 || strcmp(name, "check") == 0 ? 0644 : 0444;
+	return strcmp(name, "limit") == 0 || strcmp(name, "group_limit") == 0 ||
+			       strcmp(name, "check") == 0
+		       ? 0644
+		       : 0444;
 }
 
 /* Each file of dir equals xdm_layer_attr_show of layer index. */
@@ -1375,8 +1379,8 @@ START_TEST(every_node_has_a_sane_mode_and_value)
 	/* root, 2 runtimes x (runtime, blocks, 1 block, streams, 16 streams,
 	 * layers), 4 + 1 layer dirs and budget/. */
 	ck_assert_int_eq(t.dirs, 1 + 2 * (1 + 1 + 1 + 1 + 16 + 1) + 5 + 1);
-	/* limit twice (layer and group) and the guard's check. */
-	ck_assert_int_eq(t.writable, 3);
+	/* limit and group_limit twice (layer and budget/) and the guard's check. */
+	ck_assert_int_eq(t.writable, 5);
 	ck_assert_int_gt(t.files, 100);
 	TU_OK(xdm_deallocate(rt, &b));
 	TU_OK(xdm_deallocate(plain, &c));

@@ -72,7 +72,7 @@ static void print_text(const struct xdmctl_segment *seg)
 static struct budget_shm *map_writable(const struct xdmctl_segment *seg, int *rc)
 {
 	char why[160];
-	struct budget_shm *s = budget_segment_map(AT_FDCWD, seg->path, true, NULL, why,
+	struct budget_shm *s = budget_segment_map(AT_FDCWD, seg->path, true, NULL, NULL, why,
 						  sizeof(why));
 
 	if (!s)

@@ -35,37 +35,27 @@ static uint64_t load(const _Atomic uint64_t *v)
 	return atomic_load_explicit((_Atomic uint64_t *)v, memory_order_relaxed);
 }
 
-static void read_comm(pid_t pid, char *buf, size_t len)
+/* A NUL-terminated copy of a fixed-size name of the segment. */
+static void copy_name(char *dst, size_t len, const char *src, size_t srclen)
 {
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(buf, len, "?");
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n <= 0) {
-		snprintf(buf, len, "?");
-		return;
-	}
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
+	snprintf(dst, len, "%.*s", (int)strnlen(src, srclen), src);
 }
 
 /*
  * One slot's process into *p; false when the slot changed hands while it
  * was read (a detach and an attach between the two reads of pid), which
- * would pair one process's pid with another's start time.
+ * would pair one process's pid with another's start time.  Alive is what
+ * its lock says, as a reclaimer reads it (fd: the segment file); stopped
+ * is read from /proc only for a process of xdmctl's own pid namespace,
+ * the only one whose /proc entry is its.
  */
-static bool read_proc(const struct budget_slot *slot, struct xdmctl_proc *p)
+static bool read_proc(struct budget_shm *s, int fd, unsigned int i, struct xdmctl_proc *p)
 {
+	const struct budget_slot *slot = &s->slots[i];
 	_Atomic int32_t *pidp = (_Atomic int32_t *)&slot->pid;
 	/* pid is claimed last: a pid seen with acquire has its start time. */
 	int32_t pid = atomic_load_explicit(pidp, memory_order_acquire);
+	const struct budget_group *g;
 	uint64_t start;
 	char state = '?';
 
@@ -74,19 +64,42 @@ static bool read_proc(const struct budget_slot *slot, struct xdmctl_proc *p)
 	p->pid = pid;
 	p->start_time = slot->start_time;
 	p->used = load(&slot->used);
+	p->pidns = slot->pidns;
+	copy_name(p->comm, sizeof(p->comm), slot->comm, sizeof(slot->comm));
+	copy_name(p->container, sizeof(p->container), slot->container, sizeof(slot->container));
+	g = budget_group_of(s, slot);
+	copy_name(p->group, sizeof(p->group), g ? g->name : "", g ? sizeof(g->name) : 0);
 	if (atomic_load_explicit(pidp, memory_order_acquire) != pid)
 		return false;
-	if (!budget_slot_alive(pid, p->start_time)) {
+	p->here = p->pidns && p->pidns == budget_pidns_of(0);
+	if (!budget_slot_alive(fd, i)) {
 		p->state = XDMCTL_PROC_DEAD;
-		snprintf(p->comm, sizeof(p->comm), "?");
 		return true;
 	}
-	read_comm(pid, p->comm, sizeof(p->comm));
 	/* T: stopped by a signal; t: by a debugger. */
-	p->state = budget_proc_identity(pid, &start, &state) == 0 && (state == 'T' || state == 't')
+	p->state = p->here && budget_proc_identity(pid, &start, &state) == 0 &&
+			   start == p->start_time && (state == 'T' || state == 't')
 			   ? XDMCTL_PROC_STOPPED
 			   : XDMCTL_PROC_LIVE;
 	return true;
+}
+
+static void read_groups(struct budget_shm *s, struct xdmctl_segment *seg)
+{
+	for (unsigned int i = 0; i < BUDGET_GROUPS; i++) {
+		struct budget_group *g = &s->groups[i];
+		struct xdmctl_group *out = &seg->groups[seg->ngroups];
+
+		if (!g->members)
+			continue;
+		copy_name(out->name, sizeof(out->name), g->name, sizeof(g->name));
+		out->members = g->members;
+		out->limit = load(&g->limit);
+		out->used = load(&g->used);
+		out->peak = load(&g->peak);
+		out->refusals = load(&g->refusals);
+		seg->ngroups++;
+	}
 }
 
 /*
@@ -96,7 +109,8 @@ static bool read_proc(const struct budget_slot *slot, struct xdmctl_proc *p)
  */
 static void read_segment(int dirfd, const char *name, struct xdmctl_segment *seg)
 {
-	struct budget_shm *s = budget_segment_map(dirfd, name, false, &seg->owner,
+	int fd = -1;
+	struct budget_shm *s = budget_segment_map(dirfd, name, false, &seg->owner, &fd,
 						  seg->unreadable, sizeof(seg->unreadable));
 
 	if (!s)
@@ -106,12 +120,14 @@ static void read_segment(int dirfd, const char *name, struct xdmctl_segment *seg
 	seg->peak = load(&s->peak);
 	seg->refusals = load(&s->refusals);
 	seg->device_total = s->device_total;
-	snprintf(seg->device_uuid, sizeof(seg->device_uuid), "%.*s",
-		 (int)strnlen(s->device_uuid, sizeof(s->device_uuid)), s->device_uuid);
+	copy_name(seg->device_uuid, sizeof(seg->device_uuid), s->device_uuid,
+		  sizeof(s->device_uuid));
 	seg->unsettled = atomic_load_explicit(&s->unsettled, memory_order_relaxed);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
-		seg->nprocs += read_proc(&s->slots[i], &seg->procs[seg->nprocs]);
+		seg->nprocs += read_proc(s, fd, i, &seg->procs[seg->nprocs]);
+	read_groups(s, seg);
 	budget_segment_unmap(s);
+	close(fd);
 }
 
 static int by_pid(const void *a, const void *b)

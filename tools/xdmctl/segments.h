@@ -23,12 +23,23 @@ enum xdmctl_proc_state {
 };
 
 struct xdmctl_proc {
-	pid_t pid;
+	pid_t pid;		/* as its own pid namespace sees it */
 	uint64_t start_time;	/* /proc/<pid>/stat field 22, as the slot has it */
 	uint64_t used;		/* bytes the slot says it holds */
+	uint64_t pidns;		/* its pid namespace's inode */
+	bool here;		/* in xdmctl's pid namespace: /proc/<pid> is it */
 	enum xdmctl_proc_state state;
-	char comm[32];		/* /proc/<pid>/comm, or "?" once dead */
+	char comm[BUDGET_COMM_MAX];	/* its command, as it recorded it */
+	char container[BUDGET_CONTAINER_MAX];	/* its container's name, or cgroup */
+	char group[BUDGET_GROUP_NAME_MAX];	/* its group, or "" */
 	const struct xdmctl_mount *mount;	/* the tree it serves, or NULL */
+};
+
+/* A group of a budget (xdm-budget(7), GROUPS). */
+struct xdmctl_group {
+	char name[BUDGET_GROUP_NAME_MAX];
+	uint64_t limit, used, peak, refusals;
+	uint32_t members;
 };
 
 struct xdmctl_segment {
@@ -43,6 +54,8 @@ struct xdmctl_segment {
 	uint32_t unsettled;
 	size_t nprocs;
 	struct xdmctl_proc procs[BUDGET_SLOTS];
+	size_t ngroups;
+	struct xdmctl_group groups[BUDGET_GROUPS];
 };
 
 /*

@@ -160,7 +160,7 @@ static struct xdm_thread_counts *join(struct xdm_counters *c)
 		pthread_mutex_unlock(&c->threads_lock);
 	}
 	/* A handed-down record holds no counts (the exit folded them). */
-	t->high = 0;
+	atomic_store_explicit(&t->high, 0, memory_order_relaxed);
 	if (pthread_setspecific(c->key, t) != 0) {
 		pthread_mutex_lock(&c->threads_lock);
 		t->in_use = false;
@@ -229,6 +229,21 @@ void xdm_counters_sum(struct xdm_counters *c, struct xdm_counts_sum *out)
 		if (atomic_load_explicit(&c->retired_seq, memory_order_relaxed) == seq)
 			return;
 	}
+}
+
+void xdm_counters_reset_peak(struct xdm_counters *c)
+{
+	struct xdm_counts_sum s;
+
+	/* Every record, handed out or not: a thread that joins later starts
+	 * from 0, which its first allocation passes. */
+	pthread_mutex_lock(&c->threads_lock);
+	for (struct xdm_thread_counts *t = atomic_load_explicit(&c->threads, memory_order_acquire);
+	     t; t = t->next)
+		atomic_store_explicit(&t->high, INT64_MIN, memory_order_relaxed);
+	pthread_mutex_unlock(&c->threads_lock);
+	xdm_counters_sum(c, &s);
+	atomic_store_explicit(&c->peak, (int64_t)s.bytes > 0 ? s.bytes : 0, memory_order_relaxed);
 }
 
 uint64_t xdm_counters_sample_peak(struct xdm_counters *c)

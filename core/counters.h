@@ -58,7 +58,9 @@ struct xdm_thread_counts {
 	_Atomic uint64_t allocs;
 	_Atomic uint64_t frees;
 	_Atomic uint64_t bytes;		/* allocated less freed, modulo 2^64 */
-	int64_t high;			/* the most bytes it held; owner only */
+	/* The most bytes it held: written by its owner, and by a peak reset
+	 * (relaxed: a reset that meets an allocation in flight is a sample). */
+	_Atomic int64_t high;
 	struct xdm_counters *counters;
 	struct xdm_thread_counts *next;	/* set before it is published */
 	bool in_use;			/* under threads_lock: a live thread owns it */
@@ -110,6 +112,8 @@ XDM_HIDDEN void xdm_counters_raise_peak(struct xdm_counters *c, uint64_t v);
 /* Sum the bytes and raise the peak to the sum; returns the sum (0 if the
  * sum reads negative). */
 XDM_HIDDEN uint64_t xdm_counters_sample_peak(struct xdm_counters *c);
+/* The peak starts again from the sum; every thread's high too. */
+XDM_HIDDEN void xdm_counters_reset_peak(struct xdm_counters *c);
 /* The calling thread's first count in this runtime. */
 XDM_HIDDEN void xdm_counters_alloc_slow(struct xdm_counters *c, uint64_t bytes);
 XDM_HIDDEN void xdm_counters_free_slow(struct xdm_counters *c, uint64_t bytes);
@@ -127,8 +131,8 @@ static inline void xdm_thread_count_alloc(struct xdm_thread_counts *t, uint64_t 
 
 	xdm_own_add(&t->allocs, 1);
 	atomic_store_explicit(&t->bytes, now, memory_order_relaxed);
-	if ((int64_t)now > t->high) {
-		t->high = (int64_t)now;
+	if ((int64_t)now > atomic_load_explicit(&t->high, memory_order_relaxed)) {
+		atomic_store_explicit(&t->high, (int64_t)now, memory_order_relaxed);
 		xdm_counters_sample_peak(t->counters);
 	}
 }

@@ -313,6 +313,14 @@ void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 	out->events_recorded = atomic_load_explicit(&c->events, memory_order_relaxed);
 }
 
+enum xdm_status xdm_runtime_reset_peak(struct xdm_runtime *rt)
+{
+	if (!rt)
+		return xdm_error_set(XDM_E_INVALID, "xdm_runtime_reset_peak: no runtime");
+	xdm_counters_reset_peak(&rt->counters);
+	return XDM_OK;
+}
+
 uint32_t xdm_runtime_ordinal(const struct xdm_runtime *rt)
 {
 	return rt ? rt->ordinal : UINT32_MAX;

@@ -233,6 +233,13 @@ struct xdm_stats {
 	uint64_t events_recorded;	/* events recorded for uses of blocks */
 };
 XDM_API void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out);
+/*
+ * Start bytes_peak again from bytes_outstanding now: what a test runner
+ * or a framework's reset_peak_memory_stats() asks for, to read the peak
+ * of one piece of work.  Every thread's own high starts again too, so the
+ * next allocation of each samples the peak.  XDM_E_INVALID for no runtime.
+ */
+XDM_API enum xdm_status xdm_runtime_reset_peak(struct xdm_runtime *rt);
 
 /*
  * Visit every live block, a snapshot per registry shard taken under that

@@ -194,6 +194,10 @@ class Runtime:
         _lib.lib().xdm_runtime_stats(self._rt, ctypes.byref(s))
         return Stats(*(getattr(s, f) for f, _ in _lib.Stats._fields_))
 
+    def reset_peak(self):
+        """Start stats().bytes_peak again from the bytes outstanding now."""
+        check(_lib.lib().xdm_runtime_reset_peak(self._rt))
+
     @property
     def bytes_outstanding(self):
         """Bytes the stack holds for live and not yet reaped blocks."""

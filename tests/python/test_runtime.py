@@ -10,6 +10,20 @@ import pytest
 import xdm
 
 
+def test_reset_peak_starts_from_what_is_held(make_runtime):
+    rt = make_runtime("host")
+    a = rt.allocate(8192)
+    b = rt.allocate(4096)
+    rt.free(a)
+    assert rt.stats().bytes_peak == 8192 + 4096
+    rt.reset_peak()
+    assert rt.stats().bytes_peak == 4096
+    c = rt.allocate(1024)
+    rt.free(c)
+    assert rt.stats().bytes_peak == 4096 + 1024
+    rt.free(b)
+
+
 def test_stats_follow_allocate_and_free(make_runtime):
     rt = make_runtime("host")
     before = rt.stats()

@@ -579,6 +579,68 @@ static void bump(void *arg)
 	atomic_fetch_add((_Atomic int *)arg, 1);
 }
 
+/*
+ * A reset starts the peak again from what is held now; the next peak is
+ * the highest total after it, also one below the old peak.  A thread that
+ * held more before the reset is sampled again after it: its own high
+ * started again too.
+ */
+struct peak_thread {
+	struct xdm_runtime *rt;
+	pthread_barrier_t step;
+};
+
+/* 6000 bytes allocated and freed; then, after the reset, 1000. */
+static void *allocate_twice(void *arg)
+{
+	struct peak_thread *p = arg;
+	struct xdm_block b;
+
+	if (xdm_allocate(p->rt, 6000, 1, "other", &b) == XDM_OK)
+		xdm_deallocate(p->rt, &b);
+	pthread_barrier_wait(&p->step);
+	pthread_barrier_wait(&p->step);
+	if (xdm_allocate(p->rt, 1000, 1, "other", &b) == XDM_OK)
+		xdm_deallocate(p->rt, &b);
+	return NULL;
+}
+
+START_TEST(reset_peak_starts_again)
+{
+	struct peak_thread p = { .rt = host_runtime("host") };
+	struct xdm_block a, b, c;
+	struct xdm_stats st;
+	pthread_t t;
+
+	ck_assert_int_eq(xdm_runtime_reset_peak(NULL), XDM_E_INVALID);
+	ck_assert_int_eq(pthread_barrier_init(&p.step, NULL, 2), 0);
+	TU_OK(xdm_allocate(p.rt, 8000, 0, "t", &a));
+	ck_assert_int_eq(pthread_create(&t, NULL, allocate_twice, &p), 0);
+	pthread_barrier_wait(&p.step);		/* the 6000 came and went */
+	TU_OK(xdm_allocate(p.rt, 2000, 0, "t", &b));
+	TU_OK(xdm_deallocate(p.rt, &a));
+	xdm_runtime_stats(p.rt, &st);
+	ck_assert_uint_eq(st.bytes_peak, 14000);
+	TU_OK(xdm_runtime_reset_peak(p.rt));
+	xdm_runtime_stats(p.rt, &st);
+	ck_assert_uint_eq(st.bytes_peak, 2000);
+	TU_OK(xdm_allocate(p.rt, 3000, 0, "t", &c));
+	TU_OK(xdm_deallocate(p.rt, &c));
+	xdm_runtime_stats(p.rt, &st);
+	ck_assert_uint_eq(st.bytes_peak, 5000);
+	/* Its 1000 stays below its old high of 6000: only a reset high
+	 * samples the total of 3000 while the block lives. */
+	TU_OK(xdm_runtime_reset_peak(p.rt));
+	pthread_barrier_wait(&p.step);
+	pthread_join(t, NULL);
+	xdm_runtime_stats(p.rt, &st);
+	ck_assert_uint_eq(st.bytes_peak, 3000);
+	TU_OK(xdm_deallocate(p.rt, &b));
+	pthread_barrier_destroy(&p.step);
+	TU_OK(xdm_runtime_destroy(p.rt));
+}
+END_TEST
+
 START_TEST(streams_import_and_launch)
 {
 	struct xdm_runtime *rt = host_runtime("host"), *other = host_runtime("host");
@@ -849,6 +911,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, uint_parameters_are_decimal_or_hex);
 	tcase_add_test(tc, foreign_block_is_refused);
 	tcase_add_test(tc, counters_follow_the_blocks);
+	tcase_add_test(tc, reset_peak_starts_again);
 	tcase_add_test(tc, streams_import_and_launch);
 	tcase_add_test(tc, describes_device_and_stack);
 	tcase_add_test(tc, for_each_block_sees_the_live_set);

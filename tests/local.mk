@@ -133,6 +133,7 @@ process_tests = \
 	tests/process/check_budget_kill \
 	tests/process/check_budget_credit \
 	tests/process/check_budget_segment \
+	tests/process/check_budget_groups \
 	tests/process/budget_torture \
 	tests/process/check_users
 check_PROGRAMS += $(process_tests) tests/process/budget_worker
@@ -144,6 +145,8 @@ tests_process_check_budget_kill_LDADD = $(LDADD) -lrt
 tests_process_check_budget_credit_LDFLAGS = $(test_exec_flags)
 tests_process_check_budget_credit_LDADD = $(LDADD) -lrt
 tests_process_check_budget_segment_LDADD = $(LDADD) -lrt
+tests_process_check_budget_groups_LDFLAGS = $(test_exec_flags)
+tests_process_check_budget_groups_LDADD = $(LDADD) -lrt
 tests_process_budget_torture_LDFLAGS = $(test_exec_flags)
 tests_process_budget_torture_LDADD = libxdm.la
 tests_process_budget_worker_LDFLAGS = $(test_exec_flags)

@@ -290,8 +290,11 @@ static inline void worker_start_fault(struct worker *w, const char **argv, const
 			 path ? ":" : "", path ? path : "");
 		env = fault_env(faults, fault);
 	}
-	ck_assert_int_eq(pipe(in), 0);
-	ck_assert_int_eq(pipe(out), 0);
+	/* Close-on-exec: a worker started later must not keep this one's stdin
+	 * open (its EOF is how the test tells it to free and leave); the
+	 * dup2 below gives the child its own copies without the flag. */
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
 	w->pid = fork();
 	if (w->pid == 0) {
 		static const char msg[] = "budget test: cannot exec ";

@@ -6,7 +6,7 @@
  *
  *	budget_torture [SECONDS [WORKERS [THREADS [KILL_MS [PARAMS]]]]]
  *	defaults: 3 s, 8 workers of 4 threads, a kill every 30 ms,
- *	PARAMS "limit=64M"
+ *	PARAMS "limit=64M group=torture group_limit=48M"
  *
  * The suite runs the short default; a long run is the same program with a
  * larger SECONDS (DESIGN-NOTES says how it was used).  SECONDS is wall
@@ -14,7 +14,8 @@
  * on a loaded machine the workers' threads keep the killer off the cores,
  * and a count of sleeps would stretch the run many times over.  Where the
  * kills land is up to the scheduler, but what is checked is not: the usage
- * at quiescence, after the reclaim, whatever happened before.
+ * at quiescence, after the reclaim, whatever happened before: the device's
+ * and, where PARAMS names a group, the group's.
  */
 #include "config.h"
 
@@ -114,13 +115,13 @@ int main(int argc, char **argv)
 	long seconds = argc > 1 ? atol(argv[1]) : 3;
 	unsigned int workers = argc > 2 ? (unsigned int)atoi(argv[2]) : 8;
 	long kill_ms = argc > 4 ? atol(argv[4]) : 30;
-	const char *params = argc > 5 ? argv[5] : "limit=64M";
+	const char *params = argc > 5 ? argv[5] : "limit=64M group=torture group_limit=48M";
 	const char *top = getenv("XDM_TOP_BUILDDIR");
 	struct torture t = { .threads = argc > 3 ? (unsigned int)atoi(argv[3]) : 4 };
 	struct xdm_runtime *rt, *other;
 	char path[4096];
 	unsigned long kills = 0, flips = 0;
-	uint64_t used, unsettled;
+	uint64_t used, unsettled, group_used = 0;
 	long start, elapsed = 0, flipped_at = 0;
 
 	if (seconds <= 0 || !workers || workers > WORKERS_MAX || !t.threads || kill_ms <= 0) {
@@ -166,11 +167,13 @@ int main(int argc, char **argv)
 	}
 	used = show(rt, "used");
 	unsettled = show(rt, "unsettled");
+	if (strstr(params, "group="))
+		group_used = show(rt, "group_used");
 	printf("budget_torture: %lu kills, %lu limit flips, %u workers x %u threads, "
-	       "%s: used %" PRIu64 " bytes after the reclaim (expected 0), unsettled %" PRIu64
-	       "\n",
-	       kills, flips, workers, t.threads, params, used, unsettled);
+	       "%s: used %" PRIu64 " bytes after the reclaim (expected 0), group_used %" PRIu64
+	       " (expected 0), unsettled %" PRIu64 "\n",
+	       kills, flips, workers, t.threads, params, used, group_used, unsettled);
 	xdm_runtime_destroy(other);
 	xdm_runtime_destroy(rt);
-	return used == 0 && unsettled == 0 ? 0 : 1;
+	return used == 0 && group_used == 0 && unsettled == 0 ? 0 : 1;
 }

@@ -66,6 +66,22 @@ static const struct kill_case cases[] = {
 	{ "reserve-shared", KILL_RESERVE, "limit=4M credit=64K", 10000, true },
 	/* ... and the credit goes back in one release when the runtime goes. */
 	{ "release-slot", KILL_DETACH, "limit=4M credit=64K", 10000, true },
+	/*
+	 * In a group (the test's own runtime joins it too): every step of a
+	 * change of the slot, the group's usage and the device's, including
+	 * those between the group and the others.
+	 */
+	{ "reserve-shared", KILL_RESERVE, "limit=4M group=kg", 300000, true },
+	{ "reserve-group", KILL_RESERVE, "limit=4M group=kg", 300000, true },
+	{ "reserve-slot", KILL_RESERVE, "limit=4M group=kg", 300000, false },
+	{ "release-slot", KILL_RELEASE, "limit=4M group=kg", 300000, true },
+	{ "release-group", KILL_RELEASE, "limit=4M group=kg", 300000, true },
+	{ "release-shared", KILL_RELEASE, "limit=4M group=kg", 300000, false },
+	{ "detach-group", KILL_DETACH, "limit=4M group=kg", 300000, false },
+	{ "reclaim-slot", KILL_RECLAIM, "limit=4M group=kg", 300000, true },
+	{ "reclaim-group", KILL_RECLAIM, "limit=4M group=kg", 300000, true },
+	{ "settle-shared", KILL_SETTLE, "limit=4M group=kg", 300000, false },
+	{ "reserve-group", KILL_RESERVE, "limit=4M group=kg credit=64K", 10000, true },
 };
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
@@ -90,15 +106,38 @@ static void kill_stopped(struct worker *w)
 	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
-/* The shared usage less what every slot says it holds. */
+/*
+ * The shared usage less what every slot says it holds, and the same for
+ * each group (its usage less its members' slots): the larger, by size.
+ */
 static int64_t usage_minus_slots(const struct budget_shm *s)
 {
-	uint64_t slots = 0;
+	uint64_t slots = 0, members[BUDGET_GROUPS] = { 0 };
+	int64_t worst;
 
-	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
-		if (atomic_load(&s->slots[i].pid))
-			slots += atomic_load(&s->slots[i].used);
-	return (int64_t)(atomic_load(&s->used) - slots);
+	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
+		const struct budget_slot *slot = &s->slots[i];
+
+		if (!atomic_load(&slot->pid))
+			continue;
+		slots += atomic_load(&slot->used);
+		if (slot->group)
+			members[slot->group - 1] += atomic_load(&slot->used);
+	}
+	worst = (int64_t)(atomic_load(&s->used) - slots);
+	for (unsigned int g = 0; g < BUDGET_GROUPS; g++) {
+		int64_t d = (int64_t)(atomic_load(&s->groups[g].used) - members[g]);
+
+		if (s->groups[g].members && llabs(d) > llabs(worst))
+			worst = d;
+	}
+	return worst;
+}
+
+/* The test's own runtimes join the case's group, if it has one. */
+static const char *own_params(const struct kill_case *c)
+{
+	return strstr(c->params, "group=") ? "limit=4M group=kg" : "limit=4M";
 }
 
 /* A worker that holds bytes and is killed between changes. */
@@ -149,7 +188,7 @@ START_TEST(killed_at_step_leaves_usage_exact)
 	struct worker w;
 	long long bytes;
 
-	rt = budget_rt("kpt", "limit=4M", "host");
+	rt = budget_rt("kpt", own_params(c), "host");
 	alloc_ok(rt, MINE, &mine);
 	s = segment_map("kpt", false);
 
@@ -162,9 +201,13 @@ START_TEST(killed_at_step_leaves_usage_exact)
 	kill_stopped(&w);
 
 	/* Another attach reclaims whatever the dead left. */
-	other = budget_rt("kpt", "limit=4M", "host");
+	other = budget_rt("kpt", own_params(c), "host");
 	ck_assert_msg(attr(rt, "used") == MINE, "%s (%s): used %" PRIu64 ", live %llu",
 		      c->step, c->params, attr(rt, "used"), MINE);
+	if (strstr(c->params, "group="))
+		ck_assert_msg(attr(rt, "group_used") == MINE,
+			      "%s (%s): group_used %" PRIu64 ", live %llu", c->step, c->params,
+			      attr(rt, "group_used"), MINE);
 	ck_assert_uint_eq(attr(rt, "unsettled"), 0);
 	ck_assert_int_eq(process_rows(rt, getpid(), &bytes), 1);
 	ck_assert_int_eq(bytes, MINE);

@@ -176,6 +176,11 @@ tests_process_check_fusefs_LDADD = $(LDADD) -lrt
 tests_process_fuse_walk_LDADD =
 endif
 
+# One budget across containers: namespaces of their own, a shared directory
+# (root and unshare(1), else a skip).
+TESTS += tests/process/containers.sh
+EXTRA_DIST += tests/process/containers.sh
+
 # One budget per physical device under any device order: host devices here,
 # two GPUs in tests/gpu/devices_gpu.sh.
 TESTS += tests/process/devices_order.sh

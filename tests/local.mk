@@ -233,7 +233,8 @@ EXTRA_DIST += tests/gpu/gpu_python.sh tests/gpu/conftest.py tests/gpu/test_torch
 	tests/gpu/test_shared_budget.py tests/gpu/test_cupy_numba.py
 # The multi-process budget with a CUDA stack; two processes seeing two GPUs
 # in opposite orders; the Compute Sanitizer gate (doc/sanitizer-gate.md).
-EXTRA_DIST += tests/gpu/budget_gpu.sh tests/gpu/devices_gpu.sh tests/gpu/sanitizer_gate.sh
+EXTRA_DIST += tests/gpu/budget_gpu.sh tests/gpu/devices_gpu.sh tests/gpu/sanitizer_gate.sh \
+	tests/gpu/containers_gpu.sh
 # What the gate captured: named *.log so that a copy of the build tree's
 # test logs brings them back with them.
 CLEANFILES += tests/gpu/sanitizer-*.log
@@ -256,7 +257,7 @@ gpu_suites = \
 	tests/gpu/check_guard_cuda
 check_PROGRAMS += $(gpu_suites) tests/gpu/cuda_oob
 TESTS += $(gpu_suites) tests/gpu/sanitizer_gate.sh tests/gpu/budget_gpu.sh \
-	tests/gpu/devices_gpu.sh
+	tests/gpu/devices_gpu.sh tests/gpu/containers_gpu.sh
 gpu_cppflags = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 gpu_ldadd = tests/lib/libcudatest.la $(LDADD)
 tests_gpu_check_cuda_CPPFLAGS = $(gpu_cppflags)

@@ -15,7 +15,9 @@
 #
 # Needs root and unshare(1) (util-linux) with --kill-child: skips (77)
 # with a sentence otherwise.  Run by make check from the build directory,
-# with XDM_TOP_BUILDDIR, XDM_MODULE_PATH and XDM_CONFIG set.
+# with XDM_TOP_BUILDDIR, XDM_MODULE_PATH and XDM_CONFIG set.  The workers
+# run on the host platform over "host", or on XDM_CONTAINERS_PLATFORM over
+# XDM_CONTAINERS_BELOW (tests/gpu/containers_gpu.sh: cuda, cuda_async).
 
 set -u
 
@@ -37,6 +39,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/xdm-containers.XXXXXX") || exit 1
 shared=$tmp/shared
 mkdir -m 0700 "$shared"
 key=containers$$
+platform=${XDM_CONTAINERS_PLATFORM:-host}
+below=${XDM_CONTAINERS_BELOW:-host}
 pids=""
 cleanup() {
 	for p in $pids; do
@@ -65,8 +69,8 @@ container() {
 	mkfifo "$tmp/$name.in"
 	unshare --ipc --pid --mount --fork --kill-child --mount-proc sh -c '
 		mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 125
-		exec "$@"' container "$worker" hold host \
-		"budget key=$key dir=$shared limit=8M group=$name container=$name | host" \
+		exec "$@"' container "$worker" hold "$platform" \
+		"budget key=$key dir=$shared limit=8M group=$name container=$name | $below" \
 		"$bytes" <"$tmp/$name.in" >"$tmp/$name.out" 2>"$tmp/$name.err" &
 	pid=$!
 	pids="$pids $pid"
@@ -146,4 +150,5 @@ exec 5>&- 6>&-
 wait "$pid_b" || fail "b did not leave cleanly"
 wait "$pid_c" || fail "c did not leave cleanly"
 [ ! -e "$shared/xdm-budget-$key" ] || fail "the last one out left the segment"
-echo "PASS: two containers share one budget through $shared; a kill in one is settled in another"
+echo "PASS: two containers share one budget through $shared on $platform ($below);" \
+	"a kill in one is settled in another"

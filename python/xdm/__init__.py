@@ -3,9 +3,10 @@
 Pure Python over ctypes: this package loads libxdm (``xdm._lib`` says
 where it looks) and calls its C API.  What it carries:
 
-- runtimes: ``xdm.runtime(0)`` (the process's, built from the config) and
-  ``xdm.Runtime.create(0, stack=...)`` (a private one); stats, the budget
-  limit, allocation by address on a native stream (``xdm.runtime``);
+- runtimes: ``xdm.runtime(0)`` (the process's, built from the config),
+  ``xdm.runtimes()`` (those built so far) and ``xdm.Runtime.create(0,
+  stack=...)`` (a private one); stats, the budget limit, allocation by
+  address on a native stream (``xdm.runtime``);
 - errors as exceptions with their payloads: ``xdm.OutOfBudget`` has
   ``requested`` and ``remaining`` (``xdm.errors``);
 - tags: ``with xdm.tag("activations"):`` (``xdm.tags``);
@@ -25,7 +26,7 @@ from .errors import (ConfigError, DriverError, InvalidArgument, LibraryNotFound,
                      ModuleError, NoDevice, NotSupported, OutOfBounds, OutOfBudget,
                      OutOfMemory, StreamMisuse, UseAfterFree, XdmError)
 from .runtime import (Block, DeviceInfo, Runtime, Stats, parse_size, query_id,
-                      runtime, set_query_id, version)
+                      runtime, runtimes, set_query_id, version)
 from .tags import current_tag, set_tag, tag
 from .tree import mount, mount_point, unmount
 
@@ -35,6 +36,6 @@ __all__ = [
     "OutOfBudget", "OutOfMemory", "Runtime", "Stats", "StreamMisuse",
     "UseAfterFree", "XdmError", "current_tag", "errors", "find_module",
     "library_path", "module_path", "mount", "mount_point", "parse_size",
-    "pkglibdir", "query_id", "runtime", "set_query_id", "set_tag", "tag",
-    "tree", "unmount", "version",
+    "pkglibdir", "query_id", "runtime", "runtimes", "set_query_id", "set_tag",
+    "tag", "tree", "unmount", "version",
 ]

@@ -14,7 +14,10 @@ where it looks) and calls its C API.  What it carries:
   ``xdm.mount("/tmp/xdm-%p")`` (``xdm.tree``);
 - the framework switches, each importing its framework only when called:
   ``xdm.torch.use()``, ``xdm.cupy.use()``, and the Numba memory manager
-  ``NUMBA_CUDA_MEMORY_MANAGER=xdm.numba`` (or ``xdm.numba.use()``).
+  ``NUMBA_CUDA_MEMORY_MANAGER=xdm.numba`` (or ``xdm.numba.use()``);
+- a pytest plugin, ``pytest -p xdm.pytest --xdm-limit 8G``: one budget
+  per GPU for the whole run, a cap per xdist worker and per test, and the
+  tests' peaks (``xdm.pytest``).
 
 Importing xdm loads nothing: libxdm is opened by the first call that needs
 it, and no framework is ever imported by ``import xdm``.

@@ -6,7 +6,8 @@
 # PYTHONPATH and XDM_LIBRARY), without _paths.py.
 xdm_python_sources = python/xdm/__init__.py python/xdm/_lib.py python/xdm/errors.py \
 	python/xdm/runtime.py python/xdm/tags.py python/xdm/tree.py \
-	python/xdm/cupy.py python/xdm/numba.py python/xdm/torch.py
+	python/xdm/cupy.py python/xdm/numba.py python/xdm/torch.py \
+	python/xdm/pytest.py
 EXTRA_DIST += $(xdm_python_sources) python/xdm/_paths.py.in python/README.md
 
 # For pip (`pip install ./python`): pyproject.toml and its build backend,

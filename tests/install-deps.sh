@@ -8,9 +8,11 @@ set -eu
 # libtsan2: ThreadSanitizer's runtime for --enable-tsan (GCC 12 pulls it in
 # already; named because tests/ci.sh's TSan stage needs it).  python3-pip:
 # tests/python/install_check.sh's `pip install ./python` (into a venv made
-# --without-pip, so python3-venv is not needed).
+# --without-pip, so python3-venv is not needed).  python3-pytest-xdist: the
+# pytest plugin's tests of workers sharing a budget (tests/python/
+# test_pytest_plugin.py; they skip without it).
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev
-      libfuse3-dev fuse3 python3 python3-pytest python3-pip libtsan2
+      libfuse3-dev fuse3 python3 python3-pytest python3-pytest-xdist python3-pip libtsan2
       clang libclang-rt-14-dev tmux"
 as_root=""
 [ "$(id -u)" -eq 0 ] || as_root="sudo"

@@ -3,8 +3,9 @@
 ``pyproject.toml`` names it with ``backend-path``, so ``pip install
 ./python`` needs nothing but pip: no setuptools, no network, no build
 isolation to set up.  The package is pure Python, so a wheel is a zip of
-``xdm/*.py`` with its ``.dist-info``; an sdist is a tarball of what the
-wheel is built from.
+``xdm/*.py`` with its ``.dist-info`` (``entry_points.txt`` among them, from
+``[project.entry-points.*]``: the pytest plugin's); an sdist is a tarball of
+what the wheel is built from.
 
 The version is xdm's own, read from ``AC_INIT`` in ``../configure.ac`` (the
 source tree's), the one place it is written; an sdist records it in its
@@ -34,7 +35,13 @@ PACKAGE = "xdm"
 GENERATED = ("_paths.py",)
 # The [project] keys this backend turns into metadata.
 PROJECT_KEYS = ("name", "description", "readme", "requires-python", "license",
-                "dynamic")
+                "dynamic", "entry-points")
+# PEP 621: these groups are [project.scripts] and [project.gui-scripts],
+# which this backend does not write.
+SCRIPT_GROUPS = ("console_scripts", "gui_scripts")
+# An entry point's object reference, "module" or "module:attr" (dotted).
+OBJECT_REF_RE = re.compile(r"^[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?$")
+GROUP_RE = re.compile(r"^[\w.-]+$")
 # Public PEP 440 versions in canonical form (what AC_INIT should hold).
 VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?"
                         r"(\.post[0-9]+)?(\.dev[0-9]+)?$")
@@ -88,24 +95,52 @@ def parse_project(text):
     return parse_project_fallback(text)
 
 
+_TABLE_KEY_RE = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[A-Za-z0-9_-]+)\s*(\.|$)')
+
+
+def _table_keys(header, where):
+    """The dotted keys of a table header, quoted parts unquoted:
+    [project.entry-points."a.b"] gives ["project", "entry-points", "a.b"]."""
+    text, keys, pos, last = header[1:-1], [], 0, "."
+    while last == "." and pos <= len(text):
+        m = _TABLE_KEY_RE.match(text, pos)
+        if not m:
+            raise BackendError("%s: cannot read the table header %s" % (where, header))
+        key, last = m.group(1), m.group(2)
+        keys.append(json.loads(key) if key.startswith('"') else key)
+        pos = m.end()
+    if last == "." or pos != len(text):
+        raise BackendError("%s: cannot read the table header %s" % (where, header))
+    return keys
+
+
 def parse_project_fallback(text):
-    """parse_project without tomllib (public so that a test compares)."""
+    """parse_project without tomllib (public so that a test compares).
+
+    Reads [project] and its subtables ([project.entry-points.pytest11]);
+    other tables are skipped.
+    """
     project = {}
     table = None
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
+        where = "pyproject.toml:%d" % n
         if not line or line.startswith("#"):
             continue
         if line.startswith("["):
-            table = line.split("#")[0].strip()
+            keys = _table_keys(line.split("#")[0].strip(), where)
+            table = None
+            if keys[0] == "project":
+                table = project
+                for key in keys[1:]:
+                    table = table.setdefault(key, {})
             continue
-        if table != "[project]":
+        if table is None:
             continue
         key, eq, value = line.partition("=")
         if not eq:
-            raise BackendError("pyproject.toml:%d: expected key = value" % n)
-        project[key.strip().strip('"')] = _toml_value(value,
-                                                      "pyproject.toml:%d" % n)
+            raise BackendError("%s: expected key = value" % where)
+        table[key.strip().strip('"')] = _toml_value(value, where)
     return project
 
 
@@ -121,7 +156,41 @@ def _project():
         raise BackendError('pyproject.toml: [project] must have name = "%s" and '
                            'dynamic = ["version"] (the version is configure.ac\'s)'
                            % PACKAGE)
+    entry_points_txt(project)       # refuses what it cannot write
     return project
+
+
+def entry_points_txt(project):
+    """The text of the wheel's entry_points.txt, from [project.entry-points]
+    (None when there are none): one section per group, sorted."""
+    groups = project.get("entry-points")
+    if groups is None:
+        return None
+    if not isinstance(groups, dict):
+        raise BackendError("pyproject.toml: [project] entry-points is a table of "
+                           "groups ([project.entry-points.GROUP])")
+    sections = []
+    for group in sorted(groups):
+        entries = groups[group]
+        where = "pyproject.toml: [project.entry-points.%s]" % group
+        if group in SCRIPT_GROUPS:
+            raise BackendError("%s: scripts are [project.scripts] and "
+                               "[project.gui-scripts] (PEP 621), which this backend "
+                               "does not write" % where)
+        if not GROUP_RE.match(group) or not isinstance(entries, dict) or not entries:
+            raise BackendError("%s: a group is a table of name = \"module:attr\""
+                               % where)
+        lines = ["[%s]" % group]
+        for name in sorted(entries):
+            ref = entries[name]
+            if (not isinstance(ref, str) or not OBJECT_REF_RE.match(ref)
+                    or "=" in name or name != name.strip() or not name
+                    or name.startswith("[")):
+                raise BackendError("%s: %s = %r is not name = \"module\" or "
+                                   "\"module:attr\"" % (where, name, ref))
+            lines.append("%s = %s" % (name, ref))
+        sections.append("\n".join(lines) + "\n")
+    return "\n".join(sections)
 
 
 # ---- the version -----------------------------------------------------------
@@ -202,6 +271,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         with open(path, "rb") as f:
             files.append((arcname, f.read()))
     files.append((dist_info + "/METADATA", _metadata(project, version).encode()))
+    entry_points = entry_points_txt(project)
+    if entry_points is not None:
+        files.append((dist_info + "/entry_points.txt", entry_points.encode()))
     files.append((dist_info + "/WHEEL", (
         "Wheel-Version: 1.0\nGenerator: xdm_backend (python/pep517)\n"
         "Root-Is-Purelib: true\nTag: py3-none-any\n").encode()))

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from . import _lib
 from . import tags as _tags
+from . import tree as _tree
 from .errors import InvalidArgument, NotSupported, check
 
 _U32_MAX = 2**32 - 1
@@ -362,6 +363,28 @@ def runtime(ordinal=0):
     check(_lib.lib().xdm_runtime_get(ordinal, ctypes.byref(handle)))
     with _singletons_lock:
         return _singletons.setdefault(ordinal, Runtime(handle.value, True, _MAKER))
+
+
+def runtimes():
+    """The process-wide runtimes built so far, in ordinal order; builds none.
+
+    Built by this package (:func:`runtime`) or from C by anything else in
+    the process (a framework's glue calling ``xdm_runtime_get``): they are
+    read from the tree, where every live runtime is a directory.  Private
+    runtimes (:meth:`Runtime.create`) are not listed.  A test runner resets
+    and reads their peaks around each test (``xdm.pytest``).
+    """
+    ordinals = []
+    for name in _tree.list(""):
+        if not name[:1].isdigit():
+            continue
+        try:
+            if _tree.show(name + "/singleton").strip() != "1":
+                continue
+            ordinals.append(int(_tree.show(name + "/ordinal")))
+        except OSError:
+            continue        # a private runtime destroyed meanwhile
+    return [runtime(o) for o in sorted(set(ordinals))]
 
 
 def parse_size(text, percent_base=0):

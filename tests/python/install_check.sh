@@ -16,7 +16,8 @@
 #    configure asks) gives for it.
 # 2. `pip install ./python` into a throwaway venv (--system-site-packages,
 #    --no-index: offline): imports from the venv, without _paths.py, with
-#    the version in its metadata and libxdm's.
+#    the version in its metadata and libxdm's, and the pytest plugin's
+#    entry point (pytest11, xdm.pytest).
 #
 # Usage: sh tests/python/install_check.sh BUILDDIR (tests/ci.sh runs it on
 # build/ci-plain; not in make check, as it runs make install).  Exits 0
@@ -173,7 +174,11 @@ if os.path.exists(os.path.join(here, "_paths.py")):
 meta = importlib.metadata.version("xdm")
 if meta != sys.argv[1] or xdm.version() != sys.argv[1]:
     sys.exit("versions: metadata %s, libxdm %s, tree %s" % (meta, xdm.version(), sys.argv[1]))
-print("%s, version %s" % (here, meta))' "$version" 2>&1); then
+plugins = [(e.name, e.value) for e in importlib.metadata.distribution("xdm").entry_points
+           if e.group == "pytest11"]
+if plugins != [("xdm.pytest", "xdm.pytest")]:
+    sys.exit("the pytest11 entry points are %s, not xdm.pytest" % plugins)
+print("%s, version %s, pytest plugin %s" % (here, meta, plugins[0][0]))' "$version" 2>&1); then
 		echo "install_check: pip install ./python: $out"
 	else
 		fail "pip install ./python: $out"

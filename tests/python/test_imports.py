@@ -63,3 +63,14 @@ def test_every_file_is_distributed():
             if (name.endswith((".py", ".py.in", ".toml", ".md", ".sh"))
                     and name != "_paths.py"):
                 assert "%s/%s" % (folder, name) in listed, name
+
+
+def test_the_package_does_not_import_pytest():
+    # xdm.pytest is pytest's to import (-p xdm.pytest, or its entry point):
+    # importing the package, or a switch, brings neither it nor pytest.
+    out = run_python(
+        "import sys\n"
+        "import xdm, xdm.cupy, xdm.numba\n"
+        "print(sorted(m for m in sys.modules if m == 'xdm.pytest'\n"
+        "             or m.split('.')[0] in ('pytest', '_pytest')))\n")
+    assert out.strip() == "[]"

@@ -120,13 +120,66 @@ def test_version_must_be_found_and_valid(tmp_path):
     assert os.listdir(out) == ["src"]       # no wheel, not even half of one
 
 
+def edit_project(root, add):
+    """Put a line into pyproject.toml's [project] table (the file ends with
+    a subtable, where an appended line would land)."""
+    path = root / "pyproject.toml"
+    text = path.read_text()
+    assert "\n[project]\n" in text
+    path.write_text(text.replace("\n[project]\n", "\n[project]\n%s\n" % add, 1))
+
+
 def test_unknown_project_key_is_refused(tmp_path):
     root = tree_copy(tmp_path)
-    with open(root / "pyproject.toml", "a") as f:
-        f.write('dependencies = ["numpy"]\n')
+    edit_project(root, 'dependencies = ["numpy"]')
     module = backend(root)
     with pytest.raises(module.BackendError, match="dependencies are not known"):
         module.build_wheel(str(tmp_path))
+
+
+def test_wheel_carries_the_entry_points(tmp_path):
+    # [project.entry-points.pytest11] becomes the wheel's entry_points.txt,
+    # listed in RECORD, which is how pytest finds the plugin of a pip install.
+    root = tree_copy(tmp_path)
+    with open(root / "pyproject.toml", "a") as f:
+        f.write('\n[project.entry-points."other.group"]\nb = "xdm.tree:show"\n'
+                'a = "xdm"\n')
+    name = backend(root).build_wheel(str(tmp_path))
+    info = "xdm-%s.dist-info/" % xdm.version()
+    with zipfile.ZipFile(tmp_path / name) as whl:
+        text = whl.read(info + "entry_points.txt").decode()
+        record = whl.read(info + "RECORD").decode()
+    assert text == ("[other.group]\na = xdm\nb = xdm.tree:show\n\n"
+                    "[pytest11]\nxdm.pytest = xdm.pytest\n")
+    assert info + "entry_points.txt," in record
+
+
+def test_wheel_without_entry_points_has_no_file(tmp_path):
+    root = tree_copy(tmp_path)
+    text = (root / "pyproject.toml").read_text()
+    text = text[:text.index("[project.entry-points.pytest11]")]
+    (root / "pyproject.toml").write_text(text)
+    name = backend(root).build_wheel(str(tmp_path))
+    with zipfile.ZipFile(tmp_path / name) as whl:
+        assert not [n for n in whl.namelist() if n.endswith("entry_points.txt")]
+
+
+@pytest.mark.parametrize("table, match", [
+    ('[project.entry-points.console_scripts]\nx = "xdm:version"',
+     r"scripts are \[project.scripts\]"),
+    ('[project.entry-points.other]\nx = "not a reference"',
+     "is not name = \"module\" or \"module:attr\""),
+    ('[project.entry-points.other]\nx = ["xdm"]',
+     "is not name = \"module\""),
+])
+def test_bad_entry_points_are_refused(tmp_path, table, match):
+    root = tree_copy(tmp_path)
+    with open(root / "pyproject.toml", "a") as f:
+        f.write("\n%s\n" % table)
+    module = backend(root)
+    with pytest.raises(module.BackendError, match=match):
+        module.build_wheel(str(tmp_path))
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".whl")]
 
 
 def test_fallback_reader_agrees_with_tomllib():
@@ -136,3 +189,14 @@ def test_fallback_reader_agrees_with_tomllib():
     project = tomllib.loads(text)["project"]
     assert backend(os.path.join(SRC, "python")).parse_project_fallback(text) == project
     assert project["name"] == "xdm" and project["dynamic"] == ["version"]
+    assert project["entry-points"] == {"pytest11": {"xdm.pytest": "xdm.pytest"}}
+
+
+def test_fallback_reader_reads_subtables_and_refuses_bad_headers():
+    module = backend(os.path.join(SRC, "python"))
+    text = ('[build-system]\nrequires = []\n[project]\nname = "xdm"\n'
+            '[project.entry-points."a.b"]\nx = "m:f" # c\n[tool.other]\ny = "z"\n')
+    assert module.parse_project_fallback(text) == {
+        "name": "xdm", "entry-points": {"a.b": {"x": "m:f"}}}
+    with pytest.raises(module.BackendError, match="cannot read the table header"):
+        module.parse_project_fallback("[project..x]\n")

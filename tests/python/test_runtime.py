@@ -9,6 +9,8 @@ import pytest
 
 import xdm
 
+from conftest import run_python
+
 
 def test_reset_peak_starts_from_what_is_held(make_runtime):
     rt = make_runtime("host")
@@ -22,6 +24,30 @@ def test_reset_peak_starts_from_what_is_held(make_runtime):
     rt.free(c)
     assert rt.stats().bytes_peak == 4096 + 1024
     rt.free(b)
+
+
+def test_runtimes_lists_the_built_singletons_and_builds_none(tmp_path):
+    # In a fresh process: this one's singletons are built already.  Device
+    # 1's runtime is built from C (as a framework's glue builds it), which
+    # the package's own table does not see; the tree does.
+    conf = tmp_path / "three.conf"
+    conf.write_text("platform = host devices=3\n")
+    out = run_python(
+        "import ctypes, xdm\n"
+        "from xdm import _lib\n"
+        "print([rt.ordinal for rt in xdm.runtimes()])\n"
+        "private = xdm.Runtime.create(0, stack='host')\n"
+        "print(private.tree_path, [rt.ordinal for rt in xdm.runtimes()])\n"
+        "xdm.runtime(2)\n"
+        "handle = ctypes.c_void_p()\n"
+        "assert _lib.lib().xdm_runtime_get(1, ctypes.byref(handle)) == 0\n"
+        "rts = xdm.runtimes()\n"
+        "print([rt.ordinal for rt in rts], all(rt.singleton for rt in rts),\n"
+        "      rts[0] is xdm.runtime(1), rts[1] is xdm.runtime(2))\n"
+        "print(sorted(n for n in xdm.tree.list('') if n[0].isdigit()))\n",
+        env={"XDM_CONFIG": str(conf)})
+    assert out.splitlines() == ["[]", "0 []", "[1, 2] True True True",
+                                "['0', '1', '2']"]
 
 
 def test_stats_follow_allocate_and_free(make_runtime):

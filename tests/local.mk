@@ -230,7 +230,8 @@ EXTRA_DIST += tests/python/install_check.sh
 # The framework tests (pytest) skip where python3 has no torch with CUDA.
 TESTS += tests/gpu/gpu_python.sh
 EXTRA_DIST += tests/gpu/gpu_python.sh tests/gpu/conftest.py tests/gpu/test_torch.py \
-	tests/gpu/test_shared_budget.py tests/gpu/test_cupy_numba.py
+	tests/gpu/test_shared_budget.py tests/gpu/test_cupy_numba.py \
+	tests/gpu/test_pytest_workers.py
 # The multi-process budget with a CUDA stack; two processes seeing two GPUs
 # in opposite orders; the Compute Sanitizer gate (doc/sanitizer-gate.md).
 EXTRA_DIST += tests/gpu/budget_gpu.sh tests/gpu/devices_gpu.sh tests/gpu/sanitizer_gate.sh \

@@ -65,15 +65,15 @@ bool budget_slot_alive(int fd, unsigned int slot)
 	return l.l_type != F_UNLCK;
 }
 
-int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state)
+/* Field 22 (start time) and the state letter of a /proc/.../stat file. */
+static int read_stat(const char *path, uint64_t *start_time, char *state)
 {
-	char path[64], buf[1024];
+	char buf[1024];
 	unsigned long long start;
 	const char *p;
 	ssize_t n;
 	int fd, field;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -101,6 +101,14 @@ int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state)
 		return -EINVAL;
 	*start_time = start;
 	return 0;
+}
+
+int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	return read_stat(path, start_time, state);
 }
 
 uint64_t budget_pidns_of(pid_t pid)
@@ -163,7 +171,9 @@ static void read_cgroup(char *out, size_t len)
 int budget_self_identity(const char *name, uint64_t *start_time, uint64_t *pidns,
 			 char comm[BUDGET_COMM_MAX], char container[BUDGET_CONTAINER_MAX])
 {
-	int err = budget_proc_identity(getpid(), start_time, NULL);
+	/* /proc/self, not /proc/<getpid()>: in a pid namespace of its own
+	 * that still sees the host's /proc, the two are other processes. */
+	int err = read_stat("/proc/self/stat", start_time, NULL);
 
 	if (err)
 		return err;

@@ -54,6 +54,10 @@ assert b['nprocesses'] == 2
 assert p[$a]['bytes'] == 8 * 2**20 and p[$b]['bytes'] == 4 * 2**20
 assert p[$a]['state'] == 'live' and p[$b]['state'] == 'live'
 assert p[$a]['command'] == 'budget_worker', p[$a]['command']
+# Of xdmctl's own pid namespace: here, and the same pid here.
+assert p[$a]['here'] is True and p[$a]['pid_here'] == $a, p[$a]
+assert p[$b]['here'] is True and p[$b]['pid_here'] == $b, p[$b]
+assert p[$a]['group'] is None and b['groups'] == [], b
 assert p[$b]['mount'] is None
 assert all(t['path'].startswith('$tmp/') for t in doc['trees']), doc['trees']
 if '$tree' == 'yes':
@@ -64,7 +68,8 @@ if '$tree' == 'yes':
 "$ctl" ps >"$tmp/ps.txt" 2>&1 || fail "xdmctl ps exited $?"
 grep -q "^budget $key: limit 64.0 MiB, used 12.0 MiB" "$tmp/ps.txt" ||
 	fail "ps does not sum up the budget: $(cat "$tmp/ps.txt")"
-grep -Eq "^ +$a +live +8.0 MiB +budget_worker" "$tmp/ps.txt" ||
+# PID, then HERE: the same pid, the workers being of this pid namespace.
+grep -Eq "^ +$a +$a +live +8.0 MiB +budget_worker +- +" "$tmp/ps.txt" ||
 	fail "ps has no row for $a: $(cat "$tmp/ps.txt")"
 
 # ---- an xdm-bench on the same budget ------------------------------------
@@ -154,14 +159,14 @@ kill -CONT "$a"
 kill -9 "$b"
 wait "$b" 2>/dev/null
 check "killed" "
-assert p[$b]['state'] == 'dead', p[$b]
+assert p[$b]['state'] == 'dead' and p[$b]['pid_here'] is None, p[$b]
 assert p[$b]['bytes'] == 4 * 2**20 and p[$b]['mount'] is None, p[$b]
 assert p[$a]['state'] == 'live'
 assert b['used'] == 12 * 2**20, b['used']
 "
 "$ctl" ps >"$tmp/ps.txt" 2>&1 || fail "xdmctl ps exited $?"
 # The command a dead process recorded in its slot stays readable.
-grep -Eq "^ +$b +dead +4.0 MiB +budget_worker" "$tmp/ps.txt" ||
+grep -Eq "^ +$b +- +dead +4.0 MiB +budget_worker" "$tmp/ps.txt" ||
 	fail "ps does not show $b dead: $(cat "$tmp/ps.txt")"
 "$ctl" budget "$key" >"$tmp/budget.txt" 2>&1 || fail "xdmctl budget exited $?"
 grep -q "processes *3: 2 live, 0 stopped, 1 dead" "$tmp/budget.txt" ||

@@ -17,6 +17,8 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/show.c \
 	tools/xdmctl/ps.c \
 	tools/xdmctl/budget.c \
+	tools/xdmctl/budget_set.c \
+	tools/xdmctl/nspid.c \
 	tools/xdmctl/top.c \
 	tools/xdmctl/timeline.c \
 	tools/xdmctl/snapshot.c \

@@ -24,6 +24,7 @@ static const struct command {
 	{ "top", xdmctl_top, "a live view of the processes, refreshed" },
 	{ "timeline", xdmctl_timeline, "a logging adaptor's CSV as memory over time (SVG, HTML)" },
 	{ "snapshot", xdmctl_snapshot, "a logging adaptor's CSV as a PyTorch memory snapshot" },
+	{ "metrics", xdmctl_metrics, "every budget, group and process as Prometheus metrics" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -25,6 +25,7 @@ static const struct command {
 	{ "timeline", xdmctl_timeline, "a logging adaptor's CSV as memory over time (SVG, HTML)" },
 	{ "snapshot", xdmctl_snapshot, "a logging adaptor's CSV as a PyTorch memory snapshot" },
 	{ "metrics", xdmctl_metrics, "every budget, group and process as Prometheus metrics" },
+	{ "serve", xdmctl_serve, "serve those metrics over HTTP, for Prometheus to scrape" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -45,6 +45,7 @@ int xdmctl_top(struct xdmctl_ctx *ctx, int argc, char **argv);
 int xdmctl_timeline(struct xdmctl_ctx *ctx, int argc, char **argv);
 int xdmctl_snapshot(struct xdmctl_ctx *ctx, int argc, char **argv);
 int xdmctl_metrics(struct xdmctl_ctx *ctx, int argc, char **argv);
+int xdmctl_serve(struct xdmctl_ctx *ctx, int argc, char **argv);
 
 /*
  * getopt_long() for a command, the options every command takes handled

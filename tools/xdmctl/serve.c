@@ -158,6 +158,7 @@ int xdmctl_serve(struct xdmctl_ctx *ctx, int argc, char **argv)
 	};
 	unsigned long timeout_ms = SERVE_TIMEOUT_MS;
 	const char *listen_addr = NULL;
+	struct signalfd_siginfo si;
 	char shown[128];
 	sigset_t set, old;
 	int c, rc, lfd, sigfd;
@@ -186,7 +187,7 @@ int xdmctl_serve(struct xdmctl_ctx *ctx, int argc, char **argv)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigprocmask(SIG_BLOCK, &set, &old);
-	sigfd = signalfd(-1, &set, SFD_CLOEXEC);
+	sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sigfd < 0) {
 		rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "serve", "cannot take signals: %s",
 				 strerror(errno));
@@ -204,6 +205,10 @@ int xdmctl_serve(struct xdmctl_ctx *ctx, int argc, char **argv)
 out_listen:
 	close(lfd);
 out_sigfd:
+	/* The signal that stopped us is taken, or unblocking would deliver it
+	 * and kill us after all. */
+	while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		;
 	close(sigfd);
 out_mask:
 	sigprocmask(SIG_SETMASK, &old, NULL);

@@ -20,26 +20,6 @@ set -u
 name_of_test=xdmctl-ps
 . "${XDM_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/tools/xdmctl_live_test.sh"
 
-# check NAME PYTHON: runs PYTHON with the JSON of `xdmctl --json ps` as doc
-# and this run's budget as b (its processes by pid in p); an assert that
-# fails names NAME.
-check() {
-	"$ctl" --json ps --timeout 300 >"$tmp/ps.json" 2>"$tmp/ps.err" ||
-		fail "$1: xdmctl --json ps exited $?"
-	KEY=$key python3 - "$tmp/ps.json" "$1" "$2" <<'PY' || fail "$1"
-import json, os, sys
-doc = json.load(open(sys.argv[1]))
-bs = [b for b in doc["budgets"] if b["key"] == os.environ["KEY"]]
-assert len(bs) == 1, "the budget %s is not listed once: %r" % (os.environ["KEY"], doc)
-b = bs[0]
-p = {q["pid"]: q for q in b.get("processes", [])}
-try:
-    exec(sys.argv[3])
-except AssertionError as e:
-    sys.exit("%s: %s\n%s" % (sys.argv[2], e, json.dumps(b, indent=1)))
-PY
-}
-
 MiB=1048576
 start_worker a $((8 * MiB)) 3 "$tmp/mnt-%p"
 a=$wpid

@@ -3,7 +3,11 @@
 # Runs apt-get as root, or through sudo when run by another user.  clang and
 # libclang-rt-14-dev (libFuzzer's runtime, libclang_rt.fuzzer) are for the
 # fuzz targets of tests/fuzz only; tmux drives xdmctl top in a real terminal
-# (tests/tools/xdmctl_top.sh).
+# (tests/tools/xdmctl_top.sh); curl scrapes xdmctl serve, and prometheus
+# brings promtool, which checks what it serves (tests/tools/xdmctl_serve.sh;
+# without promtool that check is skipped with a sentence).  On a machine
+# run by systemd the prometheus package also enables a Prometheus server;
+# `systemctl disable --now prometheus` where it is not wanted.
 set -eu
 # libtsan2: ThreadSanitizer's runtime for --enable-tsan (GCC 12 pulls it in
 # already; named because tests/ci.sh's TSan stage needs it).  python3-pip:
@@ -13,7 +17,7 @@ set -eu
 # test_pytest_plugin.py; they skip without it).
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev
       libfuse3-dev fuse3 python3 python3-pytest python3-pytest-xdist python3-pip libtsan2
-      clang libclang-rt-14-dev tmux"
+      clang libclang-rt-14-dev tmux curl prometheus"
 as_root=""
 [ "$(id -u)" -eq 0 ] || as_root="sudo"
 export DEBIAN_FRONTEND=noninteractive

@@ -188,13 +188,17 @@ EXTRA_DIST += tests/process/devices_order.sh tests/process/devices_order_body.sh
 
 # ---- tools: the programs ---------------------------------------------------
 # xdm-bench's workloads once each; xdmctl ps and budget against live
-# processes, top in a real terminal (tmux), timeline and snapshot from logs
+# processes, in groups, containers and a pid namespace of their own;
+# metrics and serve scraped (curl, promtool where installed) and checked
+# against ps; top in a real terminal (tmux), timeline and snapshot from logs
 # that timeline_gen.py simulates, whose true figures it knows without
 # reading the CSV back (snapshot's read back the way PyTorch's viewer
 # reads it).
 tools_live_tests = \
 	tests/tools/bench_smoke.sh \
 	tests/tools/xdmctl_ps.sh \
+	tests/tools/xdmctl_groups.sh \
+	tests/tools/xdmctl_serve.sh \
 	tests/tools/xdmctl_top.sh
 tools_log_tests = \
 	tests/tools/xdmctl_timeline.sh \
@@ -207,7 +211,7 @@ if !TSAN
 TESTS += $(tools_log_tests)
 endif
 EXTRA_DIST += $(tools_live_tests) $(tools_log_tests) tests/tools/xdmctl_live_test.sh \
-	tests/tools/xdmctl_log_test.sh tests/tools/timeline_gen.py
+	tests/tools/xdmctl_log_test.sh tests/tools/timeline_gen.py tests/tools/metrics_check.py
 
 # ---- python: the package on the host platform (pytest) --------------------
 # Run once, in a build without sanitizers: the package is pure Python, and

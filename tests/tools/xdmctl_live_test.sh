@@ -6,7 +6,7 @@
 # $bench; $key, a budget key of this run only, and $stack on it; $tmp
 # (removed at exit with every process in $pids, every tree mounted under
 # it and the budget's segment); $tree, yes where trees can be mounted and
-# checked; and fail, wait_for and start_worker.
+# checked; and fail, wait_for, start_worker and check.
 
 top=${XDM_TOP_BUILDDIR:-.}
 ctl=$top/tools/xdmctl/xdmctl
@@ -94,4 +94,25 @@ start_worker() {
 	pids="$pids $wpid"
 	eval "exec $3>\"\$tmp/\$1.in\""
 	wait_for "$tmp/$1.out" ready
+}
+
+# check NAME PYTHON: runs PYTHON with the JSON of `xdmctl --json ps` as doc
+# and this run's budget as b (its processes by pid in p, its groups by name
+# in g); an assert that fails names NAME.
+check() {
+	"$ctl" --json ps --timeout 300 >"$tmp/ps.json" 2>"$tmp/ps.err" ||
+		fail "$1: xdmctl --json ps exited $?"
+	KEY=$key python3 - "$tmp/ps.json" "$1" "$2" <<'PY' || fail "$1"
+import json, os, sys
+doc = json.load(open(sys.argv[1]))
+bs = [b for b in doc["budgets"] if b["key"] == os.environ["KEY"]]
+assert len(bs) == 1, "the budget %s is not listed once: %r" % (os.environ["KEY"], doc)
+b = bs[0]
+p = {q["pid"]: q for q in b.get("processes", [])}
+g = {q["name"]: q for q in b.get("groups", [])}
+try:
+    exec(sys.argv[3])
+except AssertionError as e:
+    sys.exit("%s: %s\n%s" % (sys.argv[2], e, json.dumps(b, indent=1)))
+PY
 }

@@ -20,26 +20,6 @@ set -u
 name_of_test=xdmctl-ps
 . "${XDM_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/tools/xdmctl_live_test.sh"
 
-# check NAME PYTHON: runs PYTHON with the JSON of `xdmctl --json ps` as doc
-# and this run's budget as b (its processes by pid in p); an assert that
-# fails names NAME.
-check() {
-	"$ctl" --json ps --timeout 300 >"$tmp/ps.json" 2>"$tmp/ps.err" ||
-		fail "$1: xdmctl --json ps exited $?"
-	KEY=$key python3 - "$tmp/ps.json" "$1" "$2" <<'PY' || fail "$1"
-import json, os, sys
-doc = json.load(open(sys.argv[1]))
-bs = [b for b in doc["budgets"] if b["key"] == os.environ["KEY"]]
-assert len(bs) == 1, "the budget %s is not listed once: %r" % (os.environ["KEY"], doc)
-b = bs[0]
-p = {q["pid"]: q for q in b.get("processes", [])}
-try:
-    exec(sys.argv[3])
-except AssertionError as e:
-    sys.exit("%s: %s\n%s" % (sys.argv[2], e, json.dumps(b, indent=1)))
-PY
-}
-
 MiB=1048576
 start_worker a $((8 * MiB)) 3 "$tmp/mnt-%p"
 a=$wpid
@@ -54,6 +34,10 @@ assert b['nprocesses'] == 2
 assert p[$a]['bytes'] == 8 * 2**20 and p[$b]['bytes'] == 4 * 2**20
 assert p[$a]['state'] == 'live' and p[$b]['state'] == 'live'
 assert p[$a]['command'] == 'budget_worker', p[$a]['command']
+# Of xdmctl's own pid namespace: here, and the same pid here.
+assert p[$a]['here'] is True and p[$a]['pid_here'] == $a, p[$a]
+assert p[$b]['here'] is True and p[$b]['pid_here'] == $b, p[$b]
+assert p[$a]['group'] is None and b['groups'] == [], b
 assert p[$b]['mount'] is None
 assert all(t['path'].startswith('$tmp/') for t in doc['trees']), doc['trees']
 if '$tree' == 'yes':
@@ -64,7 +48,8 @@ if '$tree' == 'yes':
 "$ctl" ps >"$tmp/ps.txt" 2>&1 || fail "xdmctl ps exited $?"
 grep -q "^budget $key: limit 64.0 MiB, used 12.0 MiB" "$tmp/ps.txt" ||
 	fail "ps does not sum up the budget: $(cat "$tmp/ps.txt")"
-grep -Eq "^ +$a +live +8.0 MiB +budget_worker" "$tmp/ps.txt" ||
+# PID, then HERE: the same pid, the workers being of this pid namespace.
+grep -Eq "^ +$a +$a +live +8.0 MiB +budget_worker +- +" "$tmp/ps.txt" ||
 	fail "ps has no row for $a: $(cat "$tmp/ps.txt")"
 
 # ---- an xdm-bench on the same budget ------------------------------------
@@ -154,14 +139,14 @@ kill -CONT "$a"
 kill -9 "$b"
 wait "$b" 2>/dev/null
 check "killed" "
-assert p[$b]['state'] == 'dead', p[$b]
+assert p[$b]['state'] == 'dead' and p[$b]['pid_here'] is None, p[$b]
 assert p[$b]['bytes'] == 4 * 2**20 and p[$b]['mount'] is None, p[$b]
 assert p[$a]['state'] == 'live'
 assert b['used'] == 12 * 2**20, b['used']
 "
 "$ctl" ps >"$tmp/ps.txt" 2>&1 || fail "xdmctl ps exited $?"
 # The command a dead process recorded in its slot stays readable.
-grep -Eq "^ +$b +dead +4.0 MiB +budget_worker" "$tmp/ps.txt" ||
+grep -Eq "^ +$b +- +dead +4.0 MiB +budget_worker" "$tmp/ps.txt" ||
 	fail "ps does not show $b dead: $(cat "$tmp/ps.txt")"
 "$ctl" budget "$key" >"$tmp/budget.txt" 2>&1 || fail "xdmctl budget exited $?"
 grep -q "processes *3: 2 live, 0 stopped, 1 dead" "$tmp/budget.txt" ||

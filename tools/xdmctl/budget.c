@@ -1,47 +1,60 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * budget.c - xdmctl budget [DEVICE] [--set SIZE]: a device's shared
- * budget, and its limit changed for every process on it.
- *
- * --set follows the rules of a write to a mount's budget/limit: the size
- * is read first, by xdm_parse_size() with the device's memory as the base
- * of a %, and a size that cannot be read is an error that changes nothing.
- * The limit and its check word are then written together under the
- * segment's lock, taken the way the adaptor takes it (both link
- * lib/budget_segment), so a process validating the segment at attach never
- * sees one without the other.  Lowering the limit below the usage refuses new
- * allocations until enough is freed; nothing already held is taken back.
+ * budget.c - xdmctl budget [DEVICE] [--group NAME] [--set SIZE]: a
+ * device's shared budget and its groups, and a limit of either changed
+ * for every process on it (budget_set.c).
  */
 #include "config.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#include <xdm/xdm.h>
-
-#include "lib/budget_segment/segment.h"
 #include "segments.h"
 
 #define BUDGET_TREE_TIMEOUT_MS 1000
 
 static void usage(FILE *f)
 {
-	fputs("Usage: xdmctl [--json] budget [DEVICE] [--set SIZE]\n"
+	fputs("Usage: xdmctl [--json] [--dir DIR] budget [DEVICE] [--group NAME] [--set SIZE]\n"
 	      "\n"
-	      "Show the shared budget of a device, or change its limit for every\n"
-	      "process on it.  DEVICE is the budget's key (the device's UUID unless\n"
-	      "configured otherwise), a unique start of it, or the segment's name;\n"
-	      "it may be left out when the machine has one budget.\n"
+	      "Show the shared budget of a device and its groups, or change its limit\n"
+	      "or a group's for every process on it.  DEVICE is the budget's key (the\n"
+	      "device's UUID unless configured otherwise), a unique start of it, or\n"
+	      "the segment's name; it may be left out when the machine has one budget.\n"
 	      "\n"
-	      "  --set SIZE  the new limit: bytes, K/M/G/T, a % of the device's\n"
-	      "              memory, or max (as budget/limit in xdm-fs(7))\n"
-	      "  --json      one JSON document\n",
+	      "  --group NAME  that group of the budget: show it, or --set its limit\n"
+	      "  --set SIZE    the new limit: bytes, K/M/G/T, a % of the device's\n"
+	      "                memory, or max (as budget/limit in xdm-fs(7))\n"
+	      "  --json        one JSON document\n"
+	      "  --dir DIR     the directory of the budgets' segments\n",
 	      f);
+}
+
+/*
+ * The groups, in bytes as the rest; a group without a limit of its own
+ * (max) has "max", and no remaining of its own ("-").
+ */
+static void print_groups(const struct xdmctl_segment *seg)
+{
+	printf("  groups        %zu\n", seg->ngroups);
+	if (!seg->ngroups)
+		return;
+	printf("    %-16s  %7s  %14s  %14s  %14s  %14s  %8s\n", "GROUP", "MEMBERS", "LIMIT", "USED",
+	       "REMAINING", "PEAK", "REFUSALS");
+	for (size_t i = 0; i < seg->ngroups; i++) {
+		const struct xdmctl_group *g = &seg->groups[i];
+		char limit[24] = "max", remaining[24] = "-";
+
+		if (g->limit != UINT64_MAX) {
+			snprintf(limit, sizeof(limit), "%" PRIu64, g->limit);
+			snprintf(remaining, sizeof(remaining), "%" PRIu64,
+				 g->used < g->limit ? g->limit - g->used : 0);
+		}
+		printf("    %-16s  %7" PRIu32 "  %14s  %14" PRIu64 "  %14s  %14" PRIu64 "  %8" PRIu64
+		       "\n",
+		       g->name, g->members, limit, g->used, remaining, g->peak, g->refusals);
+	}
 }
 
 static void print_text(const struct xdmctl_segment *seg)
@@ -54,7 +67,7 @@ static void print_text(const struct xdmctl_segment *seg)
 		return;
 	for (size_t i = 0; i < seg->nprocs; i++)
 		states[seg->procs[i].state]++;
-	printf("  segment       /%s (owner uid %u)\n", seg->name, (unsigned int)seg->owner);
+	printf("  segment       %s (owner uid %u)\n", seg->path, (unsigned int)seg->owner);
 	printf("  limit         %" PRIu64 "\n", seg->limit);
 	printf("  used          %" PRIu64 "\n", seg->used);
 	printf("  remaining     %" PRIu64 "\n", seg->used < seg->limit ? seg->limit - seg->used : 0);
@@ -66,81 +79,37 @@ static void print_text(const struct xdmctl_segment *seg)
 	printf("  processes     %zu: %u live, %u stopped, %u dead\n", seg->nprocs, states[0],
 	       states[1], states[2]);
 	printf("  unsettled     %u\n", seg->unsettled);
+	print_groups(seg);
 }
 
-/* Maps the segment for writing and checks it is still one: NULL, said. */
-static struct budget_shm *map_writable(const struct xdmctl_segment *seg, int *rc)
+/* budget --group NAME: that group alone. */
+static int show_group(const struct xdmctl_ctx *ctx, const struct xdmctl_segment *seg,
+		      const char *name)
 {
-	char why[160];
-	struct budget_shm *s = budget_segment_map(AT_FDCWD, seg->path, true, NULL, NULL, why,
-						  sizeof(why));
-
-	if (!s)
-		*rc = xdmctl_fail(XDMCTL_EXIT_FAIL, "budget", "/%s %s", seg->name, why);
-	return s;
-}
-
-static int set_limit(struct xdmctl_ctx *ctx, struct xdmctl_segment *seg, const char *text)
-{
-	uint64_t limit, before;
-	struct budget_shm *s;
-	char a[32], b[32];
-	int rc = 0, err;
+	const struct xdmctl_group *g;
 
 	if (seg->unreadable[0])
 		return xdmctl_fail(XDMCTL_EXIT_FAIL, "budget", "/%s %s", seg->name, seg->unreadable);
-	if (xdm_parse_size(text, seg->device_total, &limit) != XDM_OK) {
-		if (strchr(text, '%') && seg->device_total == 0)
-			return xdmctl_fail(XDMCTL_EXIT_USAGE, "budget",
-					   "--set '%s': a %% needs the device's memory, which this "
-					   "budget does not record; give bytes",
-					   text);
-		return xdmctl_fail(XDMCTL_EXIT_USAGE, "budget",
-				   "--set '%s' is not a size: give bytes, K/M/G/T, a %% of the "
-				   "device's memory, or max; the limit is unchanged",
-				   text);
-	}
-	s = map_writable(seg, &rc);
-	if (!s)
-		return rc;
-	err = budget_lock(s);
-	if (err) {
-		budget_segment_unmap(s);
-		return xdmctl_fail(XDMCTL_EXIT_FAIL, "budget",
-				   "the lock of /%s cannot be taken (%s): the limit is unchanged",
-				   seg->name,
-				   err == ETIMEDOUT ? "a process holding it is stopped" : strerror(err));
-	}
-	/* The last process left since the listing: the name is gone with it. */
-	if (s->unlinked) {
-		budget_unlock(s);
-		budget_segment_unmap(s);
+	g = xdmctl_group_find(seg, name);
+	if (!g)
 		return xdmctl_fail(XDMCTL_EXIT_NONE, "budget",
-				   "/%s went away (its last process left): nothing to set", seg->name);
-	}
-	before = atomic_load_explicit(&s->limit, memory_order_relaxed);
-	/* A segment an attach would refuse is not mended behind its back. */
-	if (atomic_load_explicit(&s->limit_check, memory_order_relaxed) != ~before) {
-		budget_unlock(s);
-		budget_segment_unmap(s);
-		return xdmctl_fail(XDMCTL_EXIT_FAIL, "budget",
-				   "the limit of /%s does not match its check word: the segment is "
-				   "corrupt (xdm-budget(7), THE SEGMENT); the limit is unchanged",
-				   seg->name);
-	}
-	budget_set_limit_locked(s, limit);
-	budget_unlock(s);
-	budget_segment_unmap(s);
-	seg->limit = limit;
+				   "budget %s has no group '%s' (xdmctl budget %s lists its groups)",
+				   seg->key, name, seg->key);
 	if (ctx->json) {
-		printf("{\"key\": ");
+		fputs("{\"key\": ", stdout);
 		xdmctl_json_string(stdout, seg->key);
-		printf(", \"limit_before\": %" PRIu64 ", \"limit\": %" PRIu64 "}\n", before, limit);
-	} else {
-		printf("budget %s: limit %s -> %s\n", seg->key,
-		       before == UINT64_MAX ? "none" : xdmctl_human(before, a, sizeof(a)),
-		       limit == UINT64_MAX ? "none" : xdmctl_human(limit, b, sizeof(b)));
+		fputs(", ", stdout);
+		xdmctl_group_json(stdout, g);
+		fputs("}\n", stdout);
+		return XDMCTL_EXIT_OK;
 	}
+	printf("budget %s group %s\n", seg->key, g->name);
+	printf("  members       %" PRIu32 "\n", g->members);
+	printf("  limit         %" PRIu64 "\n", g->limit);
+	printf("  used          %" PRIu64 "\n", g->used);
+	printf("  remaining     %" PRIu64 "\n", g->used < g->limit ? g->limit - g->used : 0);
+	printf("  peak          %" PRIu64 "\n", g->peak);
+	printf("  refusals      %" PRIu64 "\n", g->refusals);
 	return XDMCTL_EXIT_OK;
 }
 
@@ -149,21 +118,29 @@ int xdmctl_budget(struct xdmctl_ctx *ctx, int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "set", required_argument, NULL, 's' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "dir", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct xdmctl_segment *segs = NULL, *seg;
 	struct xdmctl_mount *mounts = NULL;
 	size_t nmounts = 0;
-	const char *device = NULL, *set = NULL;
+	const char *device = NULL, *set = NULL, *group = NULL;
 	size_t nsegs = 0;
-	int rc;
+	int c, rc;
 
 	optind = 1;
-	while (xdmctl_next_option(ctx, argc, argv, "h", longopts, usage, &rc) != -1)
-		set = optarg;	/* --set, the one option of budget's own */
+	while ((c = xdmctl_next_option(ctx, argc, argv, "h", longopts, usage, &rc)) != -1) {
+		if (c == 's')
+			set = optarg;
+		else
+			group = optarg;
+	}
 	if (rc != XDMCTL_OPT_NEXT)
 		return rc;
+	if (group && !group[0])
+		return xdmctl_fail(XDMCTL_EXIT_USAGE, "budget", "--group needs a group's name");
 	if (optind < argc)
 		device = argv[optind++];
 	if (optind < argc)
@@ -176,9 +153,14 @@ int xdmctl_budget(struct xdmctl_ctx *ctx, int argc, char **argv)
 	if (!seg)
 		goto out;
 	if (set) {
-		rc = set_limit(ctx, seg, set);
+		rc = xdmctl_budget_set(ctx, seg, group, set);
 		goto out;
 	}
+	if (group) {
+		rc = show_group(ctx, seg, group);
+		goto out;
+	}
+	xdmctl_segments_find_pids(seg, 1);
 	/* The processes' trees, as ps shows them; without them, none. */
 	if (xdmctl_mounts_read(ctx, false, BUDGET_TREE_TIMEOUT_MS, &mounts, &nmounts) == 0)
 		xdmctl_segments_link_mounts(seg, 1, mounts, nmounts);

@@ -1,6 +1,7 @@
 # tools/xdmctl: every xdm process of the machine, from outside
 # (man/xdmctl.1): the budget segments and their processes, the trees they
-# mount, and the logging CSV drawn as memory over time or as a snapshot.
+# mount, and the logging CSV drawn as memory over time or as a snapshot;
+# the budgets as Prometheus metrics, printed or served over HTTP.
 # It links no module: the budget segment's library (lib/budget_segment),
 # which the budget module links too, gives it the layout, the lock and the
 # liveness rule, so that it agrees with a reclaimer on who is dead and
@@ -17,6 +18,8 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/show.c \
 	tools/xdmctl/ps.c \
 	tools/xdmctl/budget.c \
+	tools/xdmctl/budget_set.c \
+	tools/xdmctl/nspid.c \
 	tools/xdmctl/top.c \
 	tools/xdmctl/timeline.c \
 	tools/xdmctl/snapshot.c \
@@ -34,7 +37,13 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/timeline_svg.c \
 	tools/xdmctl/timeline_html.c \
 	tools/xdmctl/pickle.h \
-	tools/xdmctl/pickle.c
+	tools/xdmctl/pickle.c \
+	tools/xdmctl/metrics.h \
+	tools/xdmctl/metrics.c \
+	tools/xdmctl/serve.h \
+	tools/xdmctl/serve.c \
+	tools/xdmctl/listen.c \
+	tools/xdmctl/http.c
 tools_xdmctl_xdmctl_LDADD = tools/common/libxdmtools.la \
 	lib/budget_segment/libbudget_segment.la lib/mountinfo/libmountinfo.la libxdm.la -lrt -lm
 dist_man_MANS += man/xdmctl.1

@@ -24,6 +24,8 @@ static const struct command {
 	{ "top", xdmctl_top, "a live view of the processes, refreshed" },
 	{ "timeline", xdmctl_timeline, "a logging adaptor's CSV as memory over time (SVG, HTML)" },
 	{ "snapshot", xdmctl_snapshot, "a logging adaptor's CSV as a PyTorch memory snapshot" },
+	{ "metrics", xdmctl_metrics, "every budget, group and process as Prometheus metrics" },
+	{ "serve", xdmctl_serve, "serve those metrics over HTTP, for Prometheus to scrape" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -51,6 +53,13 @@ int xdmctl_next_option(struct xdmctl_ctx *ctx, int argc, char **argv, const char
 		case 'j':
 			ctx->json = true;
 			break;
+		case 'D':
+			if (!optarg[0]) {
+				*rc = xdmctl_fail(XDMCTL_EXIT_USAGE, NULL, "--dir needs a directory");
+				return -1;
+			}
+			ctx->shm_dir = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			*rc = XDMCTL_EXIT_OK;
@@ -68,7 +77,7 @@ int xdmctl_next_option(struct xdmctl_ctx *ctx, int argc, char **argv, const char
 
 static void usage(FILE *f)
 {
-	fputs("Usage: xdmctl [--json] COMMAND [ARGS...]\n"
+	fputs("Usage: xdmctl [--json] [--dir DIR] COMMAND [ARGS...]\n"
 	      "       xdmctl --help | --version | help COMMAND\n"
 	      "\n"
 	      "See and steer the xdm processes of this machine.\n"
@@ -80,6 +89,8 @@ static void usage(FILE *f)
 	fputs("\n"
 	      "Options:\n"
 	      "  --json     print one JSON document (ps, budget)\n"
+	      "  --dir DIR  where the budgets' segments are (default: $XDMCTL_SHM_DIR,\n"
+	      "             else $XDM_BUDGET_DIR, else /dev/shm)\n"
 	      "  --help     this text; COMMAND --help: that command's\n"
 	      "  --version  the version of xdm\n"
 	      "\n"
@@ -100,10 +111,16 @@ int main(int argc, char **argv)
 {
 	struct xdmctl_ctx ctx = { .json = false, .shm_dir = "/dev/shm" };
 	const struct command *cmd;
-	const char *dir = getenv("XDMCTL_SHM_DIR");
+	const char *dir;
 	char prog[32];
 	int i = 1;
 
+	/* A budget's processes find its segment by $XDM_BUDGET_DIR: so does
+	 * xdmctl, unless told where to look for itself. */
+	dir = getenv("XDM_BUDGET_DIR");
+	if (dir && *dir)
+		ctx.shm_dir = dir;
+	dir = getenv("XDMCTL_SHM_DIR");
 	if (dir && *dir)
 		ctx.shm_dir = dir;
 	dir = getenv("XDMCTL_TREES_UNDER");
@@ -112,6 +129,10 @@ int main(int argc, char **argv)
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			ctx.json = true;
+		} else if (strncmp(argv[i], "--dir=", 6) == 0 || strcmp(argv[i], "--dir") == 0) {
+			ctx.shm_dir = argv[i][5] == '=' ? argv[i] + 6 : i + 1 < argc ? argv[++i] : "";
+			if (!ctx.shm_dir[0])
+				return xdmctl_fail(XDMCTL_EXIT_USAGE, NULL, "--dir needs a directory");
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			usage(stdout);
 			return XDMCTL_EXIT_OK;

@@ -24,14 +24,16 @@
 
 static void usage(FILE *f)
 {
-	fputs("Usage: xdmctl [--json] ps [--timeout MS]\n"
+	fputs("Usage: xdmctl [--json] [--dir DIR] ps [--timeout MS]\n"
 	      "\n"
 	      "Every process on this machine attached to an xdm budget, per device:\n"
-	      "pid, state (live, stopped, or dead and still counted), bytes held,\n"
-	      "command and the tree it mounts; then the trees of processes without\n"
-	      "a budget.\n"
+	      "pid (as its container sees it), pid here (in xdmctl's pid namespace,\n"
+	      "- where unknown), state (live, stopped, or dead and still counted),\n"
+	      "bytes held, command, group, container (its name, or its cgroup) and\n"
+	      "the tree it mounts; then the trees of processes without a budget.\n"
 	      "\n"
 	      "  --json        one JSON document\n"
+	      "  --dir DIR     the directory of the budgets' segments\n"
 	      "  --timeout MS  how long a tree may take to answer (default 1000)\n",
 	      f);
 }
@@ -69,13 +71,18 @@ static void print_text(const struct xdmctl_segment *segs, size_t nsegs,
 		xdmctl_segment_text(stdout, seg);
 		if (seg->unreadable[0])
 			continue;
-		printf("  %8s  %-7s  %10s  %-16s  %s\n", "PID", "STATE", "HELD", "COMMAND", "TREE");
+		printf("  %8s  %8s  %-7s  %10s  %-16s  %-12s  %-16s  %s\n", "PID", "HERE", "STATE",
+		       "HELD", "COMMAND", "GROUP", "CONTAINER", "TREE");
 		for (size_t k = 0; k < seg->nprocs; k++) {
 			const struct xdmctl_proc *p = &seg->procs[k];
+			char here[16] = "-";
 
-			printf("  %8d  %-7s  %10s  %-16s  %s\n", (int)p->pid,
+			if (p->pid_here)
+				snprintf(here, sizeof(here), "%d", (int)p->pid_here);
+			printf("  %8d  %8s  %-7s  %10s  %-16s  %-12s  %-16s  %s\n", (int)p->pid, here,
 			       xdmctl_proc_state_name(p->state), xdmctl_human(p->used, held, sizeof(held)),
-			       p->comm, p->mount ? p->mount->path : "-");
+			       p->comm, p->group[0] ? p->group : "-",
+			       p->container[0] ? p->container : "-", p->mount ? p->mount->path : "-");
 		}
 	}
 	for (size_t i = 0; i < nmounts; i++) {
@@ -125,6 +132,7 @@ int xdmctl_ps(struct xdmctl_ctx *ctx, int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "dir", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -147,6 +155,7 @@ int xdmctl_ps(struct xdmctl_ctx *ctx, int argc, char **argv)
 	rc = xdmctl_segments_read(ctx, "ps", &segs, &nsegs);
 	if (rc)
 		return rc;
+	xdmctl_segments_find_pids(segs, nsegs);
 	rc = xdmctl_mounts_read(ctx, false, (int)timeout_ms, &mounts, &nmounts);
 	if (rc) {
 		/* The budgets are still worth showing. */

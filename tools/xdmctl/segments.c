@@ -72,16 +72,31 @@ static bool read_proc(struct budget_shm *s, int fd, unsigned int i, struct xdmct
 	if (atomic_load_explicit(pidp, memory_order_acquire) != pid)
 		return false;
 	p->here = p->pidns && p->pidns == budget_pidns_of(0);
+	p->pid_here = 0;
 	if (!budget_slot_alive(fd, i)) {
 		p->state = XDMCTL_PROC_DEAD;
 		return true;
 	}
+	p->state = XDMCTL_PROC_LIVE;
+	/*
+	 * The lock can outlive the pid: a child forked without exec holds it
+	 * after its parent is gone, and the pid may be another's by then.
+	 * The start time tells.
+	 */
+	if (!p->here || budget_proc_identity(pid, &start, &state) != 0 || start != p->start_time)
+		return true;
+	p->pid_here = pid;
 	/* T: stopped by a signal; t: by a debugger. */
-	p->state = p->here && budget_proc_identity(pid, &start, &state) == 0 &&
-			   start == p->start_time && (state == 'T' || state == 't')
-			   ? XDMCTL_PROC_STOPPED
-			   : XDMCTL_PROC_LIVE;
+	if (state == 'T' || state == 't')
+		p->state = XDMCTL_PROC_STOPPED;
 	return true;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	const struct xdmctl_group *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
 }
 
 static void read_groups(struct budget_shm *s, struct xdmctl_segment *seg)
@@ -100,6 +115,7 @@ static void read_groups(struct budget_shm *s, struct xdmctl_segment *seg)
 		out->refusals = load(&g->refusals);
 		seg->ngroups++;
 	}
+	qsort(seg->groups, seg->ngroups, sizeof(seg->groups[0]), by_name);
 }
 
 /*
@@ -196,6 +212,14 @@ nomem:
 	closedir(dir);
 	free(segs);
 	return xdmctl_fail(XDMCTL_EXIT_FAIL, cmd, "out of memory listing %s", ctx->shm_dir);
+}
+
+const struct xdmctl_group *xdmctl_group_find(const struct xdmctl_segment *seg, const char *name)
+{
+	for (size_t i = 0; i < seg->ngroups; i++)
+		if (strcmp(seg->groups[i].name, name) == 0)
+			return &seg->groups[i];
+	return NULL;
 }
 
 struct xdmctl_segment *xdmctl_segment_find(struct xdmctl_segment *segs, size_t n,

@@ -28,6 +28,9 @@ struct xdmctl_proc {
 	uint64_t used;		/* bytes the slot says it holds */
 	uint64_t pidns;		/* its pid namespace's inode */
 	bool here;		/* in xdmctl's pid namespace: /proc/<pid> is it */
+	/* Its pid in xdmctl's pid namespace (the one kill(1) takes here), 0
+	 * where it is not known: dead, or in a namespace not below ours. */
+	pid_t pid_here;
 	enum xdmctl_proc_state state;
 	char comm[BUDGET_COMM_MAX];	/* its command, as it recorded it */
 	char container[BUDGET_CONTAINER_MAX];	/* its container's name, or cgroup */
@@ -68,6 +71,14 @@ int xdmctl_segments_read(const struct xdmctl_ctx *ctx, const char *cmd,
 			 struct xdmctl_segment **out, size_t *n);
 
 /*
+ * Each live process's pid_here, for those of other pid namespaces
+ * (containers): found in /proc by its namespace and pid, and its state
+ * read there too (nspid.c).  Those of xdmctl's own namespace have theirs
+ * from xdmctl_segments_read already.
+ */
+void xdmctl_segments_find_pids(struct xdmctl_segment *segs, size_t n);
+
+/*
  * The segment DEVICE names: a key, a unique prefix of one, or a segment
  * name; NULL when there is exactly one.  Returns it, or NULL with a
  * sentence said and *rc set (XDMCTL_EXIT_NONE or XDMCTL_EXIT_USAGE).
@@ -77,9 +88,25 @@ struct xdmctl_segment *xdmctl_segment_find(struct xdmctl_segment *segs, size_t n
 
 const char *xdmctl_proc_state_name(enum xdmctl_proc_state state);
 
+/* The group of seg named name, or NULL. */
+const struct xdmctl_group *xdmctl_group_find(const struct xdmctl_segment *seg, const char *name);
+
 /* show.c: a budget's summary line(s), and a budget as a JSON object. */
 void xdmctl_segment_text(FILE *f, const struct xdmctl_segment *seg);
 void xdmctl_segment_json(FILE *f, const struct xdmctl_segment *seg, bool with_procs);
+/* A group as a JSON object's members, without the braces. */
+void xdmctl_group_json(FILE *f, const struct xdmctl_group *g);
+
+/* ---- budget_set.c: a limit changed under the segment's lock -------- */
+
+/*
+ * Sets the limit of seg (group NULL) or of its group named group to the
+ * size text, as a write to a tree's budget/limit or budget/group_limit
+ * does, and says what changed (JSON with ctx->json).  An exit code, the
+ * reason said: a size that cannot be read changes nothing.
+ */
+int xdmctl_budget_set(const struct xdmctl_ctx *ctx, const struct xdmctl_segment *seg,
+		      const char *group, const char *text);
 
 /* ---- mounts.c ---------------------------------------------------- */
 

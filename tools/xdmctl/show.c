@@ -51,6 +51,8 @@ void xdmctl_segment_json(FILE *f, const struct xdmctl_segment *seg, bool with_pr
 	xdmctl_json_string(f, seg->key);
 	fputs(", \"segment\": ", f);
 	xdmctl_json_string(f, name);
+	fputs(", \"path\": ", f);
+	xdmctl_json_string(f, seg->path);
 	fprintf(f, ", \"owner_uid\": %u, ", (unsigned int)seg->owner);
 	if (seg->unreadable[0]) {
 		fputs("\"error\": ", f);
@@ -68,15 +70,35 @@ void xdmctl_segment_json(FILE *f, const struct xdmctl_segment *seg, bool with_pr
 	fputs(", ", f);
 	json_u64(f, "device_total", seg->device_total, true);
 	json_u64(f, "unsettled", seg->unsettled, true);
+	fputs("\"groups\": [", f);
+	for (size_t i = 0; i < seg->ngroups; i++) {
+		fputs(i ? ", {" : "{", f);
+		xdmctl_group_json(f, &seg->groups[i]);
+		fputc('}', f);
+	}
+	fputs("], ", f);
 	json_u64(f, "nprocesses", seg->nprocs, with_procs);
 	if (with_procs) {
 		fputs("\"processes\": [", f);
 		for (size_t i = 0; i < seg->nprocs; i++) {
 			const struct xdmctl_proc *p = &seg->procs[i];
 
-			fprintf(f, "%s{\"pid\": %d, \"state\": \"%s\", \"command\": ", i ? ", " : "",
-				(int)p->pid, xdmctl_proc_state_name(p->state));
+			fprintf(f, "%s{\"pid\": %d, \"here\": %s, \"pid_here\": ", i ? ", " : "",
+				(int)p->pid, p->here ? "true" : "false");
+			if (p->pid_here)
+				fprintf(f, "%d", (int)p->pid_here);
+			else
+				fputs("null", f);
+			fprintf(f, ", \"pidns\": %" PRIu64 ", \"state\": \"%s\", \"command\": ",
+				p->pidns, xdmctl_proc_state_name(p->state));
 			xdmctl_json_string(f, p->comm);
+			fputs(", \"container\": ", f);
+			xdmctl_json_string(f, p->container);
+			fputs(", \"group\": ", f);
+			if (p->group[0])
+				xdmctl_json_string(f, p->group);
+			else
+				fputs("null", f);
 			fprintf(f, ", \"bytes\": %" PRIu64 ", \"mount\": ", p->used);
 			if (p->mount)
 				xdmctl_json_string(f, p->mount->path);
@@ -87,4 +109,17 @@ void xdmctl_segment_json(FILE *f, const struct xdmctl_segment *seg, bool with_pr
 		fputc(']', f);
 	}
 	fputc('}', f);
+}
+
+void xdmctl_group_json(FILE *f, const struct xdmctl_group *g)
+{
+	fputs("\"name\": ", f);
+	xdmctl_json_string(f, g->name);
+	fputs(", ", f);
+	json_u64(f, "members", g->members, true);
+	json_u64(f, "limit", g->limit, true);
+	json_u64(f, "used", g->used, true);
+	json_u64(f, "remaining", g->used < g->limit ? g->limit - g->used : 0, true);
+	json_u64(f, "peak", g->peak, true);
+	json_u64(f, "refusals", g->refusals, false);
 }

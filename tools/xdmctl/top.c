@@ -64,14 +64,15 @@ struct top {
 
 static void usage(FILE *f)
 {
-	fputs("Usage: xdmctl top [--delay SECONDS] [--iterations N]\n"
+	fputs("Usage: xdmctl [--dir DIR] top [--delay SECONDS] [--iterations N]\n"
 	      "\n"
 	      "A live view of the xdm processes of this machine: per budget, each\n"
 	      "process's bytes held; from its tree, its live bytes and blocks, its\n"
 	      "allocations per second and its refused allocations.  q or Ctrl-C quits.\n"
 	      "\n"
 	      "  -d, --delay SECONDS     between frames (default 1, at least 0.1)\n"
-	      "  -n, --iterations N      show N frames and exit (plain, no screen control)\n",
+	      "  -n, --iterations N      show N frames and exit (plain, no screen control)\n"
+	      "      --dir DIR           the directory of the budgets' segments\n",
 	      f);
 }
 
@@ -172,6 +173,7 @@ static int frame(struct xdmctl_ctx *ctx, struct top *t, FILE *f)
 	rc = xdmctl_segments_read(ctx, "top", &segs, &nsegs);
 	if (rc)
 		return rc;
+	xdmctl_segments_find_pids(segs, nsegs);
 	if (xdmctl_mounts_read(ctx, true, TOP_TREE_TIMEOUT_MS, &mounts, &nmounts) != 0)
 		nmounts = 0;
 	xdmctl_segments_link_mounts(segs, nsegs, mounts, nmounts);
@@ -349,6 +351,7 @@ static int parse_args(struct xdmctl_ctx *ctx, struct top *t, int argc, char **ar
 	static const struct option longopts[] = {
 		{ "delay", required_argument, NULL, 'd' },
 		{ "iterations", required_argument, NULL, 'n' },
+		{ "dir", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};

@@ -4,7 +4,8 @@
  * options every command takes, and one function per command.
  *
  * xdmctl reads what xdm processes publish for anyone of their user to see:
- * the budget segments in /dev/shm (lib/budget_segment/segment.h), the trees they mount
+ * the budget segments in /dev/shm or the directory they share
+ * (lib/budget_segment/segment.h), the trees they mount
  * (xdm-fs(7)) and the CSV logs of the logging adaptor (xdm-logging(7)).
  * It never loads a module and never builds a runtime: it looks at xdm from
  * outside, as a person with cat(1) would, only faster.
@@ -28,7 +29,10 @@ enum xdmctl_exit {
 /* Options taken before the command as well as after it. */
 struct xdmctl_ctx {
 	bool json;		/* --json: one JSON document on standard output */
-	const char *shm_dir;	/* where the segments are: /dev/shm, or $XDMCTL_SHM_DIR */
+	/* Where the segments are: --dir, else $XDMCTL_SHM_DIR, else
+	 * $XDM_BUDGET_DIR (where this machine's processes keep them), else
+	 * /dev/shm. */
+	const char *shm_dir;
 	const char *trees_under;	/* $XDMCTL_TREES_UNDER: only trees below it; NULL: all */
 };
 
@@ -40,11 +44,13 @@ int xdmctl_budget(struct xdmctl_ctx *ctx, int argc, char **argv);
 int xdmctl_top(struct xdmctl_ctx *ctx, int argc, char **argv);
 int xdmctl_timeline(struct xdmctl_ctx *ctx, int argc, char **argv);
 int xdmctl_snapshot(struct xdmctl_ctx *ctx, int argc, char **argv);
+int xdmctl_metrics(struct xdmctl_ctx *ctx, int argc, char **argv);
+int xdmctl_serve(struct xdmctl_ctx *ctx, int argc, char **argv);
 
 /*
  * getopt_long() for a command, the options every command takes handled
- * here: --json ('j'), --help ('h': usage on stdout) and an unknown option
- * (usage on stderr).  Returns the next of the command's own options, or -1
+ * here: --json ('j'), --dir ('D'), --help ('h': usage on stdout) and an
+ * unknown option (usage on stderr).  Returns the next of the command's own options, or -1
  * at the end, and then *rc is XDMCTL_OPT_NEXT to go on or the exit code to
  * return now.  The caller sets optind to 1 before the first call.
  */

@@ -169,11 +169,13 @@ static uint64_t settle(struct budget_shm *s, const bool *alive)
 void budget_slots_alive(struct budget_shm *s, int fd, const struct budget_slot *own,
 			bool alive[BUDGET_SLOTS])
 {
+	uint64_t pidns = budget_pidns_of(0);
+
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
 		const struct budget_slot *slot = &s->slots[i];
 
 		alive[i] = atomic_load_explicit(&slot->pid, memory_order_acquire) &&
-			   (slot == own || budget_slot_alive(fd, i));
+			   (slot == own || budget_slot_alive(s, fd, i, pidns));
 	}
 }
 

@@ -8,8 +8,16 @@
  * kernel takes back at its death: an open-file-description lock (fcntl
  * F_OFD_SETLK) on its slot's first byte of the segment file.  Any process
  * that has the file open can ask whether another open file holds it
- * (F_OFD_GETLK), across namespaces, and a zombie holds nothing: its files
- * were closed when it died.
+ * (F_OFD_GETLK), across namespaces.
+ *
+ * The kernel may let go of a dead process's open files a moment after its
+ * parent reaped it (seen on a 6.18 kernel: the locks of a process killed
+ * with SIGKILL were still there when its parent's waitpid returned).  So
+ * where the asker shares the slot's pid namespace, the pid tells at once,
+ * as it always did: gone, a zombie, or another process with the same pid
+ * (another start time) is dead, whatever its lock still says.  Across
+ * namespaces the lock is all there is, and a death is seen once the
+ * kernel has closed the files.
  *
  * xdmctl(1) links this library too, so that it calls a process dead
  * exactly when a reclaimer would.
@@ -18,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +64,8 @@ void budget_slot_unhold(int fd, unsigned int slot)
 	fcntl(fd, F_OFD_SETLK, &l);
 }
 
-bool budget_slot_alive(int fd, unsigned int slot)
+/* Whether another open file holds the slot's lock (an error: yes). */
+static bool lock_held(int fd, unsigned int slot)
 {
 	/* A write lock would conflict with any holder's read lock. */
 	struct flock l = slot_lock(F_WRLCK, slot);
@@ -63,6 +73,36 @@ bool budget_slot_alive(int fd, unsigned int slot)
 	if (fcntl(fd, F_OFD_GETLK, &l) != 0)
 		return true;
 	return l.l_type != F_UNLCK;
+}
+
+/*
+ * Whether pid, of the caller's own pid namespace, is still the process
+ * that started at start_time.  ESRCH: gone.  EPERM: the pid is another
+ * user's process now (every holder has the segment owner's uid, so a pid
+ * we may not signal was reused).  A zombie is dead too.
+ */
+static bool pid_runs(pid_t pid, uint64_t start_time)
+{
+	uint64_t now_start;
+	char state = '?';
+
+	if (kill(pid, 0) != 0 && (errno == ESRCH || errno == EPERM))
+		return false;
+	if (budget_proc_identity(pid, &now_start, &state) != 0)
+		return false;
+	if (state == 'Z' || state == 'X')
+		return false;
+	return now_start == start_time;
+}
+
+bool budget_slot_alive(const struct budget_shm *s, int fd, unsigned int slot, uint64_t pidns)
+{
+	const struct budget_slot *row = &s->slots[slot];
+	pid_t pid = atomic_load_explicit((_Atomic int32_t *)&row->pid, memory_order_acquire);
+
+	if (pidns && row->pidns == pidns && pid > 0 && !pid_runs(pid, row->start_time))
+		return false;
+	return lock_held(fd, slot);
 }
 
 /* Field 22 (start time) and the state letter of a /proc/.../stat file. */

@@ -184,12 +184,14 @@ uint64_t budget_now_ns(void);
 int budget_slot_hold(int fd, unsigned int slot);	/* 0 or a negative errno */
 void budget_slot_unhold(int fd, unsigned int slot);
 /*
- * Whether another open file than fd's holds slot's lock.  The caller's own
- * slot answers false through the descriptor that holds it: ask about the
- * others only.  An error of the query counts as alive (nothing is taken
- * from a process that cannot be shown dead).
+ * Whether the process of slot still runs: another open file than fd's
+ * holds its lock, and, where the slot's process is of the asker's pid
+ * namespace (pidns, the asker's own; 0: unknown), its pid still names it.
+ * The caller's own slot answers false through the descriptor that holds
+ * it: ask about the others only.  An error of the lock query counts as
+ * alive (nothing is taken from a process that cannot be shown dead).
  */
-bool budget_slot_alive(int fd, unsigned int slot);
+bool budget_slot_alive(const struct budget_shm *s, int fd, unsigned int slot, uint64_t pidns);
 
 /* Field 22 of /proc/<pid>/stat and the state letter; 0 or a negative errno. */
 int budget_proc_identity(pid_t pid, uint64_t *start_time, char *state);

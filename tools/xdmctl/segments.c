@@ -73,15 +73,15 @@ static bool read_proc(struct budget_shm *s, int fd, unsigned int i, struct xdmct
 		return false;
 	p->here = p->pidns && p->pidns == budget_pidns_of(0);
 	p->pid_here = 0;
-	if (!budget_slot_alive(fd, i)) {
+	if (!budget_slot_alive(s, fd, i, budget_pidns_of(0))) {
 		p->state = XDMCTL_PROC_DEAD;
 		return true;
 	}
 	p->state = XDMCTL_PROC_LIVE;
 	/*
-	 * The lock can outlive the pid: a child forked without exec holds it
-	 * after its parent is gone, and the pid may be another's by then.
-	 * The start time tells.
+	 * Here, the pid still names the slot's process (budget_slot_alive
+	 * checked it); elsewhere, /proc/<pid> is another process.  The start
+	 * time is read again for the state letter.
 	 */
 	if (!p->here || budget_proc_identity(pid, &start, &state) != 0 || start != p->start_time)
 		return true;

@@ -131,6 +131,19 @@ PY
 kill -9 "$pid_a"
 wait "$pid_a" 2>/dev/null
 exec 4>&-
+# Across pid namespaces a death shows when the kernel has closed the dead
+# process's files, which may be a moment after its parent reaped it: wait
+# for the host to see it (an event, with a safety net).
+i=0
+until XDMCTL_SHM_DIR=$shared "$ctl" --json ps 2>/dev/null | python3 -c '
+import json, sys
+b = [b for b in json.load(sys.stdin)["budgets"] if b["key"] == sys.argv[1]][0]
+sys.exit(0 if [p["state"] for p in b["processes"] if p["container"] == "a"] == ["dead"] else 1)
+' "$key"; do
+	i=$((i + 1))
+	[ $i -lt 2400 ] || fail "the host never saw container a dead"
+	sleep 0.05
+done
 container c 7340032 6
 pid_c=$pid
 ready c || fail "container c was not given 7M after a died (a's 6M not settled)"

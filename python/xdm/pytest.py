@@ -60,7 +60,9 @@ WORKER = "xdm_worker"
 _OPTIONS = ("xdm_limit", "xdm_worker_limit", "xdm_stack", "xdm_platform", "xdm_peaks")
 _MODULE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*$")
 # xdm's refusal sentences, where a framework wrapped them in its own error.
-_SENTENCE = re.compile(r"budget: [^\n]*bytes requested[^\n]*")
+# xdm's sentence inside a framework's own message, which may name the
+# error ("... out of budget: budget: ...") before it: the last "budget: ".
+_SENTENCE = re.compile(r"(?:budget: )*(budget: [^\n]*bytes requested[^\n]*)")
 
 
 def pytest_addoption(parser):
@@ -399,7 +401,7 @@ def _budget_sentence(exc):
             return str(e)
         e = e.__cause__ or e.__context__
     m = _SENTENCE.search(str(exc))
-    return m.group(0) if m else None
+    return m.group(1) if m else None
 
 
 def human(nbytes):

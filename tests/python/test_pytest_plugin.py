@@ -555,3 +555,15 @@ def test_config_text_puts_the_run_budget_on_top():
     assert plugin.human(512) == "512 B"
     assert plugin.human(1536) == "1.5 KiB"
     assert plugin.human(3 << 30) == "3.0 GiB"
+
+
+def test_sentence_found_in_a_frameworks_message():
+    # torch's OutOfMemoryError from xdm's glue names the error before xdm's
+    # sentence, which itself starts with "budget: ": the sentence is the last.
+    import xdm.pytest as plugin
+
+    sentence = ("budget: group 'gw0' refused: 2048 bytes requested, 1024 remaining of "
+                "the group's limit 1024")
+    exc = RuntimeError("xdm: torch allocation of 2048 bytes: out of budget: " + sentence)
+    assert plugin._budget_sentence(exc) == sentence
+    assert plugin._budget_sentence(RuntimeError("no budget here")) is None

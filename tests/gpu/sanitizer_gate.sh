@@ -18,6 +18,15 @@
 
 set -u
 
+# The GPU lock for the whole gate, taken here: a program under
+# compute-sanitizer must reach CUDA within the sanitizer's launch timeout
+# (10 s), so it must not wait for the lock itself (XDM_GPU_LOCK_HELD tells
+# it that its parent holds it; tests/lib/cudatest.c).
+if command -v flock >/dev/null 2>&1; then
+	exec 9>>"${TMPDIR:-/tmp}/xdm-gpu-tests.lock" && flock 9 &&
+		XDM_GPU_LOCK_HELD=1 && export XDM_GPU_LOCK_HELD
+fi
+
 top=${XDM_TOP_BUILDDIR:-.}
 suite=$top/tests/gpu/check_cuda
 oob=$top/tests/gpu/cuda_oob

@@ -20,6 +20,7 @@
 #define XDM_HIDDEN __attribute__((visibility("hidden")))
 
 #include "core/counters.h"
+#include "core/ipc.h"
 
 /* ---- errors (error.c) ---------------------------------------------- */
 
@@ -373,6 +374,8 @@ struct xdm_runtime {
 	 * it may not be destroyed while any is, since their frees give them back here.
 	 */
 	_Atomic uint64_t peer_uses;
+	/* Blocks shared with other processes, both ways (ipc.h). */
+	struct xdm_ipc ipc;
 };
 
 /* The front end that serves the tree as files (mount.c). */

@@ -146,6 +146,21 @@ enum xdm_status xdm_up_allocate_at(struct xdm_layer *up, uint64_t ptr, size_t by
 	return up->ops->allocate_at(up, ptr, bytes, stream, tag, out);
 }
 
+enum xdm_status xdm_up_ipc_export(struct xdm_layer *up, const struct xdm_block *block,
+				  struct xdm_ipc_object *out)
+{
+	struct xdm_layer *l = up;
+
+	FIND_IMPL(l, ipc_export);
+
+	if (!l)
+		return no_upstream();
+	if (!l->ops->ipc_export)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED,
+				     "%s: its memory cannot be shared with other processes", l->ops->name);
+	return l->ops->ipc_export(l, block, out);
+}
+
 enum xdm_status xdm_up_prepare_block_use(struct xdm_layer *up, struct xdm_block_id id,
 					 xdm_stream_id use_stream, enum xdm_access access)
 {

@@ -31,7 +31,12 @@ core_libxdmcore_la_SOURCES = \
 	core/tree_blocks.c \
 	core/tree_streams.c \
 	core/mount.c \
-	core/frontend.h
+	core/frontend.h \
+	core/ipc.h \
+	core/ipc_handle.c \
+	core/ipc_export.c \
+	core/ipc_server.c \
+	core/ipc_import.c
 core_libxdmcore_la_LIBADD = $(LIBS)
 
 lib_LTLIBRARIES += libxdm.la

@@ -127,6 +127,11 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 		st_wait = xdm_track_release(rt, &b, &uses);
 		xdm_use_track_free(&uses);
 	}
+	/* A block another process holds goes to its stack when it lets go. */
+	if (xdm_ipc_hold_free(rt, &b)) {
+		block->state = XDM_BLOCK_FREED;
+		return st_wait;
+	}
 	st = xdm_up_deallocate(&rt->layers[0], &b);
 	if (crossed && st == XDM_OK)
 		xdm_pending_free_mark(rt, b.stream);

@@ -262,6 +262,11 @@ enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg
 	pthread_mutex_init(&rt->streams.lock, NULL);
 	pthread_mutex_init(&rt->tree_index.lock, NULL);
 	xdm_registry_init(&rt->registry);
+	st = xdm_ipc_init(&rt->ipc);
+	if (st) {
+		free(rt);
+		return st;
+	}
 	st = xdm_counters_init(&rt->counters);
 	if (st)
 		goto fail;
@@ -312,6 +317,8 @@ void xdm_runtime_teardown(struct xdm_runtime *rt)
 
 	/* Queued frees call into the backend: let them run before its fini. */
 	sync_streams(rt);
+	/* No importer reaches it from now on; what this runtime imported is unmapped. */
+	xdm_ipc_fini(rt);
 	/*
 	 * Blocks still live are the caller's leak, but the memory is the
 	 * stack's: free them through it (a pool, a budget, a log all see the
@@ -343,6 +350,8 @@ void xdm_runtime_teardown(struct xdm_runtime *rt)
 	}
 	pthread_mutex_destroy(&rt->events.lock);
 	pthread_mutex_destroy(&rt->tree_index.lock);
+	pthread_mutex_destroy(&rt->ipc.exp.lock);
+	pthread_mutex_destroy(&rt->ipc.imp.lock);
 	free(rt->tree_index.v);
 	free(rt);
 	if (saved.code != XDM_OK)

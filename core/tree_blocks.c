@@ -295,6 +295,15 @@ static int show_reads(const struct tree_pos *pos, struct tree_buf *b)
 	return show_view(pos, b, print_reads);
 }
 
+/* The processes that have the block open (xdm_ipc_open), or "none". */
+static int show_importers(const struct tree_pos *pos, struct tree_buf *b)
+{
+	if (!xdm_tree_block_exists(pos->rt, pos->id))
+		return -ENOENT;
+	xdm_ipc_show_holders(pos->rt, pos->id, b);
+	return 0;
+}
+
 const struct tree_file xdm_tree_block_files[] = {
 	{ "ptr", show_ptr },
 	{ "bytes", show_bytes },
@@ -304,5 +313,6 @@ const struct tree_file xdm_tree_block_files[] = {
 	{ "state", show_state },
 	{ "last_write", show_last_write },
 	{ "reads", show_reads },
+	{ "importers", show_importers },
 	{ NULL, NULL },
 };

@@ -78,6 +78,13 @@ STAT_FILE(failures)
 STAT_FILE(waits_queued)
 STAT_FILE(events_recorded)
 
+/* What this runtime opened from other processes (xdm_ipc_open), or "none". */
+static int show_imports(const struct tree_pos *pos, struct tree_buf *b)
+{
+	xdm_ipc_show_imports(pos->rt, b);
+	return 0;
+}
+
 const struct tree_file xdm_tree_runtime_files[] = {
 	{ "ordinal", show_ordinal },
 	{ "device", show_device },
@@ -94,5 +101,6 @@ const struct tree_file xdm_tree_runtime_files[] = {
 	{ "failures", show_failures },
 	{ "waits_queued", show_waits_queued },
 	{ "events_recorded", show_events_recorded },
+	{ "imports", show_imports },
 	{ NULL, NULL },
 };

@@ -135,8 +135,9 @@ process_tests = \
 	tests/process/check_budget_segment \
 	tests/process/check_budget_groups \
 	tests/process/budget_torture \
-	tests/process/check_users
-check_PROGRAMS += $(process_tests) tests/process/budget_worker
+	tests/process/check_users \
+	tests/process/check_ipc
+check_PROGRAMS += $(process_tests) tests/process/budget_worker tests/process/ipc_peer
 TESTS += $(process_tests)
 tests_process_check_budget_LDFLAGS = $(test_exec_flags)
 tests_process_check_budget_LDADD = $(LDADD) -lrt
@@ -153,6 +154,12 @@ tests_process_budget_worker_LDFLAGS = $(test_exec_flags)
 tests_process_budget_worker_LDADD = libxdm.la
 tests_process_check_users_LDFLAGS = $(test_exec_flags)
 tests_process_check_users_LDADD = $(LDADD) -lrt
+# Blocks shared between processes on the host platform's memfd twin:
+# ipc_peer is the program each exporter and importer execs.
+tests_process_check_ipc_LDFLAGS = $(test_exec_flags)
+tests_process_check_ipc_LDADD = $(LDADD) -lrt
+tests_process_ipc_peer_LDFLAGS = $(test_exec_flags)
+tests_process_ipc_peer_LDADD = libxdm.la -lpthread
 
 # The budget module with kill points (adaptors/budget/faults.c): a process
 # that loads it from tests/faults/.libs stops itself at the step

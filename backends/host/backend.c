@@ -13,7 +13,12 @@
  * returns, after the runtime's streams have drained (cuMemFree synchronizes
  * the device the same way).  It tracks no cross-stream use and says so.
  *
- * The allocate path takes no lock of its own: counters are C11 atomics.
+ * ipc=true makes every block a memfd of its own (shared.c) that another
+ * process can map: the twin of a driver's shareable memory, so that
+ * xdm_ipc_export runs, and is tested, without a GPU.
+ *
+ * The allocate path takes no lock of its own (ipc=false): counters are C11
+ * atomics.
  */
 #include "config.h"
 
@@ -31,6 +36,8 @@
 
 struct host_backend {
 	bool stream_ordered;			/* free=stream */
+	bool shareable;				/* ipc=true: memfd blocks */
+	struct host_shared shared;
 	atomic_uint_fast64_t bytes_outstanding;	/* allocated, not yet freed */
 	atomic_uint_fast64_t pending_frees;	/* frees queued, not yet run */
 	atomic_uint_fast64_t allocs;
@@ -51,7 +58,10 @@ static struct host_backend *host_backend_of(struct xdm_layer *self)
 
 static void host_release(struct host_backend *hb, void *ptr, size_t bytes)
 {
-	free(ptr);
+	if (hb->shareable)
+		host_shared_release(&hb->shared, ptr);
+	else
+		free(ptr);
 	atomic_fetch_sub_explicit(&hb->bytes_outstanding, bytes, memory_order_relaxed);
 	atomic_fetch_add_explicit(&hb->frees, 1, memory_order_relaxed);
 }
@@ -86,6 +96,9 @@ static enum xdm_status host_backend_init(struct xdm_layer *self, const struct xd
 	if (!hb)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host backend: no memory for its state");
 	hb->stream_ordered = stream_ordered;
+	hb->shareable = xdm_params_bool(params, "ipc");
+	if (hb->shareable)
+		host_shared_init(&hb->shared);
 	atomic_init(&hb->bytes_outstanding, 0);
 	atomic_init(&hb->pending_frees, 0);
 	atomic_init(&hb->allocs, 0);
@@ -125,6 +138,8 @@ static void host_backend_fini(struct xdm_layer *self)
 	 * touch hb when it runs; leaking hb is the lesser harm. */
 	if (atomic_load_explicit(&hb->pending_frees, memory_order_acquire))
 		return;
+	if (hb->shareable)
+		host_shared_fini(&hb->shared);
 	free(hb);
 }
 
@@ -142,10 +157,17 @@ static enum xdm_status host_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 	/* aligned_alloc wants a multiple of the alignment; a 0-byte request
 	 * still gets a unique address. */
 	rounded = bytes ? (bytes + align - 1) & ~(align - 1) : align;
-	p = aligned_alloc(align, rounded);
-	if (!p)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY,
-				     "host backend: cannot allocate %zu bytes of host memory", bytes);
+	if (hb->shareable) {
+		enum xdm_status st = host_shared_alloc(&hb->shared, rounded, &p);
+
+		if (st)
+			return st;
+	} else {
+		p = aligned_alloc(align, rounded);
+		if (!p)
+			return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host backend: cannot allocate "
+					     "%zu bytes of host memory", bytes);
+	}
 
 	/* The core filled generation, ordinal, stream and tag. */
 	out->ptr = (uint64_t)(uintptr_t)p;
@@ -258,6 +280,19 @@ static enum xdm_status host_finish_block_use(struct xdm_layer *self, struct xdm_
 	return xdm_track_finish(self, id, use_stream, access);
 }
 
+/* ---- sharing with other processes (ipc=true) -------------------------- */
+
+static enum xdm_status host_ipc_export(struct xdm_layer *self, const struct xdm_block *block,
+				       struct xdm_ipc_object *out)
+{
+	struct host_backend *hb = host_backend_of(self);
+
+	if (!hb->shareable)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "host backend: its blocks are private "
+				     "memory; ipc=true makes them shareable (one memfd each)");
+	return host_shared_export(&hb->shared, block, out);
+}
+
 /* ---- attributes ------------------------------------------------------ */
 
 static int host_show_u64(char *buf, size_t len, uint64_t value)
@@ -301,6 +336,9 @@ static const struct xdm_param_spec host_backend_params[] = {
 	{ "free", XDM_PARAM_STRING, "stream",
 	  "'stream': frees are queued on the block's stream and cross-stream uses are tracked; "
 	  "'sync': frees happen at once, after the streams drain, and nothing is tracked" },
+	{ "ipc", XDM_PARAM_BOOL, "false",
+	  "true: every block is a memfd of its own that other processes can map "
+	  "(xdm_ipc_export); slower to allocate" },
 	{ NULL },
 };
 
@@ -319,4 +357,5 @@ const struct xdm_ops host_backend_ops = {
 	.supports_block_use_tracking = host_supports_block_use_tracking,
 	.prepare_block_use = host_prepare_block_use,
 	.finish_block_use = host_finish_block_use,
+	.ipc_export = host_ipc_export,
 };

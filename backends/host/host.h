@@ -11,10 +11,35 @@
 #ifndef XDM_HOST_HOST_H
 #define XDM_HOST_HOST_H
 
+#include <pthread.h>
+
 #include <xdm/module.h>
 
 extern const struct xdm_ops host_platform_ops;
 extern const struct xdm_ops host_backend_ops;
 extern const struct xdm_ops host_vmm_ops;
+
+/*
+ * Shareable host memory (shared.c): the host backend's blocks with ipc=true,
+ * one memfd each, that another process maps (xdm_ipc_export).
+ */
+struct host_shared_block;
+struct host_shared {
+	pthread_mutex_t lock;			/* the list; no system call under it */
+	struct host_shared_block *blocks;	/* live blocks, newest first */
+};
+
+void host_shared_init(struct host_shared *sh);
+void host_shared_fini(struct host_shared *sh);
+enum xdm_status host_shared_alloc(struct host_shared *sh, size_t bytes, void **out);
+void host_shared_release(struct host_shared *sh, void *ptr);
+/* The memfd that holds [block->ptr, +bytes): a part of a block will do. */
+enum xdm_status host_shared_export(struct host_shared *sh, const struct xdm_block *block,
+				   struct xdm_ipc_object *out);
+
+/* The platform's side (platform.c): map and unmap another process's memfd. */
+enum xdm_status host_ipc_import(struct xdm_layer *self, const struct xdm_ipc_object *obj,
+				size_t bytes, uint64_t *ptr, void **cookie);
+void host_ipc_unmap(struct xdm_layer *self, uint64_t ptr, size_t bytes, void *cookie);
 
 #endif /* XDM_HOST_HOST_H */

@@ -17,6 +17,7 @@ backends_host_la_SOURCES = \
 	backends/host/event.c \
 	backends/host/copy.c \
 	backends/host/vmm.c \
+	backends/host/shared.c \
 	backends/common/vrange.h \
 	backends/common/vrange.c
 backends_host_la_LDFLAGS = $(module_link_flags)

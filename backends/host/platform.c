@@ -384,4 +384,6 @@ const struct xdm_ops host_platform_ops = {
 	.memset_async = host_op_memset_async,
 	.memcpy_async = host_op_memcpy_async,
 	.stream_resolve = host_op_stream_resolve,
+	.ipc_import = host_ipc_import,
+	.ipc_unmap = host_ipc_unmap,
 };

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 3
+#define XDM_ABI_MINOR 4
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -83,6 +83,34 @@ struct xdm_attr {
 	const char *help;		/* unit and meaning, for the docs */
 	int (*show)(struct xdm_layer *self, char *buf, size_t len);
 	int (*store)(struct xdm_layer *self, const char *buf, size_t len);
+};
+
+/* ---- sharing blocks with other processes (ABI 1.4) ------------------- */
+
+/* How an object is passed to the importer. */
+enum xdm_ipc_kind {
+	XDM_IPC_NONE = 0,
+	/* A file descriptor (a memfd, a driver's shareable handle): passed
+	 * over the exporter's socket, mapped by the importer's platform. */
+	XDM_IPC_FD = 1,
+	/* Bytes alone (a driver's own IPC handle): in the handle's payload. */
+	XDM_IPC_BYTES = 2,
+};
+
+#define XDM_IPC_PAYLOAD_MAX 96
+
+/*
+ * What a backend tells of the memory a block lies in.  kind and payload go
+ * into the handle (the same for every export of one block); fd is passed
+ * over the socket to each importer, and closed by the core after.
+ */
+struct xdm_ipc_object {
+	uint32_t kind;			/* enum xdm_ipc_kind */
+	uint32_t payload_len;
+	int fd;				/* XDM_IPC_FD: a descriptor of the object */
+	uint64_t offset;		/* where the block starts in the object */
+	uint64_t object_bytes;		/* the object's size */
+	unsigned char payload[XDM_IPC_PAYLOAD_MAX];	/* e.g. which driver object */
 };
 
 /* ---- the ops table --------------------------------------------------- */
@@ -184,6 +212,27 @@ struct xdm_ops {
 	enum xdm_status (*allocate_at)(struct xdm_layer *self, uint64_t ptr, size_t bytes,
 				       xdm_stream_id stream, const char *tag,
 				       struct xdm_block *out);
+
+	/* ABI 1.4: sharing blocks with other processes (xdm_ipc_export) */
+	/*
+	 * Backend: the memory object a live block lies in, for another
+	 * process to map (struct xdm_ipc_object).  An adaptor forwards when
+	 * NULL (its blocks are its upstream's); one that carves blocks out of
+	 * larger ones (the pool) answers with the larger block's object and
+	 * the offset inside it.  NULL in a backend: XDM_E_NOT_SUPPORTED.
+	 */
+	enum xdm_status (*ipc_export)(struct xdm_layer *self, const struct xdm_block *block,
+				      struct xdm_ipc_object *out);
+	/*
+	 * Platform: map bytes of an object another process exported (obj as
+	 * its exporter described it, with the descriptor it passed) into this
+	 * process; *ptr the first byte of the block, *cookie anything the
+	 * platform needs at unmap.  The descriptor stays the caller's.
+	 */
+	enum xdm_status (*ipc_import)(struct xdm_layer *self, const struct xdm_ipc_object *obj,
+				      size_t bytes, uint64_t *ptr, void **cookie);
+	/* Platform: undo one ipc_import, once the work that used it is done. */
+	void (*ipc_unmap)(struct xdm_layer *self, uint64_t ptr, size_t bytes, void *cookie);
 	/* append new members here, and bump XDM_ABI_MINOR */
 };
 
@@ -250,6 +299,9 @@ XDM_API enum xdm_status xdm_up_allocate_at(struct xdm_layer *up, uint64_t ptr, s
 					   struct xdm_block *out);
 XDM_API enum xdm_status xdm_up_prepare_block_use(struct xdm_layer *up, struct xdm_block_id id,
 						 xdm_stream_id use_stream, enum xdm_access access);
+/* The memory object of a block (ipc_export), down past adaptors that leave it NULL. */
+XDM_API enum xdm_status xdm_up_ipc_export(struct xdm_layer *up, const struct xdm_block *block,
+					  struct xdm_ipc_object *out);
 XDM_API enum xdm_status xdm_up_finish_block_use(struct xdm_layer *up, struct xdm_block_id id,
 						xdm_stream_id use_stream, enum xdm_access access);
 

@@ -410,6 +410,50 @@ XDM_API enum xdm_status xdm_unmount(void);
 /* Copy the mounted directory into buf; false when nothing is mounted. */
 XDM_API bool xdm_mount_point(char *buf, size_t len);
 
+/* ---- sharing blocks with other processes ----------------------------- */
+
+/*
+ * A block made shareable: plain bytes of a fixed size that any channel can
+ * carry (a pipe, a socket, a file, a framework's own messages).  Exporting
+ * one block twice gives the same bytes.  It names the block, its device,
+ * the exporting runtime and the memory the block lies in; it grants
+ * nothing by itself: the importer gets the memory from the exporter over
+ * a Unix socket that the exporting runtime serves (SCM_RIGHTS), so the
+ * exporter must be alive and reachable when the importer opens it.
+ */
+#define XDM_IPC_HANDLE_SIZE 256
+struct xdm_ipc_handle {
+	unsigned char bytes[XDM_IPC_HANDLE_SIZE];
+};
+
+/*
+ * Export block (live, of rt): fills *out.  Writes queued on the block's
+ * stream before the call are done when it returns (the stream is
+ * synchronized), so an importer sees them; later writes need the
+ * exporter's own synchronization with the importer.  While an importer has
+ * the block open, its free is held back: xdm_deallocate() returns at once,
+ * the block is never handed out again, and the stack gets it back, in
+ * stream order, when the last importer closes it or dies.
+ * NOT_SUPPORTED for a stack whose memory cannot be shared (xdm(3), IPC).
+ */
+XDM_API enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *block,
+				       struct xdm_ipc_handle *out);
+/*
+ * Map the block a handle names into this process, for rt's device: *ptr
+ * and *bytes get it.  stream is where the importer will use it (its close
+ * waits for the work queued there).  A handle that is not one (garbage, cut
+ * short, another layout), of another device, of a block freed since, or
+ * of an exporter that cannot be reached is a typed error with a sentence;
+ * nothing is mapped then.  Opening one handle twice gives two mappings.
+ */
+XDM_API enum xdm_status xdm_ipc_open(struct xdm_runtime *rt, const struct xdm_ipc_handle *h,
+				     xdm_stream_id stream, uint64_t *ptr, size_t *bytes);
+/*
+ * Unmap an opened block once the work queued on stream is done, and tell
+ * its exporter.  INVALID for a pointer that xdm_ipc_open() did not give.
+ */
+XDM_API enum xdm_status xdm_ipc_close(struct xdm_runtime *rt, uint64_t ptr, xdm_stream_id stream);
+
 /* ---- helpers --------------------------------------------------------- */
 
 /*

@@ -264,7 +264,8 @@ static inline void fault_env_free(char **env)
 }
 
 /*
- * argv[0] is filled in; the list ends with NULL.  With fault, the worker
+ * argv[0] is filled in (budget_worker) unless the caller names another
+ * program there; the list ends with NULL.  With fault, the worker
  * loads the test build of the budget (tests/faults) and stops itself at
  * the step fault names (adaptors/budget/faults.c).
  *
@@ -280,7 +281,8 @@ static inline void worker_start_fault(struct worker *w, const char **argv, const
 	char **env = NULL;
 	int in[2], out[2];
 
-	argv[0] = worker_path();
+	if (!argv[0])
+		argv[0] = worker_path();
 	if (fault) {
 		const char *top = getenv("XDM_TOP_BUILDDIR");
 		const char *path = getenv("XDM_MODULE_PATH");

@@ -809,6 +809,9 @@ START_TEST(test_module_tables)
 	ck_assert_ptr_nonnull(platform->launch_host_func);
 	ck_assert_ptr_nonnull(platform->memset_async);
 	ck_assert_ptr_nonnull(platform->memcpy_async);
+	/* It maps what another process's host backend shared (ipc=true). */
+	ck_assert_ptr_nonnull(platform->ipc_import);
+	ck_assert_ptr_nonnull(platform->ipc_unmap);
 
 	/* The backend tracks through the core: all four methods set. */
 	ck_assert_ptr_nonnull(backend->allocate);
@@ -829,7 +832,10 @@ START_TEST(test_module_tables)
 	for (p = backend->params, n = 0; p->name; p++, n++)
 		if (!strcmp(p->name, "free"))
 			ck_assert_str_eq(p->default_value, "stream");
-	ck_assert_int_eq(n, 1);
+		else if (!strcmp(p->name, "ipc"))
+			ck_assert_str_eq(p->default_value, "false");
+	ck_assert_int_eq(n, 2);
+	ck_assert_ptr_nonnull(backend->ipc_export);
 	for (a = backend->attrs, n = 0; a->name; a++, n++) {
 		ck_assert_uint_eq(a->mode, 0444);
 		ck_assert_ptr_nonnull(a->show);

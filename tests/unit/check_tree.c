@@ -638,7 +638,8 @@ static void expect_block(const struct xdm_block *b, const char *tag_shown)
 START_TEST(block_files_mirror_the_block)
 {
 	static const char *const files[] = {
-		"ptr", "bytes", "align", "stream", "tag", "state", "last_write", "reads", NULL,
+		"ptr", "bytes", "align", "stream", "tag", "state", "last_write", "reads",
+		"importers", NULL,
 	};
 	struct xdm_runtime *rt = create("guard | host");
 	struct xdm_block plain, odd, empty, untagged;
@@ -671,6 +672,9 @@ START_TEST(block_files_mirror_the_block)
 	expect_block(&lng, longshown);
 	expect("none\n", "0/blocks/%" PRIu64 "/last_write", plain.generation);
 	expect("none\n", "0/blocks/%" PRIu64 "/reads", plain.generation);
+	/* Shared with no process (check_ipc covers those that are). */
+	expect("none\n", "0/blocks/%" PRIu64 "/importers", plain.generation);
+	expect("none\n", "0/imports");
 
 	TU_OK(xdm_deallocate(rt, &plain));
 	TU_OK(xdm_deallocate(rt, &odd));

@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc_export.c - the exporter's side of sharing a block: the handle, the
+ * record of each exported block, and the free that waits for importers.
+ *
+ * A block is exported once per generation: the first export asks the
+ * stack for the block's memory object (ipc_export), keeps it in a record
+ * and starts the runtime's server; later exports of it read the record,
+ * so they give the same bytes.  The record goes with the block's free,
+ * unless an importer holds the block: then the free is held back (the
+ * owner's xdm_deallocate returns at once, the stack does not see it) and
+ * made by the server when the last hold goes (ipc_server.c).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/tree.h"
+
+uint64_t xdm_ipc_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+enum xdm_status xdm_ipc_init(struct xdm_ipc *ipc)
+{
+	memset(ipc, 0, sizeof(*ipc));
+	ipc->exp.listen_fd = -1;
+	ipc->exp.wake[0] = ipc->exp.wake[1] = -1;
+	if (pthread_mutex_init(&ipc->exp.lock, NULL) != 0)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cannot create the IPC lock");
+	if (pthread_mutex_init(&ipc->imp.lock, NULL) != 0) {
+		pthread_mutex_destroy(&ipc->exp.lock);
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cannot create the IPC lock");
+	}
+	for (size_t i = 0; i < sizeof(ipc->imp.conns) / sizeof(ipc->imp.conns[0]); i++)
+		ipc->imp.conns[i].fd = -1;
+	return XDM_OK;
+}
+
+static void record_free(struct xdm_ipc_export *x)
+{
+	while (x->holders) {
+		struct xdm_ipc_holder *h = x->holders;
+
+		x->holders = h->next;
+		free(h);
+	}
+	if (x->obj.fd >= 0)
+		close(x->obj.fd);
+	free(x);
+}
+
+/* Under e->lock: the record of a live block's generation, or NULL. */
+static struct xdm_ipc_export *find(struct xdm_ipc_exporter *e, xdm_generation generation)
+{
+	for (struct xdm_ipc_export *x = e->exports; x; x = x->next)
+		if (x->block.generation == generation)
+			return x;
+	return NULL;
+}
+
+static void fill_ref(struct xdm_runtime *rt, const struct xdm_ipc_export *x,
+		     struct xdm_ipc_ref *r)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->uuid, sizeof(r->uuid), "%s", rt->device.uuid);
+	r->token = rt->ipc.exp.token;
+	r->exporter_pid = (uint32_t)getpid();
+	r->generation = x->block.generation;
+	r->ptr = x->block.ptr;
+	r->bytes = x->block.bytes;
+	r->obj = x->obj;
+	r->obj.fd = -1;
+}
+
+enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *block,
+			       struct xdm_ipc_handle *out)
+{
+	struct xdm_ipc_exporter *e;
+	struct xdm_ipc_export *x, *made;
+	struct xdm_ipc_ref r;
+	struct xdm_block live;
+	enum xdm_status st;
+
+	if (!rt || !block || !out)
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_export: NULL argument");
+	e = &rt->ipc.exp;
+	st = xdm_block_lookup(rt, xdm_block_id_of(block), &live);
+	if (st)
+		return st;
+	pthread_mutex_lock(&e->lock);
+	x = find(e, live.generation);
+	if (x) {
+		fill_ref(rt, x, &r);
+		pthread_mutex_unlock(&e->lock);
+		xdm_ipc_encode(&r, out);
+		return XDM_OK;
+	}
+	pthread_mutex_unlock(&e->lock);
+
+	/* The first export: what the importer maps, then the server. */
+	made = calloc(1, sizeof(*made));
+	if (!made)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "xdm_ipc_export: no memory");
+	made->block = live;
+	made->obj.fd = -1;
+	st = xdm_up_ipc_export(&rt->layers[0], &live, &made->obj);
+	if (!st && (made->obj.kind != XDM_IPC_FD || made->obj.fd < 0) &&
+	    made->obj.kind != XDM_IPC_BYTES)
+		st = xdm_error_set(XDM_E_MODULE, "xdm_ipc_export: the stack described the block's "
+				   "memory with no descriptor and no bytes");
+	if (!st)
+		st = xdm_ipc_serve(rt);
+	/* Writes queued before the export are in the memory when it returns. */
+	if (!st)
+		st = xdm_stream_synchronize(rt, live.stream);
+	if (st) {
+		record_free(made);
+		return st;
+	}
+	pthread_mutex_lock(&e->lock);
+	x = find(e, live.generation);
+	if (x) {
+		/* Another thread exported it meanwhile: one record. */
+		record_free(made);
+	} else {
+		made->next = e->exports;
+		e->exports = made;
+		x = made;
+		atomic_store_explicit(&e->exports_made, true, memory_order_release);
+	}
+	fill_ref(rt, x, &r);
+	pthread_mutex_unlock(&e->lock);
+	xdm_ipc_encode(&r, out);
+	return XDM_OK;
+}
+
+bool xdm_ipc_hold_free(struct xdm_runtime *rt, const struct xdm_block *b)
+{
+	struct xdm_ipc_exporter *e = &rt->ipc.exp;
+	struct xdm_ipc_export **p, *x;
+	bool held = false;
+
+	if (!atomic_load_explicit(&e->exports_made, memory_order_acquire))
+		return false;
+	pthread_mutex_lock(&e->lock);
+	for (p = &e->exports; (x = *p) != NULL; p = &x->next)
+		if (x->block.generation == b->generation)
+			break;
+	if (x && x->holds) {
+		x->freed = true;
+		x->block = *b;
+		held = true;
+	} else if (x) {
+		*p = x->next;
+		record_free(x);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return held;
+}
+
+/*
+ * The runtime goes: its server stops, what it imported is unmapped, and
+ * blocks whose free waited for importers go to the stack now (an importer
+ * keeps its own mapping where the memory allows: a memfd lives on while
+ * mapped).  Safe on a runtime built only this far.
+ */
+void xdm_ipc_fini(struct xdm_runtime *rt)
+{
+	struct xdm_ipc *ipc = &rt->ipc;
+
+	xdm_ipc_stop(&ipc->exp);
+	if (rt->platform.ops && rt->platform.inited)
+		xdm_ipc_import_fini(rt);
+	while (ipc->exp.exports) {
+		struct xdm_ipc_export *x = ipc->exp.exports;
+
+		ipc->exp.exports = x->next;
+		if (x->freed && rt->nlayers && rt->layers[0].inited)
+			xdm_up_deallocate(&rt->layers[0], &x->block);
+		record_free(x);
+	}
+}
+
+void xdm_ipc_show_holders(struct xdm_runtime *rt, xdm_generation generation,
+			  struct tree_buf *b)
+{
+	struct xdm_ipc_exporter *e = &rt->ipc.exp;
+	bool any = false;
+
+	pthread_mutex_lock(&e->lock);
+	for (struct xdm_ipc_export *x = e->exports; x; x = x->next) {
+		if (x->block.generation != generation)
+			continue;
+		for (struct xdm_ipc_holder *h = x->holders; h; h = h->next, any = true)
+			tree_printf(b, "%d %u %llu.%09llu\n", (int)h->pid, h->opens,
+				    (unsigned long long)(h->since_ns / 1000000000ull),
+				    (unsigned long long)(h->since_ns % 1000000000ull));
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (!any)
+		tree_printf(b, "none\n");
+}

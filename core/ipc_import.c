@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc_import.c - the importer's side: open a handle (ask its exporter for
+ * the memory, map it with this runtime's platform), close it (unmap after
+ * the work on its stream, tell the exporter).
+ *
+ * One connection per exporter, kept while anything is imported from it:
+ * the exporter counts this process's holds on it, and its end (all closed,
+ * or this process dead) gives them all back.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/tree.h"
+
+#define NCONNS (sizeof(((struct xdm_ipc_importer *)0)->conns) / \
+		sizeof(((struct xdm_ipc_importer *)0)->conns[0]))
+
+/* Under imp->lock: the connection to token's exporter, made if need be. */
+static enum xdm_status conn_get(struct xdm_ipc_importer *imp, const struct xdm_ipc_ref *r,
+				struct xdm_ipc_conn **out)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct xdm_ipc_conn *free_c = NULL;
+	size_t len;
+	int fd;
+
+	for (size_t i = 0; i < NCONNS; i++) {
+		if (imp->conns[i].fd >= 0 && imp->conns[i].token == r->token) {
+			*out = &imp->conns[i];
+			return XDM_OK;
+		}
+		if (imp->conns[i].fd < 0 && !free_c)
+			free_c = &imp->conns[i];
+	}
+	if (!free_c)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "xdm_ipc_open: this runtime holds imports "
+				     "from %zu exporters already", NCONNS);
+	len = xdm_ipc_socket_name(r->token, addr.sun_path, sizeof(addr.sun_path));
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return xdm_error_set_driver(errno, "xdm_ipc_open: socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&addr, offsetof(struct sockaddr_un, sun_path) + len)) {
+		int err = errno;
+
+		close(fd);
+		return xdm_error_set(XDM_E_INVALID,
+				     "xdm_ipc_open: the exporter of this handle (process %u, as "
+				     "it saw itself) cannot be reached: %s; it has ended, or is "
+				     "in another network namespace (its socket is abstract)",
+				     r->exporter_pid, strerror(err));
+	}
+	free_c->fd = fd;
+	free_c->token = r->token;
+	free_c->imports = 0;
+	*out = free_c;
+	return XDM_OK;
+}
+
+static void conn_put(struct xdm_ipc_conn *c)
+{
+	if (c->imports)
+		return;
+	close(c->fd);
+	c->fd = -1;
+	c->token = 0;
+}
+
+/* One request and its reply; *fd gets a passed descriptor, or -1. */
+static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd)
+{
+	struct xdm_ipc_reply rep;
+	struct iovec iov = { &rep, sizeof(rep) };
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	*fd = -1;
+	if (send(conn, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the exporter went away (%s)",
+				     strerror(errno));
+	do
+		n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(rep))
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the exporter went away "
+				     "before it answered");
+	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(fd, CMSG_DATA(c), sizeof(int));
+	rep.message[sizeof(rep.message) - 1] = '\0';
+	if (rep.status != XDM_OK) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return xdm_error_set(rep.status >= 0 && rep.status < XDM_STATUS_COUNT ?
+					     (enum xdm_status)rep.status : XDM_E_INVALID,
+				     "xdm_ipc_open: the exporter says: %s", rep.message);
+	}
+	return XDM_OK;
+}
+
+enum xdm_status xdm_ipc_open(struct xdm_runtime *rt, const struct xdm_ipc_handle *h,
+			     xdm_stream_id stream, uint64_t *ptr, size_t *bytes)
+{
+	struct xdm_ipc_importer *imp;
+	struct xdm_ipc_request req;
+	struct xdm_ipc_import *im;
+	struct xdm_ipc_conn *conn = NULL;
+	struct xdm_ipc_ref r;
+	enum xdm_status st;
+	int fd = -1;
+
+	if (!rt || !h || !ptr || !bytes)
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: NULL argument");
+	if (stream >= xdm_stream_count(rt))
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: no stream %u", (unsigned)stream);
+	st = xdm_ipc_decode(h, &r);
+	if (st)
+		return st;
+	if (strncmp(r.uuid, rt->device.uuid, sizeof(r.uuid)))
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the handle is of device %s, and "
+				     "this runtime's device is %s", r.uuid, rt->device.uuid);
+	if (!rt->platform.ops->ipc_import || !rt->platform.ops->ipc_unmap)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "xdm_ipc_open: the %s platform cannot "
+				     "map another process's memory", rt->platform.ops->name);
+	im = calloc(1, sizeof(*im));
+	if (!im)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "xdm_ipc_open: no memory");
+	imp = &rt->ipc.imp;
+	memset(&req, 0, sizeof(req));
+	req.op = XDM_IPC_OPEN;
+	req.handle = *h;
+	pthread_mutex_lock(&imp->lock);
+	st = conn_get(imp, &r, &conn);
+	if (st)
+		goto unlock;
+	st = ask(conn->fd, &req, &fd);
+	if (st)
+		goto put;
+	r.obj.fd = fd;
+	st = rt->platform.ops->ipc_import(&rt->platform, &r.obj, r.bytes, &im->ptr, &im->cookie);
+	if (fd >= 0)
+		close(fd);
+	if (st) {
+		/* Mapped nothing: the hold the exporter counted goes back. */
+		req.op = XDM_IPC_CLOSE;
+		req.generation = r.generation;
+		(void)!send(conn->fd, &req, sizeof(req), MSG_NOSIGNAL);
+		goto put;
+	}
+	im->bytes = r.bytes;
+	im->token = r.token;
+	im->generation = r.generation;
+	im->exporter_pid = (pid_t)r.exporter_pid;
+	im->since_ns = xdm_ipc_now_ns();
+	im->conn = conn->fd;
+	im->next = imp->imports;
+	imp->imports = im;
+	conn->imports++;
+	pthread_mutex_unlock(&imp->lock);
+	*ptr = im->ptr;
+	*bytes = im->bytes;
+	return XDM_OK;
+
+put:
+	conn_put(conn);
+unlock:
+	pthread_mutex_unlock(&imp->lock);
+	free(im);
+	return st;
+}
+
+/* Under imp->lock: unmap one import and tell its exporter. */
+static void import_drop(struct xdm_runtime *rt, struct xdm_ipc_import *im)
+{
+	struct xdm_ipc_importer *imp = &rt->ipc.imp;
+	struct xdm_ipc_request req;
+
+	rt->platform.ops->ipc_unmap(&rt->platform, im->ptr, im->bytes, im->cookie);
+	memset(&req, 0, sizeof(req));
+	req.op = XDM_IPC_CLOSE;
+	req.generation = im->generation;
+	for (size_t i = 0; i < NCONNS; i++) {
+		struct xdm_ipc_conn *c = &imp->conns[i];
+
+		if (c->fd == im->conn && c->token == im->token) {
+			(void)!send(c->fd, &req, sizeof(req), MSG_NOSIGNAL);
+			c->imports--;
+			conn_put(c);
+			break;
+		}
+	}
+	free(im);
+}
+
+enum xdm_status xdm_ipc_close(struct xdm_runtime *rt, uint64_t ptr, xdm_stream_id stream)
+{
+	struct xdm_ipc_importer *imp;
+	struct xdm_ipc_import **p, *im;
+	enum xdm_status st;
+
+	if (!rt)
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_close: NULL runtime");
+	imp = &rt->ipc.imp;
+	pthread_mutex_lock(&imp->lock);
+	for (p = &imp->imports; (im = *p) != NULL; p = &im->next)
+		if (im->ptr == ptr)
+			break;
+	if (im)
+		*p = im->next;
+	pthread_mutex_unlock(&imp->lock);
+	if (!im)
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_close: 0x%llx is no block this runtime "
+				     "opened with xdm_ipc_open", (unsigned long long)ptr);
+	/* The work queued on stream may still read or write it. */
+	st = xdm_stream_synchronize(rt, stream);
+	pthread_mutex_lock(&imp->lock);
+	import_drop(rt, im);
+	pthread_mutex_unlock(&imp->lock);
+	return st;
+}
+
+void xdm_ipc_import_fini(struct xdm_runtime *rt)
+{
+	struct xdm_ipc_importer *imp = &rt->ipc.imp;
+
+	pthread_mutex_lock(&imp->lock);
+	while (imp->imports) {
+		struct xdm_ipc_import *im = imp->imports;
+
+		imp->imports = im->next;
+		import_drop(rt, im);
+	}
+	pthread_mutex_unlock(&imp->lock);
+}
+
+void xdm_ipc_show_imports(struct xdm_runtime *rt, struct tree_buf *b)
+{
+	struct xdm_ipc_importer *imp = &rt->ipc.imp;
+	bool any = false;
+
+	pthread_mutex_lock(&imp->lock);
+	for (struct xdm_ipc_import *im = imp->imports; im; im = im->next, any = true)
+		tree_printf(b, "0x%llx %zu %d %llu %llu.%09llu\n", (unsigned long long)im->ptr,
+			    im->bytes, (int)im->exporter_pid, (unsigned long long)im->generation,
+			    (unsigned long long)(im->since_ns / 1000000000ull),
+			    (unsigned long long)(im->since_ns % 1000000000ull));
+	pthread_mutex_unlock(&imp->lock);
+	if (!any)
+		tree_printf(b, "none\n");
+}

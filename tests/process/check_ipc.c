@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_ipc.c - blocks shared between processes (xdm_ipc_export, open,
+ * close) on the host platform's memfd twin: real processes
+ * (tests/process/ipc_peer, one command a line), real descriptors passed
+ * over the exporter's socket, real SIGKILLs.
+ *
+ * Each rule of xdm(3)'s IPC section is a case: the bytes travel both ways;
+ * a held block's free waits for its importers (its backend keeps the
+ * memory, the pool does not hand it out again); an importer killed in the
+ * middle of a use gives its hold back; an exporter killed leaves the
+ * importer's memory valid; the block counts once, in the exporter's budget
+ * row; the tree shows importers and imports; bad handles are typed errors.
+ * Nothing waits on a clock except for what another process does on its own
+ * (its server answering a close, the kernel closing a dead process's
+ * socket): those are waited for, with a deadline that only a failure
+ * reaches.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+
+#include "tests/lib/budget_util.h"
+
+static const char *const test_keys[] = { "rows", NULL };
+
+#define HEX_LEN (2 * XDM_IPC_HANDLE_SIZE)
+
+struct peer {
+	struct worker w;
+	pid_t pid;
+};
+
+static const char *peer_path(void)
+{
+	static char path[4096];
+	const char *top = getenv("XDM_TOP_BUILDDIR");
+
+	snprintf(path, sizeof(path), "%s/tests/process/ipc_peer", top ? top : ".");
+	return path;
+}
+
+static void peer_start_at(struct peer *p, const char *ordinal, const char *stack)
+{
+	/* Two host devices, so that a handle can be of another one. */
+	const char *argv[] = { peer_path(), ordinal, "host devices=2", stack, NULL };
+	char line[256];
+	int pid;
+
+	worker_start(&p->w, argv);
+	worker_line(&p->w, line, sizeof(line));
+	ck_assert_msg(sscanf(line, "ready %d", &pid) == 1, "peer said: %s", line);
+	p->pid = pid;
+}
+
+static void peer_start(struct peer *p, const char *stack)
+{
+	peer_start_at(p, "0", stack);
+}
+
+/* Send a command; its answer, without the newline, in out. */
+static void ask(struct peer *p, char *out, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void ask(struct peer *p, char *out, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(p->w.to, fmt, ap);
+	va_end(ap);
+	fputc('\n', p->w.to);
+	fflush(p->w.to);
+	worker_line(&p->w, out, len);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* A command that must answer "ok", and what follows it. */
+static const char *ask_ok(struct peer *p, char *out, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static const char *ask_ok(struct peer *p, char *out, size_t len, const char *fmt, ...)
+{
+	char cmd[HEX_LEN + 64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	ask(p, out, len, "%s", cmd);
+	ck_assert_msg(!strncmp(out, "ok", 2), "peer %d: '%s' answered '%s'", (int)p->pid, cmd,
+		      out);
+	return out[2] ? out + 3 : out + 2;
+}
+
+struct block {
+	unsigned int i;
+	uint64_t ptr;
+	unsigned long long generation;
+};
+
+static struct block peer_alloc(struct peer *p, size_t bytes)
+{
+	char out[256];
+	struct block b;
+
+	ck_assert_int_eq(sscanf(ask_ok(p, out, sizeof(out), "alloc %zu", bytes), "%u %" SCNx64
+				" %llu", &b.i, &b.ptr, &b.generation), 3);
+	return b;
+}
+
+static void peer_export(struct peer *p, unsigned int i, char *hex)
+{
+	char out[HEX_LEN + 64];
+
+	snprintf(hex, HEX_LEN + 1, "%s", ask_ok(p, out, sizeof(out), "export %u", i));
+	ck_assert_uint_eq(strlen(hex), HEX_LEN);
+}
+
+static unsigned int peer_open(struct peer *p, const char *hex, size_t want_bytes)
+{
+	char out[256];
+	unsigned int j;
+	size_t bytes;
+
+	ck_assert_int_eq(sscanf(ask_ok(p, out, sizeof(out), "open %s", hex), "%u %zu", &j,
+				&bytes), 2);
+	ck_assert_uint_eq(bytes, want_bytes);
+	return j;
+}
+
+static uint64_t peer_outstanding(struct peer *p)
+{
+	char out[256];
+
+	return strtoull(ask_ok(p, out, sizeof(out), "outstanding"), NULL, 10);
+}
+
+/*
+ * The exporter's backend holds exactly want bytes, waited for: a hold
+ * goes back when the exporter's server has read the close or seen the
+ * importer's socket end, on its own thread.
+ */
+static void wait_outstanding(struct peer *p, uint64_t want)
+{
+	uint64_t now = peer_outstanding(p);
+
+	for (int ms = 0; now != want && ms < TU_PATIENCE_MS; ms += 10) {
+		tu_sleep_ms(10);
+		now = peer_outstanding(p);
+	}
+	ck_assert_uint_eq(now, want);
+}
+
+static void peer_stop(struct peer *p)
+{
+	int status = worker_wait(&p->w);
+
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "peer %d ended with status 0x%x", (int)p->pid, status);
+}
+
+static void peer_kill(struct peer *p)
+{
+	int status;
+
+	ck_assert_int_eq(kill(p->pid, SIGKILL), 0);
+	status = worker_wait(&p->w);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+/* An odd size: the block is not the whole of its pages. */
+#define BYTES ((size_t)(1 << 20) + 4099)
+
+#define SHARED "host ipc=true"
+
+/* ---- the bytes, both ways ------------------------------------------------ */
+
+START_TEST(test_roundtrip)
+{
+	char h1[HEX_LEN + 1], h2[HEX_LEN + 1], out[512];
+	struct peer e, im;
+	struct block b;
+	unsigned int j, j2;
+
+	peer_start(&e, SHARED);
+	peer_start(&im, SHARED);
+	b = peer_alloc(&e, BYTES);
+	ask_ok(&e, out, sizeof(out), "fill %u 0x11", b.i);
+	peer_export(&e, b.i, h1);
+	/* The same block, the same bytes: a consumer may cache on them. */
+	peer_export(&e, b.i, h2);
+	ck_assert_str_eq(h1, h2);
+
+	j = peer_open(&im, h1, BYTES);
+	ask_ok(&im, out, sizeof(out), "icheck %u 0x11", j);
+	ask_ok(&im, out, sizeof(out), "ifill %u 0x22", j);
+	ask_ok(&e, out, sizeof(out), "check %u 0x22", b.i);
+	/* Opened twice: two mappings of one memory. */
+	j2 = peer_open(&im, h1, BYTES);
+	ck_assert_uint_ne(j2, j);
+	ask_ok(&im, out, sizeof(out), "icheck %u 0x22", j2);
+	ask_ok(&im, out, sizeof(out), "close %u", j2);
+	ask_ok(&im, out, sizeof(out), "close %u", j);
+	ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	wait_outstanding(&e, 0);
+	peer_stop(&im);
+	peer_stop(&e);
+}
+END_TEST
+
+/* ---- lifetimes ----------------------------------------------------------- */
+
+START_TEST(test_free_waits_for_importers)
+{
+	char hex[HEX_LEN + 1], out[512];
+	struct peer e, im;
+	struct block b;
+	unsigned int j;
+
+	peer_start(&e, SHARED);
+	peer_start(&im, SHARED);
+	b = peer_alloc(&e, BYTES);
+	ask_ok(&e, out, sizeof(out), "fill %u 0x44", b.i);
+	peer_export(&e, b.i, hex);
+	j = peer_open(&im, hex, BYTES);
+	ck_assert_uint_ge(peer_outstanding(&e), BYTES);
+	/* The owner's free returns at once; the memory stays while held. */
+	ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	ck_assert_uint_ge(peer_outstanding(&e), BYTES);
+	ask_ok(&im, out, sizeof(out), "icheck %u 0x44", j);
+	/* A handle of a block its owner freed opens no more. */
+	ask(&im, out, sizeof(out), "open %s", hex);
+	ck_assert_msg(!strncmp(out, "err ", 4) && strstr(out, "freed since"), "%s", out);
+	/* The last close hands it to the stack. */
+	ask_ok(&im, out, sizeof(out), "close %u", j);
+	wait_outstanding(&e, 0);
+	peer_stop(&im);
+	peer_stop(&e);
+}
+END_TEST
+
+START_TEST(test_pool_keeps_held_blocks)
+{
+	char hex[HEX_LEN + 1], out[512];
+	struct peer e, im;
+	struct block a, b, c;
+	unsigned int j;
+
+	peer_start(&e, "pool | " SHARED);
+	peer_start(&im, SHARED);
+	/* Unshared, a freed block's address comes straight back. */
+	a = peer_alloc(&e, 65536);
+	ask_ok(&e, out, sizeof(out), "free %u", a.i);
+	b = peer_alloc(&e, 65536);
+	ck_assert_uint_eq(b.ptr, a.ptr);
+	/* Held by an importer, it does not. */
+	ask_ok(&e, out, sizeof(out), "fill %u 0x66", b.i);
+	peer_export(&e, b.i, hex);
+	j = peer_open(&im, hex, 65536);
+	ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	c = peer_alloc(&e, 65536);
+	ck_assert_uint_ne(c.ptr, b.ptr);
+	ask_ok(&e, out, sizeof(out), "fill %u 0x77", c.i);
+	ask_ok(&im, out, sizeof(out), "icheck %u 0x66", j);
+	ask_ok(&im, out, sizeof(out), "close %u", j);
+	peer_stop(&im);
+	peer_stop(&e);
+}
+END_TEST
+
+/*
+ * An importer killed while its stream stands at a gate, a use of the
+ * block queued behind it: the kernel closes its socket, the exporter gives
+ * its hold back, and the free that waited runs.  Both orders: the free
+ * before the death, and after.
+ */
+static void importer_killed(bool free_first)
+{
+	char hex[HEX_LEN + 1], out[512];
+	struct peer e, im;
+	struct block b;
+	unsigned int j;
+
+	peer_start(&e, SHARED);
+	peer_start(&im, SHARED);
+	b = peer_alloc(&e, BYTES);
+	peer_export(&e, b.i, hex);
+	j = peer_open(&im, hex, BYTES);
+	ask_ok(&im, out, sizeof(out), "gate %u", j);
+	if (free_first)
+		ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	ck_assert_uint_ge(peer_outstanding(&e), BYTES);
+	peer_kill(&im);
+	if (!free_first) {
+		ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	}
+	wait_outstanding(&e, 0);
+	peer_stop(&e);
+}
+
+START_TEST(test_importer_killed_after_free)
+{
+	importer_killed(true);
+}
+END_TEST
+
+START_TEST(test_importer_killed_before_free)
+{
+	importer_killed(false);
+}
+END_TEST
+
+/*
+ * An exporter killed while the importer's use stands at a gate: a memfd
+ * lives while mapped, so the use runs on valid memory and sees what the
+ * exporter wrote; the close after tells a dead socket, and says OK.
+ */
+START_TEST(test_exporter_killed)
+{
+	char hex[HEX_LEN + 1], out[512];
+	struct peer e, im;
+	struct block b;
+	unsigned int j;
+
+	peer_start(&e, SHARED);
+	peer_start(&im, SHARED);
+	b = peer_alloc(&e, BYTES);
+	ask_ok(&e, out, sizeof(out), "fill %u 0x33", b.i);
+	peer_export(&e, b.i, hex);
+	j = peer_open(&im, hex, BYTES);
+	ask_ok(&im, out, sizeof(out), "gate %u", j);
+	peer_kill(&e);
+	ask_ok(&im, out, sizeof(out), "ungate");
+	ask_ok(&im, out, sizeof(out), "icheck %u 0x5a", j);
+	ask_ok(&im, out, sizeof(out), "close %u", j);
+	/* Its handles open no more, with a sentence that says why. */
+	ask(&im, out, sizeof(out), "open %s", hex);
+	ck_assert_msg(!strncmp(out, "err INVALID", 11) && strstr(out, "cannot be reached"),
+		      "%s", out);
+	peer_stop(&im);
+}
+END_TEST
+
+/* ---- the budget: the exporter's row, once -------------------------------- */
+
+START_TEST(test_budget_rows)
+{
+	char hex[HEX_LEN + 1], out[512], key[64], stack[256];
+	struct xdm_runtime *rt;
+	struct peer e, im;
+	long long bytes;
+	struct block b;
+	unsigned int j;
+
+	key_of("rows", key, sizeof(key));
+	snprintf(stack, sizeof(stack), "budget key=%s limit=16M | " SHARED, key);
+	rt = budget_rt("rows", "limit=16M", "host");
+	peer_start(&e, stack);
+	peer_start(&im, stack);
+	b = peer_alloc(&e, BYTES);
+	peer_export(&e, b.i, hex);
+	j = peer_open(&im, hex, BYTES);
+	ck_assert_uint_eq(attr(rt, "used"), BYTES);
+	process_rows(rt, e.pid, &bytes);
+	ck_assert_int_eq(bytes, (long long)BYTES);
+	process_rows(rt, im.pid, &bytes);
+	ck_assert_int_le(bytes, 0);
+	/* Freed by its owner and still held: still the owner's. */
+	ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	process_rows(rt, e.pid, &bytes);
+	ck_assert_int_eq(bytes, (long long)BYTES);
+	ask_ok(&im, out, sizeof(out), "close %u", j);
+	wait_outstanding(&e, 0);
+	ck_assert_uint_eq(attr(rt, "used"), 0);
+	peer_stop(&im);
+	peer_stop(&e);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* ---- the tree ------------------------------------------------------------ */
+
+START_TEST(test_tree)
+{
+	char hex[HEX_LEN + 1], out[512], want[64];
+	struct peer e, im;
+	struct block b;
+	unsigned int j;
+	const char *text;
+
+	peer_start(&e, SHARED);
+	peer_start(&im, SHARED);
+	b = peer_alloc(&e, BYTES);
+	ck_assert_str_eq(ask_ok(&e, out, sizeof(out), "tree blocks/%llu/importers",
+				b.generation), "none|");
+	ck_assert_str_eq(ask_ok(&im, out, sizeof(out), "tree imports"), "none|");
+	peer_export(&e, b.i, hex);
+	j = peer_open(&im, hex, BYTES);
+	/* "<pid> <opens> <since>" */
+	snprintf(want, sizeof(want), "%d 1 ", (int)im.pid);
+	text = ask_ok(&e, out, sizeof(out), "tree blocks/%llu/importers", b.generation);
+	ck_assert_msg(!strncmp(text, want, strlen(want)), "importers: %s", text);
+	/* "<ptr> <bytes> <exporter pid> <generation> <since>" */
+	text = ask_ok(&im, out, sizeof(out), "tree imports");
+	snprintf(want, sizeof(want), " %zu %d %llu ", BYTES, (int)e.pid, b.generation);
+	ck_assert_msg(strstr(text, want), "imports: %s", text);
+	ask_ok(&im, out, sizeof(out), "close %u", j);
+	ck_assert_str_eq(ask_ok(&im, out, sizeof(out), "tree imports"), "none|");
+	peer_stop(&im);
+	peer_stop(&e);
+}
+END_TEST
+
+/* ---- bad input ----------------------------------------------------------- */
+
+static void open_refused(struct peer *p, const char *hex, const char *status, const char *why)
+{
+	char out[512];
+
+	ask(p, out, sizeof(out), "open %s", hex);
+	ck_assert_msg(!strncmp(out, "err ", 4) && !strncmp(out + 4, status, strlen(status)) &&
+			      strstr(out, why), "open answered '%s', not %s ... %s", out, status,
+		      why);
+}
+
+START_TEST(test_bad_handles)
+{
+	char hex[HEX_LEN + 1], bad[HEX_LEN + 1], out[512];
+	struct peer e, im, other, private;
+	struct block b, p;
+
+	peer_start(&e, SHARED);
+	peer_start(&im, SHARED);
+	b = peer_alloc(&e, 4096);
+	peer_export(&e, b.i, hex);
+
+	/* Garbage, cut short, one byte changed. */
+	memset(bad, 'a', HEX_LEN);
+	bad[HEX_LEN] = '\0';
+	open_refused(&im, bad, "INVALID", "mark");
+	snprintf(bad, sizeof(bad), "%.200s", hex);
+	open_refused(&im, bad, "INVALID", "checksum");
+	snprintf(bad, sizeof(bad), "%s", hex);
+	bad[100] = bad[100] == '0' ? '1' : '0';
+	open_refused(&im, bad, "INVALID", "checksum");
+	/* Another device: ordinal 1 of the host platform (devices=2). */
+	peer_start_at(&other, "1", SHARED);
+	open_refused(&other, hex, "INVALID", "device");
+	peer_stop(&other);
+	/* A block freed (and never opened): the exporter refuses it. */
+	ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	open_refused(&im, hex, "USE_AFTER_FREE", "freed since");
+	/* A close of what was never opened. */
+	ask(&im, out, sizeof(out), "closeptr %" PRIx64, b.ptr);
+	ck_assert_msg(!strncmp(out, "err INVALID", 11), "%s", out);
+	/* Memory that cannot be shared: a sentence that says how it could. */
+	peer_start(&private, "host");
+	p = peer_alloc(&private, 4096);
+	ask(&private, out, sizeof(out), "export %u", p.i);
+	ck_assert_msg(!strncmp(out, "err NOT_SUPPORTED", 17) && strstr(out, "ipc=true"), "%s",
+		      out);
+	peer_stop(&private);
+	/* Nothing above mapped anything. */
+	ck_assert_str_eq(ask_ok(&im, out, sizeof(out), "tree imports"), "none|");
+	peer_stop(&im);
+	peer_stop(&e);
+}
+END_TEST
+
+static Suite *ipc_suite(void)
+{
+	Suite *s = suite_create("ipc");
+	TCase *tc = tcase_create("host");
+
+	tcase_set_timeout(tc, TU_TIMEOUT_S);
+	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_free_waits_for_importers);
+	tcase_add_test(tc, test_pool_keeps_held_blocks);
+	tcase_add_test(tc, test_importer_killed_after_free);
+	tcase_add_test(tc, test_importer_killed_before_free);
+	tcase_add_test(tc, test_exporter_killed);
+	tcase_add_test(tc, test_budget_rows);
+	tcase_add_test(tc, test_tree);
+	tcase_add_test(tc, test_bad_handles);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return budget_suite_run(ipc_suite(), "ipc", test_keys);
+}

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc_peer.c - one process of the IPC suite (check_ipc): it exports blocks
+ * of its runtime, or opens another peer's, as the suite tells it, one
+ * command a line on stdin, one answer a line on stdout.  The suite execs
+ * it, so that each peer is a whole process with its own runtime, socket
+ * and pid.
+ *
+ *	ipc_peer <ordinal> <platform> <stack>
+ *
+ * Commands (i: a block of this peer, j: an import), answered "ok ..." or
+ * "err <status> <message>" (status: XDM_E_'s name, INVALID for XDM_E_INVALID):
+ *	alloc <bytes>		-> ok <i> <ptr, hex> <generation>
+ *	free <i>		-> ok
+ *	fill <i> <byte>		-> ok		(the block's bytes, by the CPU)
+ *	check <i> <byte>	-> ok | bad <offset>
+ *	export <i>		-> ok <handle, 512 hex digits>
+ *	open <hex>		-> ok <j> <bytes>
+ *	ifill <j> <byte>, icheck <j> <byte>	as fill and check, on an import
+ *	close <j>		-> ok
+ *	closeptr <hex ptr>	-> the answer of xdm_ipc_close on that pointer
+ *	gate <j>		-> ok, once stream 0 stands at a gate that, when
+ *				   opened, writes 0x5a over import j
+ *	ungate			-> ok, once the gate ran
+ *	outstanding		-> ok <the bottom layer's bytes_outstanding>, once
+ *				   the frees queued on stream 0 have run
+ *	tree <path below the runtime>	-> ok <the file, newlines as '|'>
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xdm/xdm.h>
+
+#define MAX_BLOCKS 64
+
+struct peer {
+	struct xdm_runtime *rt;
+	struct xdm_block blocks[MAX_BLOCKS];
+	unsigned int nblocks;
+	struct {
+		uint64_t ptr;
+		size_t bytes;
+	} imports[MAX_BLOCKS];
+	unsigned int nimports;
+	/* The gate on stream 0 (gate/ungate). */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool entered, open, ran;
+	unsigned char *gate_target;
+	size_t gate_bytes;
+};
+
+/* The status as the suite names it: the enum's name without XDM_E_. */
+static const char *status_name(enum xdm_status st)
+{
+	static const char *const names[XDM_STATUS_COUNT] = {
+		[XDM_OK] = "OK",
+		[XDM_E_OUT_OF_BUDGET] = "OUT_OF_BUDGET",
+		[XDM_E_DRIVER] = "DRIVER",
+		[XDM_E_STREAM_MISUSE] = "STREAM_MISUSE",
+		[XDM_E_USE_AFTER_FREE] = "USE_AFTER_FREE",
+		[XDM_E_OUT_OF_BOUNDS] = "OUT_OF_BOUNDS",
+		[XDM_E_INVALID] = "INVALID",
+		[XDM_E_NO_DEVICE] = "NO_DEVICE",
+		[XDM_E_NOT_SUPPORTED] = "NOT_SUPPORTED",
+		[XDM_E_CONFIG] = "CONFIG",
+		[XDM_E_MODULE] = "MODULE",
+		[XDM_E_OUT_OF_MEMORY] = "OUT_OF_MEMORY",
+	};
+
+	return (unsigned)st < XDM_STATUS_COUNT && names[st] ? names[st] : "UNKNOWN";
+}
+
+static void answer_err(enum xdm_status st)
+{
+	printf("err %s %s\n", status_name(st), xdm_last_error_message());
+}
+
+static bool block_at(struct peer *p, const char *arg, struct xdm_block **b)
+{
+	unsigned long i = strtoul(arg, NULL, 10);
+
+	if (i >= p->nblocks) {
+		printf("err bad-index no block %lu\n", i);
+		return false;
+	}
+	*b = &p->blocks[i];
+	return true;
+}
+
+static bool import_at(struct peer *p, const char *arg, unsigned char **mem, size_t *bytes)
+{
+	unsigned long j = strtoul(arg, NULL, 10);
+
+	if (j >= p->nimports || !p->imports[j].ptr) {
+		printf("err bad-index no import %lu\n", j);
+		return false;
+	}
+	*mem = (unsigned char *)(uintptr_t)p->imports[j].ptr;
+	*bytes = p->imports[j].bytes;
+	return true;
+}
+
+static void check_bytes(const unsigned char *mem, size_t bytes, int value)
+{
+	for (size_t k = 0; k < bytes; k++)
+		if (mem[k] != (unsigned char)value) {
+			printf("bad %zu\n", k);
+			return;
+		}
+	printf("ok\n");
+}
+
+static void gate_run(void *arg)
+{
+	struct peer *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	p->entered = true;
+	pthread_cond_broadcast(&p->cond);
+	while (!p->open)
+		pthread_cond_wait(&p->cond, &p->lock);
+	/* The use the gate held back: a write to the import. */
+	memset(p->gate_target, 0x5a, p->gate_bytes);
+	p->ran = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void cmd_export(struct peer *p, struct xdm_block *b)
+{
+	struct xdm_ipc_handle h;
+	enum xdm_status st = xdm_ipc_export(p->rt, b, &h);
+
+	if (st) {
+		answer_err(st);
+		return;
+	}
+	printf("ok ");
+	for (size_t k = 0; k < sizeof(h.bytes); k++)
+		printf("%02x", h.bytes[k]);
+	printf("\n");
+}
+
+static void cmd_open(struct peer *p, const char *hex)
+{
+	struct xdm_ipc_handle h;
+	enum xdm_status st;
+	uint64_t ptr;
+	size_t bytes;
+
+	memset(&h, 0, sizeof(h));
+	/* A short text leaves the rest zero: a handle cut short. */
+	for (size_t k = 0; k < sizeof(h.bytes) && hex[2 * k] && hex[2 * k + 1]; k++) {
+		unsigned int v;
+
+		if (sscanf(hex + 2 * k, "%2x", &v) != 1)
+			break;
+		h.bytes[k] = (unsigned char)v;
+	}
+	if (p->nimports == MAX_BLOCKS) {
+		printf("err full too many imports\n");
+		return;
+	}
+	st = xdm_ipc_open(p->rt, &h, 0, &ptr, &bytes);
+	if (st) {
+		answer_err(st);
+		return;
+	}
+	p->imports[p->nimports].ptr = ptr;
+	p->imports[p->nimports].bytes = bytes;
+	printf("ok %u %zu\n", p->nimports++, bytes);
+}
+
+static void cmd_tree(struct peer *p, const char *rest)
+{
+	char path[512], *text;
+	size_t len;
+	int err;
+
+	snprintf(path, sizeof(path), "%s/%s", xdm_runtime_name(p->rt), rest);
+	err = xdm_tree_show(path, &text, &len);
+	if (err) {
+		printf("err tree %s: %s\n", path, strerror(-err));
+		return;
+	}
+	for (size_t k = 0; k < len; k++)
+		if (text[k] == '\n')
+			text[k] = '|';
+	printf("ok %s\n", text);
+	free(text);
+}
+
+static void serve(struct peer *p, char *line)
+{
+	char *cmd = strtok(line, " \n"), *a = strtok(NULL, " \n"), *b = strtok(NULL, " \n");
+	struct xdm_block *blk;
+	unsigned char *mem;
+	enum xdm_status st;
+	size_t bytes;
+
+	if (!cmd) {
+		printf("err empty\n");
+	} else if (!strcmp(cmd, "alloc") && a) {
+		if (p->nblocks == MAX_BLOCKS) {
+			printf("err full too many blocks\n");
+			return;
+		}
+		st = xdm_allocate(p->rt, strtoull(a, NULL, 10), 0, "ipc_peer",
+				  &p->blocks[p->nblocks]);
+		if (st) {
+			answer_err(st);
+			return;
+		}
+		blk = &p->blocks[p->nblocks];
+		printf("ok %u %llx %llu\n", p->nblocks++, (unsigned long long)blk->ptr,
+		       (unsigned long long)blk->generation);
+	} else if (!strcmp(cmd, "free") && a) {
+		if (!block_at(p, a, &blk))
+			return;
+		st = xdm_deallocate(p->rt, blk);
+		if (st)
+			answer_err(st);
+		else
+			printf("ok\n");
+	} else if (!strcmp(cmd, "fill") && a && b) {
+		if (block_at(p, a, &blk)) {
+			memset((void *)(uintptr_t)blk->ptr, (int)strtol(b, NULL, 0), blk->bytes);
+			printf("ok\n");
+		}
+	} else if (!strcmp(cmd, "check") && a && b) {
+		if (block_at(p, a, &blk))
+			check_bytes((const unsigned char *)(uintptr_t)blk->ptr, blk->bytes,
+				    (int)strtol(b, NULL, 0));
+	} else if (!strcmp(cmd, "export") && a) {
+		if (block_at(p, a, &blk))
+			cmd_export(p, blk);
+	} else if (!strcmp(cmd, "open")) {
+		cmd_open(p, a ? a : "");
+	} else if (!strcmp(cmd, "ifill") && a && b) {
+		if (import_at(p, a, &mem, &bytes)) {
+			memset(mem, (int)strtol(b, NULL, 0), bytes);
+			printf("ok\n");
+		}
+	} else if (!strcmp(cmd, "icheck") && a && b) {
+		if (import_at(p, a, &mem, &bytes))
+			check_bytes(mem, bytes, (int)strtol(b, NULL, 0));
+	} else if (!strcmp(cmd, "close") && a) {
+		unsigned long j = strtoul(a, NULL, 10);
+
+		if (!import_at(p, a, &mem, &bytes))
+			return;
+		st = xdm_ipc_close(p->rt, p->imports[j].ptr, 0);
+		p->imports[j].ptr = 0;
+		if (st)
+			answer_err(st);
+		else
+			printf("ok\n");
+	} else if (!strcmp(cmd, "closeptr") && a) {
+		st = xdm_ipc_close(p->rt, strtoull(a, NULL, 16), 0);
+		if (st)
+			answer_err(st);
+		else
+			printf("ok\n");
+	} else if (!strcmp(cmd, "gate") && a) {
+		if (!import_at(p, a, &p->gate_target, &p->gate_bytes))
+			return;
+		st = xdm_stream_launch_host(p->rt, 0, gate_run, p);
+		if (st) {
+			answer_err(st);
+			return;
+		}
+		pthread_mutex_lock(&p->lock);
+		while (!p->entered)
+			pthread_cond_wait(&p->cond, &p->lock);
+		pthread_mutex_unlock(&p->lock);
+		printf("ok\n");
+	} else if (!strcmp(cmd, "ungate")) {
+		pthread_mutex_lock(&p->lock);
+		p->open = true;
+		pthread_cond_broadcast(&p->cond);
+		while (!p->ran)
+			pthread_cond_wait(&p->cond, &p->lock);
+		pthread_mutex_unlock(&p->lock);
+		printf("ok\n");
+	} else if (!strcmp(cmd, "outstanding")) {
+		char buf[64];
+		uint32_t bottom = xdm_runtime_layer_count(p->rt) - 1;
+
+		/* A free queued on the stream is not a free held back. */
+		st = xdm_stream_synchronize(p->rt, 0);
+		if (!st)
+			st = xdm_layer_attr_show(p->rt, bottom, "bytes_outstanding", buf, sizeof(buf));
+		if (st)
+			answer_err(st);
+		else
+			printf("ok %s", buf);
+	} else if (!strcmp(cmd, "tree") && a) {
+		cmd_tree(p, a);
+	} else {
+		printf("err unknown command %s\n", cmd);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct peer p;
+	char line[1024];
+	enum xdm_status st;
+
+	if (argc != 4) {
+		fprintf(stderr, "usage: %s <ordinal> <platform> <stack>\n", argv[0]);
+		return 2;
+	}
+	pthread_mutex_init(&p.lock, NULL);
+	pthread_cond_init(&p.cond, NULL);
+	st = xdm_runtime_create((uint32_t)strtoul(argv[1], NULL, 10), argv[2], argv[3],
+				&p.rt);
+	if (st) {
+		answer_err(st);
+		return 1;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("ready %d\n", (int)getpid());
+	while (fgets(line, sizeof(line), stdin))
+		serve(&p, line);
+	/* stdin closed: leave cleanly, whatever is still open or held. */
+	st = xdm_runtime_destroy(p.rt);
+	return st ? 1 : 0;
+}

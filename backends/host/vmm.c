@@ -16,6 +16,13 @@
  * where it runs once the work queued before it is done.  Mapping needs no
  * order: a granule is FREE only after its release ran on its stream.
  *
+ * ipc=true backs the range with one memfd (mapped shared over the
+ * reservation), so that a block can be mapped by another process: its
+ * handle is the memfd and the block's offset in it, and the importer maps
+ * only that extent (the twin of cuda_vmm's exported granules).  A release
+ * then punches the granules out of the memfd, which frees them as
+ * MADV_DONTNEED frees private pages.
+ *
  * One mutex guards the granule map and the counters; no system call is
  * made under it, so that the introspection tree, which takes it to show a
  * counter, never waits behind an mprotect.
@@ -23,6 +30,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -42,6 +50,7 @@ struct vmm {
 	struct vrange map;
 	void *mapping;			/* what mmap returned, before alignment */
 	size_t mapping_bytes;
+	int memfd;			/* ipc=true: the memory of the range; else -1 */
 	uint64_t mapped_peak;		/* bytes, releases still queued included */
 	uint64_t maps;			/* granules mapped since init */
 	uint64_t releases;		/* granules unmapped since init */
@@ -93,6 +102,29 @@ static enum xdm_status vmm_check_shape(uint64_t granule, uint64_t reserve)
 	return XDM_OK;
 }
 
+/*
+ * ipc=true: the reserved range becomes a shared mapping of one memfd, still
+ * PROT_NONE (mapping a granule stays an mprotect).  The memfd is sparse: a
+ * page of it costs memory only once touched.
+ */
+static enum xdm_status vmm_share(struct vmm *v, uintptr_t base, uint64_t reserve)
+{
+	int err;
+
+	v->memfd = memfd_create("xdm-host-vmm", MFD_CLOEXEC);
+	if (v->memfd < 0 || ftruncate(v->memfd, (off_t)reserve) != 0 ||
+	    mmap((void *)base, (size_t)reserve, PROT_NONE, MAP_SHARED | MAP_FIXED, v->memfd,
+		 0) == MAP_FAILED) {
+		err = errno;
+		if (v->memfd >= 0)
+			close(v->memfd);
+		v->memfd = -1;
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host_vmm: ipc=true: cannot back %"
+				     PRIu64 " bytes with a memfd: %s", reserve, strerror(err));
+	}
+	return XDM_OK;
+}
+
 static enum xdm_status vmm_init(struct xdm_layer *self, const struct xdm_params *params)
 {
 	uint64_t granule = xdm_params_size(params, "granule");
@@ -131,6 +163,12 @@ static enum xdm_status vmm_init(struct xdm_layer *self, const struct xdm_params 
 		goto err_mutex;
 	}
 	base = ((uintptr_t)v->mapping + granule - 1) & ~(uintptr_t)(granule - 1);
+	v->memfd = -1;
+	if (xdm_params_bool(params, "ipc")) {
+		st = vmm_share(v, base, reserve);
+		if (st)
+			goto err_unmap;
+	}
 	if (!vrange_init(&v->map, base, reserve, granule)) {
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY,
 				   "host_vmm: no memory for the map of %" PRIu64 " granules",
@@ -141,6 +179,8 @@ static enum xdm_status vmm_init(struct xdm_layer *self, const struct xdm_params 
 	return XDM_OK;
 
 err_unmap:
+	if (v->memfd >= 0)
+		close(v->memfd);
 	munmap(v->mapping, v->mapping_bytes);
 err_mutex:
 	pthread_mutex_destroy(&v->lock);
@@ -169,6 +209,8 @@ static void vmm_fini(struct xdm_layer *self)
 	if (queued)
 		return;		/* leaking the reservation is the lesser harm */
 	munmap(v->mapping, v->mapping_bytes);
+	if (v->memfd >= 0)
+		close(v->memfd);
 	vrange_fini(&v->map);
 	pthread_mutex_destroy(&v->lock);
 	free(v);
@@ -290,7 +332,11 @@ static void vmm_release_run(void *arg)
 	 * but is counted free: only DONTNEED's zeroing and the fault on a
 	 * later use are lost, never an address handed out twice.
 	 */
-	madvise(p, bytes, MADV_DONTNEED);
+	if (v->memfd >= 0)
+		fallocate(v->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  (off_t)((uintptr_t)p - v->map.base), (off_t)bytes);
+	else
+		madvise(p, bytes, MADV_DONTNEED);
 	mprotect(p, bytes, PROT_NONE);
 	pthread_mutex_lock(&v->lock);
 	vrange_set(&v->map, r->first, r->n, VR_FREE);
@@ -362,6 +408,39 @@ static size_t vmm_bytes_outstanding(struct xdm_layer *self)
 static uint64_t vmm_granularity(struct xdm_layer *self)
 {
 	return vmm_of(self)->map.granule;
+}
+
+/* ---- sharing with other processes (ipc=true) ---------------------------- */
+
+static enum xdm_status vmm_ipc_export(struct xdm_layer *self, const struct xdm_block *block,
+				      struct xdm_ipc_object *out)
+{
+	struct vmm *v = vmm_of(self);
+	uint64_t g = v->map.granule, lo, hi, first, n;
+	bool mapped;
+
+	if (v->memfd < 0)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "host_vmm: its range is private "
+				     "memory; ipc=true backs it with a memfd that can be shared");
+	/* A part of a block will do (a pool's block inside its chunk): the
+	 * granules it touches must all be mapped. */
+	lo = block->ptr & ~(g - 1);
+	hi = (block->ptr + (block->bytes ? block->bytes : 1) + g - 1) & ~(g - 1);
+	pthread_mutex_lock(&v->lock);
+	mapped = hi > lo && vrange_span(&v->map, lo, hi - lo, VR_MAPPED, &first, &n);
+	pthread_mutex_unlock(&v->lock);
+	if (!mapped)
+		return xdm_error_set(XDM_E_INVALID, "host_vmm: 0x%" PRIx64 " (%zu bytes) is not "
+				     "mapped memory of this layer", block->ptr, block->bytes);
+	memset(out, 0, sizeof(*out));
+	out->kind = XDM_IPC_FD;
+	out->offset = block->ptr - v->map.base;
+	out->object_bytes = v->map.count * v->map.granule;
+	out->fd = fcntl(v->memfd, F_DUPFD_CLOEXEC, 0);
+	if (out->fd < 0)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host_vmm: cannot duplicate its memfd: "
+				     "%s", strerror(errno));
+	return XDM_OK;
 }
 
 /* ---- attributes ------------------------------------------------------- */
@@ -440,6 +519,9 @@ static const struct xdm_param_spec vmm_params[] = {
 	{ "reserve", XDM_PARAM_SIZE, "64G",
 	  "bytes of addresses reserved at init (rounded up to whole granules); no memory "
 	  "is used until it is mapped" },
+	{ "ipc", XDM_PARAM_BOOL, "false",
+	  "true: the range is one memfd, so that other processes can map its blocks "
+	  "(xdm_ipc_export)" },
 	{ NULL },
 };
 
@@ -462,4 +544,5 @@ const struct xdm_ops host_vmm_ops = {
 	.finish_block_use = xdm_track_finish,
 	.granularity = vmm_granularity,
 	.allocate_at = vmm_allocate_at,
+	.ipc_export = vmm_ipc_export,
 };

@@ -99,6 +99,7 @@ struct block {
 	unsigned int i;
 	uint64_t ptr;
 	unsigned long long generation;
+	size_t bytes;		/* as the stack made it: rounded up, perhaps */
 };
 
 static struct block peer_alloc(struct peer *p, size_t bytes)
@@ -107,7 +108,8 @@ static struct block peer_alloc(struct peer *p, size_t bytes)
 	struct block b;
 
 	ck_assert_int_eq(sscanf(ask_ok(p, out, sizeof(out), "alloc %zu", bytes), "%u %" SCNx64
-				" %llu", &b.i, &b.ptr, &b.generation), 3);
+				" %llu %zu", &b.i, &b.ptr, &b.generation, &b.bytes), 4);
+	ck_assert_uint_ge(b.bytes, bytes);
 	return b;
 }
 
@@ -176,6 +178,20 @@ static void peer_kill(struct peer *p)
 
 #define SHARED "host ipc=true"
 
+/*
+ * The stacks whose blocks are shared: each memfd twin, and the pool over
+ * each (a block's memory is its chunk's, at an offset).  A loop test's
+ * _i picks one.
+ */
+static const char *const stacks[] = {
+	SHARED,
+	"host_vmm ipc=true granule=64K reserve=256M",
+	"pool | " SHARED,
+	"pool | host_vmm ipc=true granule=64K reserve=256M",
+};
+#define NSTACKS ((int)(sizeof(stacks) / sizeof(stacks[0])))
+#define FIRST_POOL 2
+
 /* ---- the bytes, both ways ------------------------------------------------ */
 
 START_TEST(test_roundtrip)
@@ -185,8 +201,8 @@ START_TEST(test_roundtrip)
 	struct block b;
 	unsigned int j, j2;
 
-	peer_start(&e, SHARED);
-	peer_start(&im, SHARED);
+	peer_start(&e, stacks[_i]);
+	peer_start(&im, stacks[_i]);
 	b = peer_alloc(&e, BYTES);
 	ask_ok(&e, out, sizeof(out), "fill %u 0x11", b.i);
 	peer_export(&e, b.i, h1);
@@ -194,12 +210,12 @@ START_TEST(test_roundtrip)
 	peer_export(&e, b.i, h2);
 	ck_assert_str_eq(h1, h2);
 
-	j = peer_open(&im, h1, BYTES);
+	j = peer_open(&im, h1, b.bytes);
 	ask_ok(&im, out, sizeof(out), "icheck %u 0x11", j);
 	ask_ok(&im, out, sizeof(out), "ifill %u 0x22", j);
 	ask_ok(&e, out, sizeof(out), "check %u 0x22", b.i);
 	/* Opened twice: two mappings of one memory. */
-	j2 = peer_open(&im, h1, BYTES);
+	j2 = peer_open(&im, h1, b.bytes);
 	ck_assert_uint_ne(j2, j);
 	ask_ok(&im, out, sizeof(out), "icheck %u 0x22", j2);
 	ask_ok(&im, out, sizeof(out), "close %u", j2);
@@ -220,16 +236,16 @@ START_TEST(test_free_waits_for_importers)
 	struct block b;
 	unsigned int j;
 
-	peer_start(&e, SHARED);
-	peer_start(&im, SHARED);
+	peer_start(&e, stacks[_i]);
+	peer_start(&im, stacks[_i]);
 	b = peer_alloc(&e, BYTES);
 	ask_ok(&e, out, sizeof(out), "fill %u 0x44", b.i);
 	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, BYTES);
-	ck_assert_uint_ge(peer_outstanding(&e), BYTES);
+	j = peer_open(&im, hex, b.bytes);
+	ck_assert_uint_ge(peer_outstanding(&e), b.bytes);
 	/* The owner's free returns at once; the memory stays while held. */
 	ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	ck_assert_uint_ge(peer_outstanding(&e), BYTES);
+	ck_assert_uint_ge(peer_outstanding(&e), b.bytes);
 	ask_ok(&im, out, sizeof(out), "icheck %u 0x44", j);
 	/* A handle of a block its owner freed opens no more. */
 	ask(&im, out, sizeof(out), "open %s", hex);
@@ -249,7 +265,7 @@ START_TEST(test_pool_keeps_held_blocks)
 	struct block a, b, c;
 	unsigned int j;
 
-	peer_start(&e, "pool | " SHARED);
+	peer_start(&e, stacks[_i]);
 	peer_start(&im, SHARED);
 	/* Unshared, a freed block's address comes straight back. */
 	a = peer_alloc(&e, 65536);
@@ -259,7 +275,7 @@ START_TEST(test_pool_keeps_held_blocks)
 	/* Held by an importer, it does not. */
 	ask_ok(&e, out, sizeof(out), "fill %u 0x66", b.i);
 	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, 65536);
+	j = peer_open(&im, hex, b.bytes);
 	ask_ok(&e, out, sizeof(out), "free %u", b.i);
 	c = peer_alloc(&e, 65536);
 	ck_assert_uint_ne(c.ptr, b.ptr);
@@ -277,22 +293,22 @@ END_TEST
  * its hold back, and the free that waited runs.  Both orders: the free
  * before the death, and after.
  */
-static void importer_killed(bool free_first)
+static void importer_killed(const char *stack, bool free_first)
 {
 	char hex[HEX_LEN + 1], out[512];
 	struct peer e, im;
 	struct block b;
 	unsigned int j;
 
-	peer_start(&e, SHARED);
-	peer_start(&im, SHARED);
+	peer_start(&e, stack);
+	peer_start(&im, stack);
 	b = peer_alloc(&e, BYTES);
 	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, BYTES);
+	j = peer_open(&im, hex, b.bytes);
 	ask_ok(&im, out, sizeof(out), "gate %u", j);
 	if (free_first)
 		ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	ck_assert_uint_ge(peer_outstanding(&e), BYTES);
+	ck_assert_uint_ge(peer_outstanding(&e), b.bytes);
 	peer_kill(&im);
 	if (!free_first) {
 		ask_ok(&e, out, sizeof(out), "free %u", b.i);
@@ -303,13 +319,13 @@ static void importer_killed(bool free_first)
 
 START_TEST(test_importer_killed_after_free)
 {
-	importer_killed(true);
+	importer_killed(stacks[_i], true);
 }
 END_TEST
 
 START_TEST(test_importer_killed_before_free)
 {
-	importer_killed(false);
+	importer_killed(stacks[_i], false);
 }
 END_TEST
 
@@ -325,12 +341,12 @@ START_TEST(test_exporter_killed)
 	struct block b;
 	unsigned int j;
 
-	peer_start(&e, SHARED);
-	peer_start(&im, SHARED);
+	peer_start(&e, stacks[_i]);
+	peer_start(&im, stacks[_i]);
 	b = peer_alloc(&e, BYTES);
 	ask_ok(&e, out, sizeof(out), "fill %u 0x33", b.i);
 	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, BYTES);
+	j = peer_open(&im, hex, b.bytes);
 	ask_ok(&im, out, sizeof(out), "gate %u", j);
 	peer_kill(&e);
 	ask_ok(&im, out, sizeof(out), "ungate");
@@ -362,16 +378,16 @@ START_TEST(test_budget_rows)
 	peer_start(&im, stack);
 	b = peer_alloc(&e, BYTES);
 	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, BYTES);
-	ck_assert_uint_eq(attr(rt, "used"), BYTES);
+	j = peer_open(&im, hex, b.bytes);
+	ck_assert_uint_eq(attr(rt, "used"), b.bytes);
 	process_rows(rt, e.pid, &bytes);
-	ck_assert_int_eq(bytes, (long long)BYTES);
+	ck_assert_int_eq(bytes, (long long)b.bytes);
 	process_rows(rt, im.pid, &bytes);
 	ck_assert_int_le(bytes, 0);
 	/* Freed by its owner and still held: still the owner's. */
 	ask_ok(&e, out, sizeof(out), "free %u", b.i);
 	process_rows(rt, e.pid, &bytes);
-	ck_assert_int_eq(bytes, (long long)BYTES);
+	ck_assert_int_eq(bytes, (long long)b.bytes);
 	ask_ok(&im, out, sizeof(out), "close %u", j);
 	wait_outstanding(&e, 0);
 	ck_assert_uint_eq(attr(rt, "used"), 0);
@@ -391,21 +407,21 @@ START_TEST(test_tree)
 	unsigned int j;
 	const char *text;
 
-	peer_start(&e, SHARED);
-	peer_start(&im, SHARED);
+	peer_start(&e, stacks[_i]);
+	peer_start(&im, stacks[_i]);
 	b = peer_alloc(&e, BYTES);
 	ck_assert_str_eq(ask_ok(&e, out, sizeof(out), "tree blocks/%llu/importers",
 				b.generation), "none|");
 	ck_assert_str_eq(ask_ok(&im, out, sizeof(out), "tree imports"), "none|");
 	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, BYTES);
+	j = peer_open(&im, hex, b.bytes);
 	/* "<pid> <opens> <since>" */
 	snprintf(want, sizeof(want), "%d 1 ", (int)im.pid);
 	text = ask_ok(&e, out, sizeof(out), "tree blocks/%llu/importers", b.generation);
 	ck_assert_msg(!strncmp(text, want, strlen(want)), "importers: %s", text);
 	/* "<ptr> <bytes> <exporter pid> <generation> <since>" */
 	text = ask_ok(&im, out, sizeof(out), "tree imports");
-	snprintf(want, sizeof(want), " %zu %d %llu ", BYTES, (int)e.pid, b.generation);
+	snprintf(want, sizeof(want), " %zu %d %llu ", b.bytes, (int)e.pid, b.generation);
 	ck_assert_msg(strstr(text, want), "imports: %s", text);
 	ask_ok(&im, out, sizeof(out), "close %u", j);
 	ck_assert_str_eq(ask_ok(&im, out, sizeof(out), "tree imports"), "none|");
@@ -476,14 +492,14 @@ static Suite *ipc_suite(void)
 	TCase *tc = tcase_create("host");
 
 	tcase_set_timeout(tc, TU_TIMEOUT_S);
-	tcase_add_test(tc, test_roundtrip);
-	tcase_add_test(tc, test_free_waits_for_importers);
-	tcase_add_test(tc, test_pool_keeps_held_blocks);
-	tcase_add_test(tc, test_importer_killed_after_free);
-	tcase_add_test(tc, test_importer_killed_before_free);
-	tcase_add_test(tc, test_exporter_killed);
+	tcase_add_loop_test(tc, test_roundtrip, 0, NSTACKS);
+	tcase_add_loop_test(tc, test_free_waits_for_importers, 0, NSTACKS);
+	tcase_add_loop_test(tc, test_pool_keeps_held_blocks, FIRST_POOL, NSTACKS);
+	tcase_add_loop_test(tc, test_importer_killed_after_free, 0, NSTACKS);
+	tcase_add_loop_test(tc, test_importer_killed_before_free, 0, NSTACKS);
+	tcase_add_loop_test(tc, test_exporter_killed, 0, NSTACKS);
+	tcase_add_loop_test(tc, test_tree, 0, NSTACKS);
 	tcase_add_test(tc, test_budget_rows);
-	tcase_add_test(tc, test_tree);
 	tcase_add_test(tc, test_bad_handles);
 	suite_add_tcase(s, tc);
 	return s;

@@ -10,7 +10,7 @@
  *
  * Commands (i: a block of this peer, j: an import), answered "ok ..." or
  * "err <status> <message>" (status: XDM_E_'s name, INVALID for XDM_E_INVALID):
- *	alloc <bytes>		-> ok <i> <ptr, hex> <generation>
+ *	alloc <bytes>		-> ok <i> <ptr, hex> <generation> <block's bytes>
  *	free <i>		-> ok
  *	fill <i> <byte>		-> ok		(the block's bytes, by the CPU)
  *	check <i> <byte>	-> ok | bad <offset>
@@ -22,8 +22,9 @@
  *	gate <j>		-> ok, once stream 0 stands at a gate that, when
  *				   opened, writes 0x5a over import j
  *	ungate			-> ok, once the gate ran
- *	outstanding		-> ok <the bottom layer's bytes_outstanding>, once
- *				   the frees queued on stream 0 have run
+ *	outstanding		-> ok <xdm_bytes_outstanding: what the stack has
+ *				   handed out>, once the frees queued on stream 0
+ *				   have run
  *	tree <path below the runtime>	-> ok <the file, newlines as '|'>
  */
 #include "config.h"
@@ -219,8 +220,8 @@ static void serve(struct peer *p, char *line)
 			return;
 		}
 		blk = &p->blocks[p->nblocks];
-		printf("ok %u %llx %llu\n", p->nblocks++, (unsigned long long)blk->ptr,
-		       (unsigned long long)blk->generation);
+		printf("ok %u %llx %llu %zu\n", p->nblocks++, (unsigned long long)blk->ptr,
+		       (unsigned long long)blk->generation, blk->bytes);
 	} else if (!strcmp(cmd, "free") && a) {
 		if (!block_at(p, a, &blk))
 			return;
@@ -290,17 +291,12 @@ static void serve(struct peer *p, char *line)
 		pthread_mutex_unlock(&p->lock);
 		printf("ok\n");
 	} else if (!strcmp(cmd, "outstanding")) {
-		char buf[64];
-		uint32_t bottom = xdm_runtime_layer_count(p->rt) - 1;
-
 		/* A free queued on the stream is not a free held back. */
 		st = xdm_stream_synchronize(p->rt, 0);
-		if (!st)
-			st = xdm_layer_attr_show(p->rt, bottom, "bytes_outstanding", buf, sizeof(buf));
 		if (st)
 			answer_err(st);
 		else
-			printf("ok %s", buf);
+			printf("ok %zu\n", xdm_bytes_outstanding(p->rt));
 	} else if (!strcmp(cmd, "tree") && a) {
 		cmd_tree(p, a);
 	} else {

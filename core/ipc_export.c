@@ -97,6 +97,11 @@ enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *b
 	st = xdm_block_lookup(rt, xdm_block_id_of(block), &live);
 	if (st)
 		return st;
+	/* Writes queued before the export are in the memory when it returns:
+	 * at every export, since each may be the one another process reads. */
+	st = xdm_stream_synchronize(rt, live.stream);
+	if (st)
+		return st;
 	pthread_mutex_lock(&e->lock);
 	x = find(e, live.generation);
 	if (x) {
@@ -120,9 +125,6 @@ enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *b
 				   "memory with no descriptor and no bytes");
 	if (!st)
 		st = xdm_ipc_serve(rt);
-	/* Writes queued before the export are in the memory when it returns. */
-	if (!st)
-		st = xdm_stream_synchronize(rt, live.stream);
 	if (st) {
 		record_free(made);
 		return st;

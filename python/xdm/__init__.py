@@ -15,6 +15,9 @@ where it looks) and calls its C API.  What it carries:
 - the framework switches, each importing its framework only when called:
   ``xdm.torch.use()``, ``xdm.cupy.use()``, and the Numba memory manager
   ``NUMBA_CUDA_MEMORY_MANAGER=xdm.numba`` (or ``xdm.numba.use()``);
+- blocks shared between processes: ``xdm.ipc.export(array)`` gives a
+  handle of bytes, ``xdm.ipc.open(handle)`` maps it in another process
+  (``xdm.ipc``);
 - a pytest plugin, ``pytest -p xdm.pytest --xdm-limit 8G``: one budget
   per GPU for the whole run, a cap per xdist worker and per test, and the
   tests' peaks (``xdm.pytest``).
@@ -23,7 +26,7 @@ Importing xdm loads nothing: libxdm is opened by the first call that needs
 it, and no framework is ever imported by ``import xdm``.
 """
 
-from . import errors, tree
+from . import errors, ipc, tree
 from ._lib import find_module, library_path, module_path, pkglibdir
 from .errors import (ConfigError, DriverError, InvalidArgument, LibraryNotFound,
                      ModuleError, NoDevice, NotSupported, OutOfBounds, OutOfBudget,
@@ -37,7 +40,7 @@ __all__ = [
     "Block", "ConfigError", "DeviceInfo", "DriverError", "InvalidArgument",
     "LibraryNotFound", "ModuleError", "NoDevice", "NotSupported", "OutOfBounds",
     "OutOfBudget", "OutOfMemory", "Runtime", "Stats", "StreamMisuse",
-    "UseAfterFree", "XdmError", "current_tag", "errors", "find_module",
+    "UseAfterFree", "XdmError", "current_tag", "errors", "find_module", "ipc",
     "library_path", "module_path", "mount", "mount_point", "parse_size",
     "pkglibdir", "query_id", "runtime", "runtimes", "set_query_id", "set_tag",
     "tag", "tree", "unmount", "version",

@@ -36,6 +36,7 @@ SONAME = "libxdm.so.0"
 # Constants of <xdm/xdm.h> the package needs.
 MAX_DEVICES = 64
 TAG_MAX = 128
+IPC_HANDLE_SIZE = 256
 MAX_TAGS = 65536
 
 _c_status = ctypes.c_int
@@ -160,6 +161,11 @@ _PROTOTYPES = {
     "xdm_mount": (_c_status, [ctypes.c_char_p]),
     "xdm_unmount": (_c_status, []),
     "xdm_mount_point": (ctypes.c_bool, [ctypes.c_char_p, ctypes.c_size_t]),
+    # struct xdm_ipc_handle is 256 bytes, passed by address.
+    "xdm_ipc_export": (_c_status, [_c_rt, _P(Block), ctypes.c_char_p]),
+    "xdm_ipc_open": (_c_status, [_c_rt, ctypes.c_char_p, ctypes.c_uint32,
+                                 _P(ctypes.c_uint64), _P(ctypes.c_size_t)]),
+    "xdm_ipc_close": (_c_status, [_c_rt, ctypes.c_uint64, ctypes.c_uint32]),
     "xdm_parse_size": (_c_status, [ctypes.c_char_p, ctypes.c_uint64, _P(ctypes.c_uint64)]),
     "xdm_version": (ctypes.c_char_p, []),
 }

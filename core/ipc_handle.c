@@ -101,6 +101,7 @@ enum xdm_status xdm_ipc_decode(const struct xdm_ipc_handle *h, struct xdm_ipc_re
 	const unsigned char *p = h->bytes;
 	struct xdm_ipc_ref r;
 	uint64_t version;
+	size_t uuid_len;
 
 	if (memcmp(p, MARK, sizeof(MARK)) != 0)
 		return bad("it does not start with an xdm handle's mark");
@@ -131,8 +132,14 @@ enum xdm_status xdm_ipc_decode(const struct xdm_ipc_handle *h, struct xdm_ipc_re
 		return bad("its block does not lie inside its memory object");
 	if (r.obj.payload_len > XDM_IPC_PAYLOAD_MAX)
 		return bad("its payload is longer than a handle holds");
-	if (!memchr(p + AT_UUID, '\0', 40) || !p[AT_UUID])
+	uuid_len = strnlen((const char *)p + AT_UUID, 40);
+	if (uuid_len == 0 || uuid_len == 40)
 		return bad("it names no device");
+	/* Encode leaves zeros after the UUID's NUL as after the payload: one
+	 * block has one handle, and decode takes no other spelling of it. */
+	for (int i = AT_UUID + (int)uuid_len; i < AT_PAYLOAD; i++)
+		if (p[i])
+			return bad("bytes that must be zero are not");
 	for (int i = AT_PAYLOAD + (int)r.obj.payload_len; i < AT_CHECKSUM; i++)
 		if (p[i])
 			return bad("bytes that must be zero are not");

@@ -59,6 +59,7 @@ unit_tests = \
 	tests/unit/check_native \
 	tests/unit/check_rmw \
 	tests/unit/check_config \
+	tests/unit/check_ipc_handle \
 	tests/unit/check_loader \
 	tests/unit/check_host_platform \
 	tests/unit/check_host_vmm \
@@ -78,6 +79,8 @@ tests_unit_check_tree_LDADD = $(LDADD) -lrt
 # core's convenience library rather than libxdm, which exports xdm_ only.
 tests_unit_check_config_CPPFLAGS = $(AM_CPPFLAGS) -DXDM_TEST_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_check_config_LDADD = core/libxdmcore.la $(CHECK_LIBS)
+# check_ipc_handle drives the handle's encoder and decoder, internal too.
+tests_unit_check_ipc_handle_LDADD = core/libxdmcore.la $(CHECK_LIBS)
 # The host platform's queues and events are plain C over their own structs:
 # linked straight in and driven with real threads, beside host.so's tables.
 tests_unit_check_host_platform_SOURCES = tests/unit/check_host_platform.c \
@@ -347,7 +350,7 @@ installcheck-local:
 	  echo "PASS: tests/out-of-tree.sh"; \
 	fi
 
-# ---- fuzz: one libFuzzer target per parser that takes text from outside
+# ---- fuzz: one libFuzzer target per parser that takes text or bytes from outside
 # (configure --enable-fuzzing, with CC=clang).  tests/fuzz/run.sh builds and
 # runs them over their seed corpora in tests/fuzz/corpus/<target>/;
 # DESIGN-NOTES.md ("Fuzzing") says how to run them for long.
@@ -356,7 +359,8 @@ fuzz_targets = \
 	tests/fuzz/fuzz_stack \
 	tests/fuzz/fuzz_size \
 	tests/fuzz/fuzz_tree_store \
-	tests/fuzz/fuzz_logcsv
+	tests/fuzz/fuzz_logcsv \
+	tests/fuzz/fuzz_ipc_handle
 
 # The sources are distributed whether or not this build fuzzes; so are the
 # corpora and dictionaries (a directory in EXTRA_DIST is copied whole) and
@@ -383,6 +387,12 @@ tests_fuzz_fuzz_stack_LDADD = core/libxdmcore.la
 tests_fuzz_fuzz_size_SOURCES = tests/fuzz/fuzz_size.c
 tests_fuzz_fuzz_size_LDFLAGS = $(fuzz_link_flags)
 tests_fuzz_fuzz_size_LDADD = core/libxdmcore.la
+
+# IPC handles come from other processes over any channel: the decoder meets
+# whatever bytes arrive.
+tests_fuzz_fuzz_ipc_handle_SOURCES = tests/fuzz/fuzz_ipc_handle.c
+tests_fuzz_fuzz_ipc_handle_LDFLAGS = $(fuzz_link_flags)
+tests_fuzz_fuzz_ipc_handle_LDADD = core/libxdmcore.la
 
 # The knob stores go through a real runtime whose modules are dlopen'ed and
 # call back into libxdm: the target must use that same libxdm, not a copy

@@ -82,6 +82,27 @@ static void fill_ref(struct xdm_runtime *rt, const struct xdm_ipc_export *x,
 	r->obj.fd = -1;
 }
 
+/*
+ * A module's answer goes into a handle other processes trust to map: one
+ * that contradicts itself is the module's bug, said as such, never encoded.
+ */
+static enum xdm_status check_object(const struct xdm_ipc_object *o, const struct xdm_block *b)
+{
+	if ((o->kind != XDM_IPC_FD || o->fd < 0) && o->kind != XDM_IPC_BYTES)
+		return xdm_error_set(XDM_E_MODULE, "xdm_ipc_export: the stack described the "
+				     "block's memory with no descriptor and no bytes");
+	if (o->payload_len > XDM_IPC_PAYLOAD_MAX)
+		return xdm_error_set(XDM_E_MODULE, "xdm_ipc_export: the stack gave a payload of "
+				     "%u bytes; a handle holds %d", o->payload_len,
+				     XDM_IPC_PAYLOAD_MAX);
+	if (o->object_bytes < b->bytes || o->offset > o->object_bytes - b->bytes)
+		return xdm_error_set(XDM_E_MODULE, "xdm_ipc_export: the stack placed the block "
+				     "(%zu bytes) at offset %llu of a memory object of %llu bytes",
+				     b->bytes, (unsigned long long)o->offset,
+				     (unsigned long long)o->object_bytes);
+	return XDM_OK;
+}
+
 enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *block,
 			       struct xdm_ipc_handle *out)
 {
@@ -97,6 +118,9 @@ enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *b
 	st = xdm_block_lookup(rt, xdm_block_id_of(block), &live);
 	if (st)
 		return st;
+	if (!live.bytes)
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_export: a block of 0 bytes has "
+				     "nothing to share");
 	/* Writes queued before the export are in the memory when it returns:
 	 * at every export, since each may be the one another process reads. */
 	st = xdm_stream_synchronize(rt, live.stream);
@@ -119,10 +143,8 @@ enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *b
 	made->block = live;
 	made->obj.fd = -1;
 	st = xdm_up_ipc_export(&rt->layers[0], &live, &made->obj);
-	if (!st && (made->obj.kind != XDM_IPC_FD || made->obj.fd < 0) &&
-	    made->obj.kind != XDM_IPC_BYTES)
-		st = xdm_error_set(XDM_E_MODULE, "xdm_ipc_export: the stack described the block's "
-				   "memory with no descriptor and no bytes");
+	if (!st)
+		st = check_object(&made->obj, &live);
 	if (!st)
 		st = xdm_ipc_serve(rt);
 	if (st) {

@@ -118,9 +118,6 @@ enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *b
 	st = xdm_block_lookup(rt, xdm_block_id_of(block), &live);
 	if (st)
 		return st;
-	if (!live.bytes)
-		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_export: a block of 0 bytes has "
-				     "nothing to share");
 	/* Writes queued before the export are in the memory when it returns:
 	 * at every export, since each may be the one another process reads. */
 	st = xdm_stream_synchronize(rt, live.stream);

@@ -50,15 +50,23 @@
 extern char **environ;
 
 /*
- * Built with AddressSanitizer.  The test that forks 20 times while the
- * server allocates hard saw one child hang in the ASan build (none in many
- * plain runs).  The likely cause is that GCC 12's libasan allocator is not
- * made safe around fork as glibc's malloc is; that was not proven.  That
- * build leaves this one test out.
+ * Built with AddressSanitizer, by GCC or by clang (CI's sanitizer build is
+ * clang's fuzzing build, which defines no __SANITIZE_ADDRESS__ before clang
+ * 16: __has_feature says it).  The test that forks 20 times while the
+ * server allocates hard hangs children in that build: a hung child was
+ * seen waiting in the ASan allocator's refill (GetFromAllocator), for a
+ * lock another thread of the parent held at the fork; neither GCC 12's
+ * libasan nor clang 14's makes its allocator safe around fork as glibc's
+ * malloc is.  That build leaves this one test out.
  */
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
-#else
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
 #define UNDER_ASAN 0
 #endif
 
@@ -1647,6 +1655,9 @@ static Suite *fusefs_suite(void)
 		fprintf(stderr, "check_fusefs: ThreadSanitizer build: the two fork tests are "
 			"left out (its runtime cannot start threads in a multi-threaded "
 			"process's forked child)\n");
+	else if (UNDER_ASAN)
+		fprintf(stderr, "check_fusefs: AddressSanitizer build: forks_while_the_tree_is_read "
+			"is left out (its allocator is not safe across a fork)\n");
 	tcase_add_test(tc, unmount_then_mount_again);
 	/* Under LeakSanitizer too: fusefs frees the snapshots left open. */
 	tcase_add_test(tc, unmount_with_files_open);

@@ -173,6 +173,25 @@ static void peer_kill(struct peer *p)
 	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
+/*
+ * The start of most cases: an exporter and an importer on stack, a block
+ * of bytes filled with fill (unless fill < 0), exported, opened; the
+ * import's index.
+ */
+static unsigned int share(const char *stack, size_t bytes, int fill, struct peer *e,
+			  struct peer *im, struct block *b, char *hex)
+{
+	char out[512];
+
+	peer_start(e, stack);
+	peer_start(im, stack);
+	*b = peer_alloc(e, bytes);
+	if (fill >= 0)
+		ask_ok(e, out, sizeof(out), "fill %u %d", b->i, fill);
+	peer_export(e, b->i, hex);
+	return peer_open(im, hex, b->bytes);
+}
+
 /* An odd size: the block is not the whole of its pages. */
 #define BYTES ((size_t)(1 << 20) + 4099)
 
@@ -236,12 +255,7 @@ START_TEST(test_free_waits_for_importers)
 	struct block b;
 	unsigned int j;
 
-	peer_start(&e, stacks[_i]);
-	peer_start(&im, stacks[_i]);
-	b = peer_alloc(&e, BYTES);
-	ask_ok(&e, out, sizeof(out), "fill %u 0x44", b.i);
-	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, b.bytes);
+	j = share(stacks[_i], BYTES, 0x44, &e, &im, &b, hex);
 	ck_assert_uint_ge(peer_outstanding(&e), b.bytes);
 	/* The owner's free returns at once; the memory stays while held. */
 	ask_ok(&e, out, sizeof(out), "free %u", b.i);
@@ -300,11 +314,7 @@ static void importer_killed(const char *stack, bool free_first)
 	struct block b;
 	unsigned int j;
 
-	peer_start(&e, stack);
-	peer_start(&im, stack);
-	b = peer_alloc(&e, BYTES);
-	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, b.bytes);
+	j = share(stack, BYTES, -1, &e, &im, &b, hex);
 	ask_ok(&im, out, sizeof(out), "gate %u", j);
 	if (free_first)
 		ask_ok(&e, out, sizeof(out), "free %u", b.i);
@@ -341,12 +351,7 @@ START_TEST(test_exporter_killed)
 	struct block b;
 	unsigned int j;
 
-	peer_start(&e, stacks[_i]);
-	peer_start(&im, stacks[_i]);
-	b = peer_alloc(&e, BYTES);
-	ask_ok(&e, out, sizeof(out), "fill %u 0x33", b.i);
-	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, b.bytes);
+	j = share(stacks[_i], BYTES, 0x33, &e, &im, &b, hex);
 	ask_ok(&im, out, sizeof(out), "gate %u", j);
 	peer_kill(&e);
 	ask_ok(&im, out, sizeof(out), "ungate");
@@ -374,11 +379,7 @@ START_TEST(test_budget_rows)
 	key_of("rows", key, sizeof(key));
 	snprintf(stack, sizeof(stack), "budget key=%s limit=16M | " SHARED, key);
 	rt = budget_rt("rows", "limit=16M", "host");
-	peer_start(&e, stack);
-	peer_start(&im, stack);
-	b = peer_alloc(&e, BYTES);
-	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, b.bytes);
+	j = share(stack, BYTES, -1, &e, &im, &b, hex);
 	ck_assert_uint_eq(attr(rt, "used"), b.bytes);
 	process_rows(rt, e.pid, &bytes);
 	ck_assert_int_eq(bytes, (long long)b.bytes);

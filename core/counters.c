@@ -12,6 +12,8 @@
 
 #include "core/internal.h"
 
+_Thread_local struct xdm_counts_cache xdm_counts_cache;
+
 /* A reader that sees a fold in progress waits this many times, then yields. */
 #define SUM_SPINS_BEFORE_YIELD 64
 
@@ -75,6 +77,9 @@ static void thread_exit(void *arg)
 	struct xdm_thread_counts *t = arg;
 	struct xdm_counters *c = t->counters;
 
+	/* The record goes to the next thread that joins: this one forgets it. */
+	if (xdm_counts_cache.t == t)
+		xdm_counts_cache = (struct xdm_counts_cache){ 0, NULL };
 	pthread_mutex_lock(&c->threads_lock);
 	retire_begin(c);
 	retire_add(c, atomic_load_explicit(&t->allocs, memory_order_relaxed),
@@ -88,8 +93,9 @@ static void thread_exit(void *arg)
 	pthread_mutex_unlock(&c->threads_lock);
 }
 
-enum xdm_status xdm_counters_init(struct xdm_counters *c)
+enum xdm_status xdm_counters_init(struct xdm_counters *c, uint64_t serial)
 {
+	c->serial = serial;
 	if (pthread_mutex_init(&c->threads_lock, NULL) != 0)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cannot create the counters' lock");
 	if (pthread_key_create(&c->key, thread_exit) != 0) {
@@ -167,6 +173,16 @@ static struct xdm_thread_counts *join(struct xdm_counters *c)
 		pthread_mutex_unlock(&c->threads_lock);
 		return NULL;
 	}
+	xdm_counts_cache = (struct xdm_counts_cache){ c->serial, t };
+	return t;
+}
+
+struct xdm_thread_counts *xdm_counters_find(struct xdm_counters *c)
+{
+	struct xdm_thread_counts *t = pthread_getspecific(c->key);
+
+	if (t)
+		xdm_counts_cache = (struct xdm_counts_cache){ c->serial, t };
 	return t;
 }
 

@@ -67,7 +67,8 @@ struct xdm_thread_counts {
 } __attribute__((aligned(64)));
 
 struct xdm_counters {
-	/* Read-mostly: the allocation path reads key; writers are rare. */
+	/* Read-mostly: the allocation path reads serial; writers are rare. */
+	uint64_t serial;		/* unique in the process, never 0 (the cache's key) */
 	pthread_key_t key;
 	bool made;			/* key and threads_lock exist */
 	pthread_mutex_t threads_lock;	/* joins, exits, the fallback */
@@ -103,7 +104,8 @@ struct xdm_counts_sum {
 	uint64_t bytes;			/* modulo 2^64: signed at quiescence never < 0 */
 };
 
-XDM_HIDDEN enum xdm_status xdm_counters_init(struct xdm_counters *c);
+/* serial: unique in the process and never 0 (xdm_runtime_serial()). */
+XDM_HIDDEN enum xdm_status xdm_counters_init(struct xdm_counters *c, uint64_t serial);
 /* Frees every record; no thread may exit inside this runtime's destructor
  * meanwhile (xdm_runtime_destroy's contract). */
 XDM_HIDDEN void xdm_counters_fini(struct xdm_counters *c);
@@ -143,10 +145,37 @@ static inline void xdm_thread_count_free(struct xdm_thread_counts *t, uint64_t b
 	xdm_own_add(&t->bytes, -bytes);
 }
 
+/*
+ * The record the calling thread last counted in, and the serial of its
+ * counters: the allocation path finds its record with one thread-local
+ * load and a compare, where pthread_getspecific costs a call and a dozen
+ * instructions more.  The key stays the truth (its destructor folds an
+ * exiting thread's record); the cache only remembers one answer of it.
+ * Serials are never reused, so the cache of a runtime since destroyed
+ * matches no later runtime and its record is never read again.  Built with
+ * TLS descriptors (configure), the load is a few instructions.
+ */
+struct xdm_counts_cache {
+	uint64_t serial;
+	struct xdm_thread_counts *t;
+};
+
+XDM_HIDDEN extern _Thread_local struct xdm_counts_cache xdm_counts_cache;
+
+/* The calling thread's record in c, or NULL if it has none yet. */
+XDM_HIDDEN struct xdm_thread_counts *xdm_counters_find(struct xdm_counters *c);
+
+static inline struct xdm_thread_counts *xdm_thread_counts_of(struct xdm_counters *c)
+{
+	if (__builtin_expect(xdm_counts_cache.serial == c->serial, 1))
+		return xdm_counts_cache.t;
+	return xdm_counters_find(c);
+}
+
 /* Count a block the calling thread allocated. */
 static inline void xdm_count_alloc(struct xdm_counters *c, uint64_t bytes)
 {
-	struct xdm_thread_counts *t = pthread_getspecific(c->key);
+	struct xdm_thread_counts *t = xdm_thread_counts_of(c);
 
 	if (__builtin_expect(t != NULL, 1))
 		xdm_thread_count_alloc(t, bytes);
@@ -157,7 +186,7 @@ static inline void xdm_count_alloc(struct xdm_counters *c, uint64_t bytes)
 /* Count a block the calling thread freed, whoever allocated it. */
 static inline void xdm_count_free(struct xdm_counters *c, uint64_t bytes)
 {
-	struct xdm_thread_counts *t = pthread_getspecific(c->key);
+	struct xdm_thread_counts *t = xdm_thread_counts_of(c);
 
 	if (__builtin_expect(t != NULL, 1))
 		xdm_thread_count_free(t, bytes);

@@ -100,15 +100,26 @@ XDM_HIDDEN void xdm_params_free(struct xdm_params *p);
 struct xdm_runtime;
 
 struct xdm_layer {
+	void *priv;			/* first: modules read it inline (module.h, ABI 1.5) */
 	const struct xdm_ops *ops;	/* points into a module record */
 	const struct xdm_module_rec *mod;
-	void *priv;
 	struct xdm_layer *upstream;	/* NULL for a backend and a platform */
 	struct xdm_runtime *rt;
 	struct xdm_params *params;
 	char *spec;			/* "name k=v ..." as configured */
 	bool inited;
+	/*
+	 * Who answers xdm_up_allocate(this) and xdm_up_deallocate(this): this
+	 * layer, or the first below it past adaptors that leave the method
+	 * NULL.  Found once, when the stack is built (xdm_layer_resolve), so
+	 * that a call down the stack is one load, not a walk.
+	 */
+	struct xdm_layer *serves_allocate;
+	struct xdm_layer *serves_deallocate;
 };
+
+/* Fill in serves_*; upstream's must be filled in already. */
+XDM_HIDDEN void xdm_layer_resolve(struct xdm_layer *l);
 
 /* ---- streams (stream_pool.c) ----------------------------------------- */
 
@@ -378,6 +389,13 @@ struct xdm_runtime {
 	struct xdm_ipc ipc;
 };
 
+/* Whether stream names a stream of rt's pool: xdm_stream_native's test, inline. */
+static inline bool xdm_stream_in_pool(struct xdm_runtime *rt, xdm_stream_id stream)
+{
+	return stream < atomic_load_explicit(&rt->streams.count, memory_order_acquire) &&
+	       rt->streams.slots[stream].handle;
+}
+
 /* The front end that serves the tree as files (mount.c). */
 struct xdm_frontend;
 
@@ -416,9 +434,12 @@ struct xdm_runtime_table {
 	uint32_t published_seq;
 	struct xdm_mount_state mount;
 	struct xdm_tag_table tags;
+	_Atomic uint64_t serials;	/* the last serial a runtime took */
 };
 
 XDM_HIDDEN struct xdm_runtime_table *xdm_table(void);
+/* A number no runtime of this process had before: never 0, never reused. */
+XDM_HIDDEN uint64_t xdm_runtime_serial(void);
 
 /* Build a runtime from a parsed config (and optional spec override). */
 XDM_HIDDEN enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg,

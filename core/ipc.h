@@ -149,7 +149,17 @@ XDM_HIDDEN void xdm_ipc_fini(struct xdm_runtime *rt);
  * kept from the stack (its owner's xdm_deallocate returns at once) until
  * the last hold goes.  Cheap when nothing is exported.
  */
-XDM_HIDDEN bool xdm_ipc_hold_free(struct xdm_runtime *rt, const struct xdm_block *b);
+XDM_HIDDEN bool xdm_ipc_hold_free_exported(struct xdm_ipc_exporter *e,
+					   const struct xdm_block *b);
+
+static inline bool xdm_ipc_hold_free(struct xdm_ipc *ipc, const struct xdm_block *b)
+{
+	/* Inline, so that a runtime that never exported pays one load. */
+	if (__builtin_expect(!atomic_load_explicit(&ipc->exp.exports_made,
+						   memory_order_acquire), 1))
+		return false;
+	return xdm_ipc_hold_free_exported(&ipc->exp, b);
+}
 
 /* ipc_server.c: start serving (first export); stop; and what lets go. */
 XDM_HIDDEN enum xdm_status xdm_ipc_serve(struct xdm_runtime *rt);

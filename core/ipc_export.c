@@ -165,14 +165,11 @@ enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *b
 	return XDM_OK;
 }
 
-bool xdm_ipc_hold_free(struct xdm_runtime *rt, const struct xdm_block *b)
+bool xdm_ipc_hold_free_exported(struct xdm_ipc_exporter *e, const struct xdm_block *b)
 {
-	struct xdm_ipc_exporter *e = &rt->ipc.exp;
 	struct xdm_ipc_export **p, *x;
 	bool held = false;
 
-	if (!atomic_load_explicit(&e->exports_made, memory_order_acquire))
-		return false;
 	pthread_mutex_lock(&e->lock);
 	for (p = &e->exports; (x = *p) != NULL; p = &x->next)
 		if (x->block.generation == b->generation)

@@ -10,7 +10,13 @@
  */
 #include "config.h"
 
+#include <assert.h>
+#include <stddef.h>
+
 #include "core/internal.h"
+
+/* module.h's xdm_layer_priv_inline reads priv at the layer's address. */
+static_assert(offsetof(struct xdm_layer, priv) == 0, "priv must begin a layer (ABI 1.5)");
 
 void *xdm_layer_priv(const struct xdm_layer *self)
 {
@@ -65,21 +71,27 @@ static enum xdm_status untracked(struct xdm_layer *backend, const char *what)
 			     backend->ops->name);
 }
 
+void xdm_layer_resolve(struct xdm_layer *l)
+{
+	struct xdm_layer *a = l, *d = l;
+
+	FIND_IMPL(a, allocate);
+	FIND_IMPL(d, deallocate);
+	l->serves_allocate = a;
+	l->serves_deallocate = d;
+}
+
 enum xdm_status xdm_up_allocate(struct xdm_layer *up, size_t bytes, xdm_stream_id stream,
 				const char *tag, struct xdm_block *out)
 {
-	struct xdm_layer *l = up;
-
-	FIND_IMPL(l, allocate);
+	struct xdm_layer *l = up ? up->serves_allocate : NULL;
 
 	return l ? l->ops->allocate(l, bytes, stream, tag, out) : no_upstream();
 }
 
 enum xdm_status xdm_up_deallocate(struct xdm_layer *up, struct xdm_block *block)
 {
-	struct xdm_layer *l = up;
-
-	FIND_IMPL(l, deallocate);
+	struct xdm_layer *l = up ? up->serves_deallocate : NULL;
 
 	return l ? l->ops->deallocate(l, block) : no_upstream();
 }

@@ -74,6 +74,12 @@ static enum xdm_status check_ops(struct xdm_module_table *t, const struct xdm_op
 				     "%s: ABI major version %u, this libxdm speaks %u; rebuild the "
 				     "module against this xdm's headers", who, ops->abi_major,
 				     XDM_ABI_MAJOR);
+	/* A newer module may rely on what this libxdm does not promise yet. */
+	if (ops->abi_minor > XDM_ABI_MINOR)
+		return xdm_error_set(XDM_E_MODULE,
+				     "%s: ABI version %u.%u, this libxdm speaks %u.%u; use a libxdm "
+				     "at least as new as the module's headers", who, ops->abi_major,
+				     ops->abi_minor, XDM_ABI_MAJOR, XDM_ABI_MINOR);
 	if (ops->size < XDM_OPS_MIN_SIZE)
 		return xdm_error_set(XDM_E_MODULE,
 				     "%s: ops table is %u bytes, at least %zu bytes are needed",

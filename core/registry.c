@@ -40,7 +40,8 @@ struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr)
 	return &reg->shards[hash_ptr(ptr) >> (64 - XDM_REG_SHARD_BITS)];
 }
 
-static bool grow(struct xdm_reg_shard *shard)
+/* Cold and out of line: the insert's fast path then saves no registers. */
+static __attribute__((noinline, cold)) bool grow(struct xdm_reg_shard *shard)
 {
 	size_t n = shard->nbuckets ? shard->nbuckets * 2 : INITIAL_BUCKETS;
 	struct xdm_reg_entry **buckets = calloc(n, sizeof(*buckets));
@@ -77,15 +78,21 @@ struct xdm_reg_entry *xdm_registry_find_locked(struct xdm_reg_shard *shard, uint
 	return NULL;
 }
 
+static __attribute__((noinline, cold)) struct xdm_reg_entry *entry_alloc(void)
+{
+	return malloc(sizeof(struct xdm_reg_entry));
+}
+
+/* An entry a take left on the spare list, or a new one (rarely: at growth). */
 static struct xdm_reg_entry *new_entry(struct xdm_reg_shard *shard)
 {
 	struct xdm_reg_entry *e = shard->spare;
 
-	if (e) {
+	if (__builtin_expect(e != NULL, 1)) {
 		shard->spare = e->next;
 		return e;
 	}
-	return malloc(sizeof(*e));
+	return entry_alloc();
 }
 
 /* The empty use state, without clearing the inline array it does not read. */
@@ -95,6 +102,17 @@ static void use_track_init(struct xdm_use_track *t)
 	t->nreads = 0;
 	t->capreads = XDM_INLINE_READS;
 	t->reads = t->inline_reads;
+}
+
+static __attribute__((noinline, cold)) enum xdm_status already_live(uint64_t ptr)
+{
+	return xdm_error_set(XDM_E_INVALID, "the stack returned address 0x%llx, which is already live",
+			     (unsigned long long)ptr);
+}
+
+static __attribute__((noinline, cold)) enum xdm_status no_memory(void)
+{
+	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of host memory for the block registry");
 }
 
 enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *block)
@@ -108,9 +126,7 @@ enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *
 		goto oom;
 	if (xdm_registry_find_locked(shard, block->ptr)) {
 		xdm_spin_unlock(&shard->lock);
-		return xdm_error_set(XDM_E_INVALID,
-				     "the stack returned address 0x%llx, which is already live",
-				     (unsigned long long)block->ptr);
+		return already_live(block->ptr);
 	}
 	e = new_entry(shard);
 	if (!e)
@@ -128,7 +144,7 @@ enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *
 
 oom:
 	xdm_spin_unlock(&shard->lock);
-	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of host memory for the block registry");
+	return no_memory();
 }
 
 bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr, xdm_generation generation,

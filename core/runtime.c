@@ -23,24 +23,50 @@ static enum xdm_status other_device(struct xdm_runtime *rt, uint32_t ordinal, co
 			     "device %u", fn, ordinal, rt->ordinal);
 }
 
+/* Why an allocation is refused before the stack is asked (out of line: cold). */
+static __attribute__((noinline, cold)) enum xdm_status refuse_allocate(struct xdm_runtime *rt,
+								     size_t bytes,
+								     xdm_stream_id stream)
+{
+	enum xdm_status st;
+
+	if (bytes == 0)
+		st = xdm_error_set(XDM_E_INVALID, "xdm_allocate: zero bytes requested");
+	else
+		st = xdm_error_set(XDM_E_INVALID, "xdm_allocate: stream %u is not in the pool",
+				   stream);
+	atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
+	return st;
+}
+
+/* The registry refused the block (out of line: cold). */
+static __attribute__((noinline, cold)) enum xdm_status unregistered(struct xdm_runtime *rt,
+								  struct xdm_block *out,
+								  enum xdm_status st)
+{
+	struct xdm_error saved = *xdm_last_error();
+
+	/*
+	 * Out of host memory: hand the block back.  But an address that is
+	 * already live belongs to another block; freeing it would free that
+	 * one, so the stack's mistake is only reported.
+	 */
+	if (st != XDM_E_INVALID)
+		xdm_up_deallocate(&rt->layers[0], out);
+	*(struct xdm_error *)xdm_last_error() = saved;
+	atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
+	return st;
+}
+
 enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
 			     const char *tag, struct xdm_block *out)
 {
-	struct xdm_counters *c;
 	enum xdm_status st;
 
 	if (!rt || !out)
 		return xdm_error_set(XDM_E_INVALID, "xdm_allocate: NULL runtime or result");
-	c = &rt->counters;
-	if (bytes == 0) {
-		st = xdm_error_set(XDM_E_INVALID, "xdm_allocate: zero bytes requested");
-		goto failed;
-	}
-	if (!xdm_stream_native(rt, stream)) {
-		st = xdm_error_set(XDM_E_INVALID, "xdm_allocate: stream %u is not in the pool",
-				   stream);
-		goto failed;
-	}
+	if (__builtin_expect(bytes == 0 || !xdm_stream_in_pool(rt, stream), 0))
+		return refuse_allocate(rt, bytes, stream);
 	/* Layers see the block's identity before they fill in the memory. */
 	*out = (struct xdm_block){
 		.ordinal = rt->ordinal,
@@ -51,28 +77,15 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 		.state = XDM_BLOCK_LIVE,
 	};
 	st = xdm_up_allocate(&rt->layers[0], bytes, stream, out->tag, out);
-	if (st)
-		goto failed;
-	st = xdm_registry_insert(&rt->registry, out);
-	if (st) {
-		struct xdm_error saved = *xdm_last_error();
-
-		/*
-		 * Out of host memory: hand the block back.  But an address
-		 * that is already live belongs to another block; freeing it
-		 * would free that one, so the stack's mistake is only reported.
-		 */
-		if (st != XDM_E_INVALID)
-			xdm_up_deallocate(&rt->layers[0], out);
-		*(struct xdm_error *)xdm_last_error() = saved;
-		goto failed;
+	if (__builtin_expect(st != XDM_OK, 0)) {
+		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
+		return st;
 	}
-	xdm_count_alloc(c, out->bytes);
+	st = xdm_registry_insert(&rt->registry, out);
+	if (__builtin_expect(st != XDM_OK, 0))
+		return unregistered(rt, out, st);
+	xdm_count_alloc(&rt->counters, out->bytes);
 	return XDM_OK;
-
-failed:
-	atomic_fetch_add_explicit(&c->failures, 1, memory_order_relaxed);
-	return st;
 }
 
 /* The generation now live at ptr, or 0: a stale id's message says so. */
@@ -128,7 +141,7 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 		xdm_use_track_free(&uses);
 	}
 	/* A block another process holds goes to its stack when it lets go. */
-	if (xdm_ipc_hold_free(rt, &b)) {
+	if (xdm_ipc_hold_free(&rt->ipc, &b)) {
 		block->state = XDM_BLOCK_FREED;
 		return st_wait;
 	}

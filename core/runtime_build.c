@@ -224,6 +224,7 @@ static enum xdm_status build_stack(struct xdm_runtime *rt, const struct xdm_conf
 		struct xdm_layer *l = &rt->layers[i];
 
 		l->upstream = i + 1 < n ? &rt->layers[i + 1] : NULL;
+		xdm_layer_resolve(l);
 		if (l->ops->init) {
 			st = l->ops->init(l, l->params);
 			if (st) {
@@ -267,7 +268,7 @@ enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg
 		free(rt);
 		return st;
 	}
-	st = xdm_counters_init(&rt->counters);
+	st = xdm_counters_init(&rt->counters, xdm_runtime_serial());
 	if (st)
 		goto fail;
 

@@ -27,6 +27,11 @@ struct xdm_runtime_table *xdm_table(void)
 	return &table;
 }
 
+uint64_t xdm_runtime_serial(void)
+{
+	return atomic_fetch_add_explicit(&table.serials, 1, memory_order_relaxed) + 1;
+}
+
 static enum xdm_status build_singleton(uint32_t ordinal, struct xdm_runtime **out)
 {
 	struct xdm_config *cfg = table.config;

@@ -36,11 +36,12 @@ static inline void xdm_spin_init(struct xdm_spinlock *l)
 	atomic_init(&l->held, false);
 }
 
-static inline void xdm_spin_lock(struct xdm_spinlock *l)
+/* Out of line: the uncontended take inlines as one exchange and a branch. */
+static __attribute__((noinline, cold, unused)) void xdm_spin_wait(struct xdm_spinlock *l)
 {
 	unsigned int spins = 0;
 
-	while (atomic_exchange_explicit(&l->held, true, memory_order_acquire)) {
+	do {
 		/* Wait on a plain load: no cache-line ping-pong while it is held. */
 		while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
 			if (++spins < XDM_SPIN_BEFORE_YIELD)
@@ -48,7 +49,13 @@ static inline void xdm_spin_lock(struct xdm_spinlock *l)
 			else
 				sched_yield();
 		}
-	}
+	} while (atomic_exchange_explicit(&l->held, true, memory_order_acquire));
+}
+
+static inline void xdm_spin_lock(struct xdm_spinlock *l)
+{
+	if (__builtin_expect(atomic_exchange_explicit(&l->held, true, memory_order_acquire), 0))
+		xdm_spin_wait(l);
 }
 
 static inline void xdm_spin_unlock(struct xdm_spinlock *l)

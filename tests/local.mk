@@ -311,6 +311,7 @@ endif
 # it is never installed), loaded by tests/unit/check_loader.
 test_modules = \
 	tests/modules/bad_abi.la \
+	tests/modules/newer_minor.la \
 	tests/modules/small_ops.la \
 	tests/modules/no_entry.la \
 	tests/modules/bad_kind.la \
@@ -320,6 +321,8 @@ test_modules = \
 noinst_LTLIBRARIES += $(test_modules)
 tests_modules_bad_abi_la_LDFLAGS = $(test_module_link_flags)
 tests_modules_bad_abi_la_LIBADD = $(module_link_libs)
+tests_modules_newer_minor_la_LDFLAGS = $(test_module_link_flags)
+tests_modules_newer_minor_la_LIBADD = $(module_link_libs)
 tests_modules_small_ops_la_LDFLAGS = $(test_module_link_flags)
 tests_modules_small_ops_la_LIBADD = $(module_link_libs)
 tests_modules_no_entry_la_LDFLAGS = $(test_module_link_flags)

@@ -211,7 +211,7 @@ struct pool {
 
 static inline struct pool *pool_of(const struct xdm_layer *self)
 {
-	return xdm_layer_priv(self);
+	return xdm_layer_priv_inline(self);
 }
 
 /*

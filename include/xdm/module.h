@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 4
+#define XDM_ABI_MINOR 5
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -268,6 +268,16 @@ typedef const struct xdm_ops *const *(*xdm_module_entry_fn)(void);
 /* ---- what a layer may ask of the core -------------------------------- */
 
 XDM_API void *xdm_layer_priv(const struct xdm_layer *self);
+/*
+ * ABI 1.5: a layer begins with its priv pointer, so a module's allocation
+ * path reads it with one load instead of a call into libxdm.  A module that
+ * uses it declares ABI 1.5 (XDM_OPS_HEADER does), and a libxdm older than
+ * its ABI minor refuses to load it.
+ */
+static inline void *xdm_layer_priv_inline(const struct xdm_layer *self)
+{
+	return *(void *const *)(const void *)self;
+}
 XDM_API void xdm_layer_set_priv(struct xdm_layer *self, void *priv);
 /* The layer below; NULL for a backend. */
 XDM_API struct xdm_layer *xdm_layer_upstream(const struct xdm_layer *self);

@@ -247,6 +247,18 @@ START_TEST(test_abi_major)
 }
 END_TEST
 
+START_TEST(test_abi_minor_newer)
+{
+	char file[PATH_MAX_TEXT], theirs[64], ours[64];
+
+	module_file(file, sizeof(file), "tests/modules", "newer_minor");
+	snprintf(theirs, sizeof(theirs), "ABI version %d.%d", XDM_ABI_MAJOR, XDM_ABI_MINOR + 1);
+	snprintf(ours, sizeof(ours), "speaks %d.%d", XDM_ABI_MAJOR, XDM_ABI_MINOR);
+	expect_failure("newer_minor | host", XDM_E_MODULE, "newer_minor", file, theirs, ours,
+		       NULL);
+}
+END_TEST
+
 START_TEST(test_ops_too_small)
 {
 	char file[PATH_MAX_TEXT];
@@ -745,6 +757,7 @@ static Suite *loader_suite(void)
 	suite_add_tcase(s, files);
 
 	tcase_add_test(tables, test_abi_major);
+	tcase_add_test(tables, test_abi_minor_newer);
 	tcase_add_test(tables, test_ops_too_small);
 	tcase_add_test(tables, test_unknown_kind);
 	tcase_add_test(tables, test_duplicate_name);

@@ -101,6 +101,7 @@ struct xdm_runtime;
 
 struct xdm_layer {
 	void *priv;			/* first: modules read it inline (module.h, ABI 1.5) */
+	uint64_t serial;		/* xdm_layer_serial() */
 	const struct xdm_ops *ops;	/* points into a module record */
 	const struct xdm_module_rec *mod;
 	struct xdm_layer *upstream;	/* NULL for a backend and a platform */
@@ -438,7 +439,7 @@ struct xdm_runtime_table {
 };
 
 XDM_HIDDEN struct xdm_runtime_table *xdm_table(void);
-/* A number no runtime of this process had before: never 0, never reused. */
+/* A number no runtime or layer of this process had before: never 0, never reused. */
 XDM_HIDDEN uint64_t xdm_runtime_serial(void);
 
 /* Build a runtime from a parsed config (and optional spec override). */

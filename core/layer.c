@@ -23,6 +23,11 @@ void *xdm_layer_priv(const struct xdm_layer *self)
 	return self->priv;
 }
 
+uint64_t xdm_layer_serial(const struct xdm_layer *self)
+{
+	return self->serial;
+}
+
 void xdm_layer_set_priv(struct xdm_layer *self, void *priv)
 {
 	self->priv = priv;

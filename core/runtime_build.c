@@ -193,6 +193,7 @@ static enum xdm_status prepare_layer(struct xdm_runtime *rt, const struct xdm_co
 	st = xdm_params_build(mod, cl, src->name, rt->device.total_bytes, &l->params);
 	if (st)
 		return st;
+	l->serial = xdm_runtime_serial();
 	l->spec = layer_spec(cl);
 	if (!l->spec)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of memory");

@@ -148,6 +148,7 @@ static enum xdm_status pool_init(struct xdm_layer *self, const struct xdm_params
 	if (!p)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no memory for its state");
 	p->self = self;
+	p->serial = xdm_layer_serial(self);
 	p->granule = xdm_up_granularity(xdm_layer_upstream(self));
 	if (p->granule && (p->granule & (p->granule - 1) || p->granule < POOL_GRAIN)) {
 		st = xdm_error_set(XDM_E_NOT_SUPPORTED, "pool: the upstream's granularity %" PRIu64

@@ -204,6 +204,7 @@ struct pool {
 	pthread_cond_t trim_wake;
 	/* Each thread's cache (tcache.c), when params.tcache is set. */
 	pthread_key_t tc_key;
+	uint64_t serial;		/* xdm_layer_serial: the key of pool_tc_last */
 	pthread_mutex_t tc_lock;	/* the list, for counters, exits and fini */
 	struct pool_tcache *tcaches;
 	_Atomic uint64_t tc_epoch;	/* bumped by a trim: every cache drains */
@@ -390,6 +391,31 @@ void pool_tc_flush_all(struct pool *p);
 /* Bytes the caches hold for arena i, or for all arenas when i < 0. */
 uint64_t pool_tc_bytes(struct pool *p, int arena);
 
+/*
+ * The cache the calling thread last used, and its pool's serial: the hits
+ * find the thread's cache with a thread-local load and a compare instead of
+ * a pthread_getspecific call.  The key stays the truth (its destructor
+ * drains an exiting thread's cache); this only remembers one answer of it,
+ * and a serial is never reused, so an entry of a pool since destroyed
+ * matches no later pool.
+ */
+struct pool_tc_last {
+	uint64_t serial;
+	struct pool_tcache *tc;
+};
+
+extern _Thread_local struct pool_tc_last pool_tc_last;
+
+/* The calling thread's cache of p through its key, or NULL (tcache.c). */
+struct pool_tcache *pool_tc_find(struct pool *p);
+
+static inline struct pool_tcache *pool_tc_mine(struct pool *p)
+{
+	if (__builtin_expect(pool_tc_last.serial == p->serial, 1))
+		return pool_tc_last.tc;
+	return pool_tc_find(p);
+}
+
 /* Whether a block of size may be kept in a thread's cache. */
 static inline bool pool_tc_takes(const struct pool *p, uint64_t size)
 {
@@ -414,7 +440,7 @@ static inline struct pool_tc_bin *pool_tc_hit_bin(struct pool *p, unsigned int i
 
 	if (size > p->params.small_max)
 		return NULL;
-	tc = pthread_getspecific(p->tc_key);
+	tc = pool_tc_mine(p);
 	if (!tc || tc->epoch != atomic_load_explicit(&p->tc_epoch, memory_order_relaxed) ||
 	    !(*ta = pool_tc_arena_of(tc, i)))
 		return NULL;

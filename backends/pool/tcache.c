@@ -3,7 +3,8 @@
  * tcache.c - each thread's cache of freed blocks, in front of the arenas.
  *
  * A pair that the cache serves takes no lock and makes no atomic
- * read-modify-write: the thread's cache is found with pthread_getspecific,
+ * read-modify-write: the thread's cache is found through a thread-local
+ * cache of its key (pool_tc_mine in pool.h),
  * a free pushes the block's address onto a list of its arena and size, and
  * the next allocation of that size on that stream pops it.  Only the owner
  * thread ever writes its cache; the counters others read are plain
@@ -161,6 +162,8 @@ static void cache_exit(void *arg)
 	struct pool_tcache *tc = arg;
 	struct pool *p = tc->pool;
 
+	if (pool_tc_last.tc == tc)
+		pool_tc_last = (struct pool_tc_last){ 0, NULL };
 	pthread_mutex_lock(&p->tc_lock);
 	cache_drain(p, tc);
 	if (tc->prev)
@@ -191,6 +194,18 @@ static struct pool_tcache *cache_new(struct pool *p)
 		tc->next->prev = tc;
 	p->tcaches = tc;
 	pthread_mutex_unlock(&p->tc_lock);
+	pool_tc_last = (struct pool_tc_last){ p->serial, tc };
+	return tc;
+}
+
+_Thread_local struct pool_tc_last pool_tc_last;
+
+struct pool_tcache *pool_tc_find(struct pool *p)
+{
+	struct pool_tcache *tc = pthread_getspecific(p->tc_key);
+
+	if (tc)
+		pool_tc_last = (struct pool_tc_last){ p->serial, tc };
 	return tc;
 }
 
@@ -223,7 +238,7 @@ static struct pool_tc_arena *arena_new(struct pool *p, struct pool_tcache *tc, u
  */
 static struct pool_tc_arena *cache_of(struct pool *p, unsigned int i)
 {
-	struct pool_tcache *tc = pthread_getspecific(p->tc_key);
+	struct pool_tcache *tc = pool_tc_mine(p);
 	uint64_t epoch = atomic_load_explicit(&p->tc_epoch, memory_order_relaxed);
 	struct pool_tc_arena *ta;
 
@@ -391,7 +406,7 @@ void pool_tc_flush_arena(struct pool *p, unsigned int i)
 
 	if (!p->params.tcache)
 		return;
-	tc = pthread_getspecific(p->tc_key);
+	tc = pool_tc_mine(p);
 	if (tc && (ta = pool_tc_arena_of(tc, i)))
 		arena_drain(p, ta, i);
 }
@@ -404,7 +419,7 @@ void pool_tc_flush_all(struct pool *p)
 
 	if (!p->params.tcache)
 		return;
-	tc = pthread_getspecific(p->tc_key);
+	tc = pool_tc_mine(p);
 	epoch = atomic_fetch_add_explicit(&p->tc_epoch, 1, memory_order_relaxed) + 1;
 	if (tc) {
 		cache_drain(p, tc);

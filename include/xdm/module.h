@@ -278,6 +278,13 @@ static inline void *xdm_layer_priv_inline(const struct xdm_layer *self)
 {
 	return *(void *const *)(const void *)self;
 }
+/*
+ * ABI 1.5: a number no other layer (nor runtime) of this process had, never
+ * 0 and never reused.  A module keys a thread-local cache by it: an entry
+ * left by a layer since destroyed then matches no later layer, even one
+ * whose state lands at the same address.
+ */
+XDM_API uint64_t xdm_layer_serial(const struct xdm_layer *self);
 XDM_API void xdm_layer_set_priv(struct xdm_layer *self, void *priv);
 /* The layer below; NULL for a backend. */
 XDM_API struct xdm_layer *xdm_layer_upstream(const struct xdm_layer *self);

@@ -3,6 +3,7 @@
 pkglib_LTLIBRARIES += adaptors/logging.la
 adaptors_logging_la_SOURCES = \
 	adaptors/logging/logging.h \
+	adaptors/logging/row.h \
 	adaptors/logging/module.c \
 	adaptors/logging/ring.c \
 	adaptors/logging/drain.c \

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <xdm/module.h>
 
@@ -49,8 +50,17 @@ struct log_event {
 	const char *tag;
 };
 
-/* CLOCK_REALTIME in ns: a vDSO call, not a syscall. */
-uint64_t log_now_ns(void);
+/*
+ * CLOCK_REALTIME in ns, so that rows line up with other logs and across
+ * processes: a vDSO call, not a syscall.  Inline: each row reads it.
+ */
+static inline uint64_t log_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- csv.c: formatting ------------------------------------------------ */
 
@@ -172,6 +182,12 @@ struct log_ring {
 	uint64_t kick_tail;		/* tail_seen at the owner's last kick */
 	uint64_t drops_marked;		/* drops covered by a marker record in the ring */
 	uint64_t streak_ns;		/* time of the first drop not yet marked */
+	/*
+	 * The head at which the fast path (row.h) must stop: the crossing of
+	 * half the ring (a kick), the end of the room by tail_seen, or 0
+	 * while drops wait for their marker.  Set by ring_fast_end().
+	 */
+	uint64_t fast_end;
 	atomic_uint_fast64_t head;	/* published with release */
 	atomic_uint_fast64_t rows;	/* rows of this thread, dropped ones included */
 	atomic_uint_fast64_t drops;	/* rows dropped on a full ring (full=drop) */
@@ -223,6 +239,7 @@ struct log_exit_hook;
 
 struct logging {
 	struct log_sink sink;
+	struct xdm_layer *upstream;	/* fixed before init: no call to ask per row */
 	pid_t pid;			/* the process whose writers run */
 	pthread_key_t key;		/* value: the calling thread's log_ring */
 	bool key_created;
@@ -263,8 +280,13 @@ bool log_list_lock(struct logging *lg);
 
 enum xdm_status log_rings_init(struct logging *lg);
 void log_rings_fini(struct logging *lg);
-/* The hot path: ev into the calling thread's ring. */
-void log_row(struct logging *lg, const struct log_event *ev);
+/*
+ * Everything the inline hot path (row.h, log_row) does not: r NULL (the
+ * thread's first row), a tag longer than a slot holds, or head_own at
+ * r->fast_end.  Counts the row like the fast path.
+ */
+void log_row_slow(struct logging *lg, struct log_ring *r, const struct log_event *ev,
+		  size_t tag_len);
 /* The null sink's hot path: counts a row and records nothing. */
 void log_count(struct logging *lg);
 /* Sums over the rings, and those gone: exact at quiescence. */

@@ -16,10 +16,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "adaptors/logging/logging.h"
+#include "adaptors/logging/row.h"
 
 /* Below this a ring holds too few records to absorb a writer's wake-up. */
 #define LOG_BUF_MIN 4096
@@ -29,18 +29,6 @@
 static struct logging *logging_of(const struct xdm_layer *self)
 {
 	return xdm_layer_priv(self);
-}
-
-/*
- * CLOCK_REALTIME, so that rows line up with other logs and across
- * processes; clock_gettime is a vDSO call, not a syscall.
- */
-uint64_t log_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* writers=0: a quarter of the online CPUs, 1 to 4. */
@@ -94,6 +82,7 @@ static enum xdm_status logging_init(struct xdm_layer *self, const struct xdm_par
 	lg = calloc(1, sizeof(*lg));
 	if (!lg)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: no memory for its state");
+	lg->upstream = xdm_layer_upstream(self);
 	lg->buf_size = (size_t)buf_size;
 	lg->drop_when_full = strcmp(full, "drop") == 0;
 	lg->pid = getpid();
@@ -161,7 +150,7 @@ static enum xdm_status logging_allocate(struct xdm_layer *self, size_t bytes,
 	struct log_event ev;
 	enum xdm_status st;
 
-	st = xdm_up_allocate(xdm_layer_upstream(self), bytes, stream, tag, out);
+	st = xdm_up_allocate(lg->upstream, bytes, stream, tag, out);
 	if (lg->sink.kind == LOG_SINK_NULL) {
 		log_count(lg);
 		return st;
@@ -189,7 +178,7 @@ static enum xdm_status logging_deallocate(struct xdm_layer *self, struct xdm_blo
 	enum xdm_status st;
 
 	if (lg->sink.kind == LOG_SINK_NULL) {
-		st = xdm_up_deallocate(xdm_layer_upstream(self), block);
+		st = xdm_up_deallocate(lg->upstream, block);
 		log_count(lg);
 		return st;
 	}
@@ -200,7 +189,7 @@ static enum xdm_status logging_deallocate(struct xdm_layer *self, struct xdm_blo
 	ev.stream = block->stream;
 	ev.tag = block->tag ? block->tag : "";
 	ev.query_id = xdm_query_id();
-	st = xdm_up_deallocate(xdm_layer_upstream(self), block);
+	st = xdm_up_deallocate(lg->upstream, block);
 	ev.action = st ? LOG_FREE_FAILURE : LOG_FREE;
 	log_row(lg, &ev);
 	return st;

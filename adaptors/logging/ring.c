@@ -6,7 +6,9 @@
  * A row costs a pthread_getspecific, a strlen and copy of the tag, the
  * stores of one 64-byte record and a release store of the ring's head: no
  * lock, no syscall, no atomic read-modify-write (the caller reads the
- * clock).  Text is made later by a writer thread (drain.c).
+ * clock).  That part is inlined into the methods (row.h); this file is
+ * everything else a row may need.  Text is made later by a writer thread
+ * (drain.c).
  *
  * The producer keeps its own copy of the head and the tail it last saw,
  * so the consumers' cache line is read only when the ring looks full.
@@ -223,12 +225,27 @@ static void ring_row_oversize(struct log_ring *r, const struct log_event *ev, si
 	free(row);
 }
 
+/*
+ * The head at which the fast path must next come here: while drops wait
+ * for their marker, at once; before the fill crosses half the ring, at the
+ * crossing (ring_publish kicks there); after it, when the room by the tail
+ * last seen is gone.  Called whenever head_own, tail_seen or drops moved.
+ */
+static void ring_fast_end(struct log_ring *r)
+{
+	uint64_t size = r->mask + 1, fill = r->head_own - r->tail_seen;
+
+	if (r->drops_marked != atomic_load_explicit(&r->drops, memory_order_relaxed))
+		r->fast_end = 0;
+	else
+		r->fast_end = r->tail_seen + (fill < size / 2 ? size / 2 - 1 : size);
+}
+
 /* Rows after a drop, and every full ring: the marker first, then the row. */
-static void log_row_slow(struct log_ring *r, const struct log_event *ev, size_t tag_len,
-			 uint64_t need)
+static void ring_row_slow(struct log_ring *r, const struct log_event *ev, size_t tag_len)
 {
 	bool marker = r->drops_marked != atomic_load_explicit(&r->drops, memory_order_relaxed);
-	uint64_t head;
+	uint64_t need = rec_slots(tag_len), head;
 
 	if (r->head_own + need + marker - r->tail_seen > r->mask + 1 &&
 	    !ring_make_room(r, need + marker)) {
@@ -389,12 +406,9 @@ err_free:
 	return NULL;
 }
 
-void log_row(struct logging *lg, const struct log_event *ev)
+void log_row_slow(struct logging *lg, struct log_ring *r, const struct log_event *ev,
+		  size_t tag_len)
 {
-	struct log_ring *r = pthread_getspecific(lg->key);
-	uint64_t need, head;
-	size_t tag_len;
-
 	if (unlikely(!r)) {
 		r = ring_new(lg);
 		if (!r) {
@@ -404,20 +418,11 @@ void log_row(struct logging *lg, const struct log_event *ev)
 		}
 	}
 	bump(&r->rows, 1);
-	tag_len = strlen(ev->tag);
-	if (unlikely(tag_len > lg->tag_max)) {
+	if (tag_len > lg->tag_max)
 		ring_row_oversize(r, ev, tag_len);
-		return;
-	}
-	need = rec_slots(tag_len);
-	head = r->head_own;
-	if (unlikely(head + need - r->tail_seen > r->mask + 1 ||
-		     r->drops_marked != atomic_load_explicit(&r->drops, memory_order_relaxed))) {
-		log_row_slow(r, ev, tag_len, need);
-		return;
-	}
-	ring_put(r, head, ev, tag_len);
-	ring_publish(r, head + need, need);
+	else
+		ring_row_slow(r, ev, tag_len);
+	ring_fast_end(r);
 }
 
 void log_count(struct logging *lg)

@@ -242,6 +242,7 @@ struct logging {
 	struct xdm_layer *upstream;	/* fixed before init: no call to ask per row */
 	pid_t pid;			/* the process whose writers run */
 	pthread_key_t key;		/* value: the calling thread's log_ring */
+	uint64_t serial;		/* xdm_layer_serial: the key of log_ring_last */
 	bool key_created;
 	bool drop_when_full;		/* full=drop; else a full ring waits */
 	/* Registration, exit and sums: never held across a syscall. */
@@ -332,5 +333,30 @@ extern const struct xdm_attr logging_attrs[];
 
 enum xdm_status log_exit_hook_add(struct logging *lg);
 void log_exit_hook_drop(struct logging *lg);
+
+/*
+ * The ring the calling thread last wrote, and its layer's serial: a row
+ * finds the thread's ring with a thread-local load and a compare instead of
+ * a pthread_getspecific call.  The key stays the truth (its destructor
+ * drains an exiting thread's ring); this only remembers one answer of it,
+ * and a serial is never reused, so an entry of a layer since destroyed
+ * matches no later one.
+ */
+struct log_ring_last {
+	uint64_t serial;
+	struct log_ring *r;
+};
+
+extern _Thread_local struct log_ring_last log_ring_last;
+
+/* The calling thread's ring through the key, or NULL (ring.c). */
+struct log_ring *log_ring_find(struct logging *lg);
+
+static inline struct log_ring *log_ring_mine(struct logging *lg)
+{
+	if (__builtin_expect(log_ring_last.serial == lg->serial, 1))
+		return log_ring_last.r;
+	return log_ring_find(lg);
+}
 
 #endif /* XDM_ADAPTORS_LOGGING_H */

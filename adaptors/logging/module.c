@@ -28,7 +28,7 @@
 
 static struct logging *logging_of(const struct xdm_layer *self)
 {
-	return xdm_layer_priv(self);
+	return xdm_layer_priv_inline(self);
 }
 
 /* writers=0: a quarter of the online CPUs, 1 to 4. */
@@ -83,6 +83,7 @@ static enum xdm_status logging_init(struct xdm_layer *self, const struct xdm_par
 	if (!lg)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: no memory for its state");
 	lg->upstream = xdm_layer_upstream(self);
+	lg->serial = xdm_layer_serial(self);
 	lg->buf_size = (size_t)buf_size;
 	lg->drop_when_full = strcmp(full, "drop") == 0;
 	lg->pid = getpid();

@@ -3,7 +3,7 @@
  * ring.c - each thread's record ring, the producer side: the hot path of
  * the log.
  *
- * A row costs a pthread_getspecific, a strlen and copy of the tag, the
+ * A row costs a thread-local lookup, a strlen and copy of the tag, the
  * stores of one 64-byte record and a release store of the ring's head: no
  * lock, no syscall, no atomic read-modify-write (the caller reads the
  * clock).  That part is inlined into the methods (row.h); this file is
@@ -326,6 +326,8 @@ static void ring_thread_exit(void *arg)
 	struct log_ring *r = arg;
 	struct logging *lg = r->lg;
 
+	if (log_ring_last.r == r)
+		log_ring_last = (struct log_ring_last){ 0, NULL };
 	if (log_forked(lg)) {
 		log_discard_ring(lg, r);
 		/* Without the list lock the ring stays listed (and allocated). */
@@ -351,6 +353,17 @@ static void ring_thread_exit(void *arg)
 	pthread_mutex_unlock(&lg->list_lock);
 	pthread_rwlock_unlock(&lg->rings_lock);
 	ring_free(r);
+}
+
+_Thread_local struct log_ring_last log_ring_last;
+
+struct log_ring *log_ring_find(struct logging *lg)
+{
+	struct log_ring *r = pthread_getspecific(lg->key);
+
+	if (r)
+		log_ring_last = (struct log_ring_last){ lg->serial, r };
+	return r;
 }
 
 /* The calling thread's first row: one gettid, one allocation, one list insertion. */
@@ -393,6 +406,7 @@ static struct log_ring *ring_new(struct logging *lg)
 		lg->rings->prev = r;
 	lg->rings = r;
 	pthread_mutex_unlock(&lg->list_lock);
+	log_ring_last = (struct log_ring_last){ lg->serial, r };
 	return r;
 
 err_mutex:
@@ -427,7 +441,7 @@ void log_row_slow(struct logging *lg, struct log_ring *r, const struct log_event
 
 void log_count(struct logging *lg)
 {
-	struct log_ring *r = pthread_getspecific(lg->key);
+	struct log_ring *r = log_ring_mine(lg);
 
 	if (unlikely(!r))
 		r = ring_new(lg);

@@ -3,7 +3,7 @@
  * row.h - the hot path of the log: one record into the calling thread's
  * ring, inlined into the allocate and free methods (module.c).
  *
- * A row that needs nothing but a slot costs a pthread_getspecific, a
+ * A row that needs nothing but a slot costs a thread-local lookup, a
  * strlen, the stores of one 64-byte record and a release store of the
  * ring's head; everything else (the thread's first row, a long tag, the
  * kick at half a ring, a full ring, a marker after drops) is the slow
@@ -41,7 +41,7 @@ static inline void log_tag_copy(char *dst, const char *src, size_t len)
 
 static inline void log_row(struct logging *lg, const struct log_event *ev)
 {
-	struct log_ring *r = pthread_getspecific(lg->key);
+	struct log_ring *r = log_ring_mine(lg);
 	size_t tag_len = strlen(ev->tag);
 	struct log_rec *rec;
 	uint64_t head;

@@ -22,9 +22,20 @@ static uint64_t hash_ptr(uint64_t ptr)
 	return (ptr >> 8) * 0x9e3779b97f4a7c15ull;
 }
 
+/* The shard takes the hash's top bits, the bucket bits below them. */
+static size_t bucket_of_hash(const struct xdm_reg_shard *shard, uint64_t h)
+{
+	return (size_t)(h >> 20) & (shard->nbuckets - 1);
+}
+
 static size_t bucket_of(const struct xdm_reg_shard *shard, uint64_t ptr)
 {
-	return (size_t)(hash_ptr(ptr) >> 20) & (shard->nbuckets - 1);
+	return bucket_of_hash(shard, hash_ptr(ptr));
+}
+
+static struct xdm_reg_shard *shard_of_hash(struct xdm_registry *reg, uint64_t h)
+{
+	return &reg->shards[h >> (64 - XDM_REG_SHARD_BITS)];
 }
 
 void xdm_registry_init(struct xdm_registry *reg)
@@ -37,7 +48,7 @@ void xdm_registry_init(struct xdm_registry *reg)
 
 struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr)
 {
-	return &reg->shards[hash_ptr(ptr) >> (64 - XDM_REG_SHARD_BITS)];
+	return shard_of_hash(reg, hash_ptr(ptr));
 }
 
 /* Cold and out of line: the insert's fast path then saves no registers. */
@@ -115,18 +126,23 @@ static __attribute__((noinline, cold)) enum xdm_status no_memory(void)
 	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "out of host memory for the block registry");
 }
 
+/* The address is hashed once: the shard, then the bucket, from one hash. */
 enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *block)
 {
-	struct xdm_reg_shard *shard = xdm_registry_shard(reg, block->ptr);
-	struct xdm_reg_entry *e;
-	size_t b;
+	uint64_t ptr = block->ptr, h = hash_ptr(ptr);
+	struct xdm_reg_shard *shard = shard_of_hash(reg, h);
+	struct xdm_reg_entry *e, **head;
 
 	xdm_spin_lock(&shard->lock);
+	/* The first insert grows an empty shard, so nbuckets > 0 after this. */
 	if (shard->count >= shard->nbuckets * 2 && !grow(shard) && !shard->nbuckets)
 		goto oom;
-	if (xdm_registry_find_locked(shard, block->ptr)) {
-		xdm_spin_unlock(&shard->lock);
-		return already_live(block->ptr);
+	head = &shard->buckets[bucket_of_hash(shard, h)];
+	for (e = *head; e; e = e->next) {
+		if (e->block.ptr == ptr) {
+			xdm_spin_unlock(&shard->lock);
+			return already_live(ptr);
+		}
 	}
 	e = new_entry(shard);
 	if (!e)
@@ -135,9 +151,8 @@ enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *
 			    (uint64_t)(shard - reg->shards);
 	e->block = *block;
 	use_track_init(&e->track);
-	b = bucket_of(shard, block->ptr);
-	e->next = shard->buckets[b];
-	shard->buckets[b] = e;
+	e->next = *head;
+	*head = e;
 	shard->count++;
 	xdm_spin_unlock(&shard->lock);
 	return XDM_OK;
@@ -150,14 +165,15 @@ oom:
 bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr, xdm_generation generation,
 		       struct xdm_block *out, struct xdm_use_track *uses)
 {
-	struct xdm_reg_shard *shard = xdm_registry_shard(reg, ptr);
+	uint64_t h = hash_ptr(ptr);
+	struct xdm_reg_shard *shard = shard_of_hash(reg, h);
 	struct xdm_reg_entry **pp, *e = NULL;
 
 	use_track_init(uses);
 	xdm_spin_lock(&shard->lock);
 	if (!shard->nbuckets)
 		goto unlock;
-	for (pp = &shard->buckets[bucket_of(shard, ptr)]; *pp; pp = &(*pp)->next) {
+	for (pp = &shard->buckets[bucket_of_hash(shard, h)]; *pp; pp = &(*pp)->next) {
 		if ((*pp)->block.ptr != ptr)
 			continue;
 		if ((*pp)->block.generation != generation)

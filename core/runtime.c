@@ -119,12 +119,43 @@ static enum xdm_status not_live(struct xdm_runtime *rt, const char *fn, uint64_t
 				   (unsigned long long)generation);
 }
 
+/*
+ * A free that waits for uses on other streams, or whose block another
+ * process may hold: out of line, so that the common free saves no
+ * registers for it.
+ */
+static __attribute__((noinline)) enum xdm_status free_tracked(struct xdm_runtime *rt,
+							      struct xdm_block *block,
+							      struct xdm_block *b,
+							      struct xdm_use_track *uses)
+{
+	enum xdm_status st, st_wait = XDM_OK;
+	bool tracked, crossed;
+
+	/* The registry's copy is authoritative: the caller's may be damaged. */
+	tracked = !xdm_use_track_empty(uses);
+	crossed = tracked && xdm_use_track_crosses(uses, b->stream);
+	if (tracked) {
+		st_wait = xdm_track_release(rt, b, uses);
+		xdm_use_track_free(uses);
+	}
+	/* A block another process holds goes to its stack when it lets go. */
+	if (xdm_ipc_hold_free(&rt->ipc, b)) {
+		block->state = XDM_BLOCK_FREED;
+		return st_wait;
+	}
+	st = xdm_up_deallocate(&rt->layers[0], b);
+	if (crossed && st == XDM_OK)
+		xdm_pending_free_mark(rt, b->stream);
+	block->state = b->state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : b->state;
+	return st ? st : st_wait;
+}
+
 enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 {
 	struct xdm_use_track uses;
-	enum xdm_status st, st_wait = XDM_OK;
+	enum xdm_status st;
 	struct xdm_block b;
-	bool tracked, crossed;
 
 	if (!rt || !block)
 		return xdm_error_set(XDM_E_INVALID, "xdm_deallocate: NULL runtime or block");
@@ -133,23 +164,14 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 	if (!xdm_registry_take(&rt->registry, block->ptr, block->generation, &b, &uses))
 		return not_live(rt, "xdm_deallocate", block->ptr, block->generation);
 	xdm_count_free(&rt->counters, b.bytes);
+	if (__builtin_expect(!xdm_use_track_empty(&uses) ||
+			     atomic_load_explicit(&rt->ipc.exp.exports_made, memory_order_acquire),
+			     0))
+		return free_tracked(rt, block, &b, &uses);
 	/* The registry's copy is authoritative: the caller's may be damaged. */
-	tracked = !xdm_use_track_empty(&uses);
-	crossed = tracked && xdm_use_track_crosses(&uses, b.stream);
-	if (tracked) {
-		st_wait = xdm_track_release(rt, &b, &uses);
-		xdm_use_track_free(&uses);
-	}
-	/* A block another process holds goes to its stack when it lets go. */
-	if (xdm_ipc_hold_free(&rt->ipc, &b)) {
-		block->state = XDM_BLOCK_FREED;
-		return st_wait;
-	}
 	st = xdm_up_deallocate(&rt->layers[0], &b);
-	if (crossed && st == XDM_OK)
-		xdm_pending_free_mark(rt, b.stream);
 	block->state = b.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : b.state;
-	return st ? st : st_wait;
+	return st;
 }
 
 size_t xdm_bytes_outstanding(struct xdm_runtime *rt)

@@ -206,28 +206,20 @@ static void pool_fini(struct xdm_layer *self)
 	xdm_layer_set_priv(self, NULL);
 }
 
-static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_stream_id stream,
-				     const char *tag, struct xdm_block *out)
+/*
+ * A block from the arena: a size the thread's cache does not keep, or whose
+ * list was empty.  Out of line, so that a cache hit saves no registers.
+ */
+static __attribute__((noinline)) enum xdm_status pool_allocate_arena(struct pool *p,
+								   unsigned int i,
+								   uint64_t size,
+								   uint64_t *ptr)
 {
-	struct pool *p = pool_of(self);
 	struct pool_arena *a;
 	struct pool_seg *s;
 	enum xdm_status st;
 	bool no_memory, drained = false;
-	unsigned int i;
-	uint64_t size, ptr;
 
-	(void)tag;
-	if (bytes == 0 || bytes > POOL_MAX_REQUEST)
-		return xdm_error_set(XDM_E_INVALID, "pool: cannot allocate %zu bytes", bytes);
-	size = pool_round(bytes);
-	if (size <= p->params.small_max)
-		size = p->class_size[pool_class(p, size)];
-	if (stream >= XDM_MAX_STREAMS)
-		return xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
-	i = pool_arena_index(p, stream, size);
-	if (pool_tc_takes(p, size) && (ptr = pool_tc_pop(p, i, size)))
-		goto found;
 	a = pool_arena_at(p, i);
 	if (!a && !(a = pool_arena_get(p, i)))
 		return xdm_last_error()->code;
@@ -251,8 +243,32 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 			return st;
 	}
 	pthread_spin_unlock(&a->lock);
-	ptr = s->ptr;
-found:
+	*ptr = s->ptr;
+	return XDM_OK;
+}
+
+static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_stream_id stream,
+				     const char *tag, struct xdm_block *out)
+{
+	struct pool *p = pool_of(self);
+	enum xdm_status st;
+	unsigned int i;
+	uint64_t size, ptr;
+
+	(void)tag;
+	if (bytes == 0 || bytes > POOL_MAX_REQUEST)
+		return xdm_error_set(XDM_E_INVALID, "pool: cannot allocate %zu bytes", bytes);
+	size = pool_round(bytes);
+	if (size <= p->params.small_max)
+		size = p->class_size[pool_class(p, size)];
+	if (stream >= XDM_MAX_STREAMS)
+		return xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
+	i = pool_arena_index(p, stream, size);
+	if (!pool_tc_takes(p, size) || !(ptr = pool_tc_pop(p, i, size))) {
+		st = pool_allocate_arena(p, i, size, &ptr);
+		if (st)
+			return st;
+	}
 	out->ptr = ptr;
 	out->bytes = size;
 	out->align = XDM_DEFAULT_ALIGN;
@@ -260,26 +276,22 @@ found:
 	return XDM_OK;
 }
 
-static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block *block)
+static __attribute__((noinline, cold)) enum xdm_status foreign_block(const struct xdm_block *b)
 {
-	struct pool *p = pool_of(self);
+	return xdm_error_set(XDM_E_INVALID, "pool: 0x%" PRIx64 " is not a block this pool handed "
+			     "out on stream %u", b->ptr, b->stream);
+}
+
+/* A block back to its arena (out of line, as pool_allocate_arena). */
+static __attribute__((noinline)) enum xdm_status pool_deallocate_arena(struct pool *p,
+								     unsigned int i,
+								     struct xdm_block *block)
+{
 	struct pool_range r;
 	struct pool_arena *a;
 	struct pool_seg *s, *m;
 	size_t cut = 0;
-	unsigned int i;
 
-	if (!block || !block->ptr)
-		return xdm_error_set(XDM_E_INVALID, "pool: deallocate of a NULL block");
-	if (block->stream >= XDM_MAX_STREAMS)
-		goto foreign;
-	i = pool_arena_index(p, block->stream, block->bytes);
-	/* The core hands back only blocks it has live: no lookup before caching. */
-	if (pool_tc_takes(p, block->bytes) &&
-	    pool_tc_push(p, i, block->ptr, block->bytes)) {
-		block->state = XDM_BLOCK_RETIRED;
-		return XDM_OK;
-	}
 	a = pool_arena_at(p, i);
 	if (!a)
 		goto foreign;
@@ -301,8 +313,26 @@ static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block 
 	return XDM_OK;
 
 foreign:
-	return xdm_error_set(XDM_E_INVALID, "pool: 0x%" PRIx64 " is not a block this pool handed "
-			     "out on stream %u", block->ptr, block->stream);
+	return foreign_block(block);
+}
+
+static enum xdm_status pool_deallocate(struct xdm_layer *self, struct xdm_block *block)
+{
+	struct pool *p = pool_of(self);
+	unsigned int i;
+
+	if (!block || !block->ptr)
+		return xdm_error_set(XDM_E_INVALID, "pool: deallocate of a NULL block");
+	if (block->stream >= XDM_MAX_STREAMS)
+		return foreign_block(block);
+	i = pool_arena_index(p, block->stream, block->bytes);
+	/* The core hands back only blocks it has live: no lookup before caching. */
+	if (pool_tc_takes(p, block->bytes) &&
+	    pool_tc_push(p, i, block->ptr, block->bytes)) {
+		block->state = XDM_BLOCK_RETIRED;
+		return XDM_OK;
+	}
+	return pool_deallocate_arena(p, i, block);
 }
 
 static size_t pool_bytes_outstanding(struct xdm_layer *self)

@@ -151,7 +151,8 @@ const struct xdm_ops cuda_platform_ops = {
 	.description = "NVIDIA GPUs through the CUDA driver API (libcuda.so.1, opened at run time)",
 	.init = cuda_platform_init,
 	.fini = cuda_platform_fini,
-	.default_stack = "cuda_async",
+	/* The least memory at the speed of the others (doc/design.md, "Default stacks"). */
+	.default_stack = "pool | cuda_vmm",
 	.device_info = cuda_device_info,
 	.stream_create = cuda_stream_create,
 	.stream_destroy = cuda_stream_destroy,

@@ -369,7 +369,8 @@ const struct xdm_ops host_platform_ops = {
 	.params = host_platform_params,
 	.init = host_platform_init,
 	.fini = host_platform_fini,
-	.default_stack = "host",
+	/* A pool, as on cuda: the pair the benchmarks measure (doc/design.md). */
+	.default_stack = "pool | host",
 	.device_info = host_device_info,
 	.stream_create = host_op_stream_create,
 	.stream_destroy = host_op_stream_destroy,

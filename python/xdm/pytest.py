@@ -77,7 +77,7 @@ def pytest_addoption(parser):
     group.addoption("--xdm-stack", metavar="STACK", default=None,
                     help="the stack under the run's budget, in xdm.conf syntax "
                     "(default: 'pool | host' on the host platform, "
-                    "'pool | cuda_async' on cuda)")
+                    "'pool | cuda_vmm' on cuda)")
     group.addoption("--xdm-platform", metavar="PLATFORM", default=None,
                     help="the platform line of the run's config (default: the "
                     "configured one: XDM_CONFIG, the system's, or cuda, host)")
@@ -239,7 +239,7 @@ def default_stack(platforms, cuda_probe=_cuda_has_a_device):
         if name == "host":
             return "pool | host"
         if name == "cuda" and (n == len(names) - 1 or cuda_probe()):
-            return "pool | cuda_async"
+            return "pool | cuda_vmm"
         if name != "cuda":
             raise _usage("the platform '%s'" % name,
                          "its default stack is not known to the plugin; give --xdm-stack")

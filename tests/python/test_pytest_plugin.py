@@ -523,9 +523,9 @@ def test_without_xdist_there_is_one_group(tmp_path):
 def test_default_stack_follows_the_platform():
     assert plugin.default_stack("host") == "pool | host"
     assert plugin.default_stack("host devices=2 memory=8G") == "pool | host"
-    assert plugin.default_stack("cuda") == "pool | cuda_async"
+    assert plugin.default_stack("cuda") == "pool | cuda_vmm"
     assert plugin.default_stack("cuda, host", cuda_probe=lambda: True) == \
-        "pool | cuda_async"
+        "pool | cuda_vmm"
     assert plugin.default_stack("cuda visible=\"1,0\", host",
                                 cuda_probe=lambda: False) == "pool | host"
     with pytest.raises(pytest.UsageError, match="platform 'other'"):

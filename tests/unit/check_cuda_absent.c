@@ -199,7 +199,7 @@ START_TEST(test_config_falls_back_to_host)
 		ck_assert_str_eq(spec, "cuda_async");
 	} else {
 		ck_assert_str_eq(dev.platform, "host");
-		ck_assert_str_eq(spec, "host");
+		ck_assert_str_eq(spec, "pool | host");
 	}
 	TU_OK(xdm_runtime_destroy(rt));
 	drop_config(&cfg);
@@ -282,7 +282,7 @@ START_TEST(test_module_tables)
 		ck_assert_ptr_nonnull(t[i]->fini);
 	}
 	ck_assert_int_eq(platform_ops->kind, XDM_KIND_PLATFORM);
-	ck_assert_str_eq(platform_ops->default_stack, "cuda_async");
+	ck_assert_str_eq(platform_ops->default_stack, "pool | cuda_vmm");
 	ck_assert_ptr_nonnull(platform_ops->memcpy_async);
 	ck_assert_int_eq(direct_ops->kind, XDM_KIND_BACKEND);
 	ck_assert_int_eq(async_ops->kind, XDM_KIND_BACKEND);

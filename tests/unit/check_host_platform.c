@@ -791,7 +791,7 @@ START_TEST(test_module_tables)
 	ck_assert_uint_eq(backend->abi_major, XDM_ABI_MAJOR);
 	ck_assert_uint_eq(platform->size, sizeof(struct xdm_ops));
 	ck_assert_uint_ge(backend->size, XDM_OPS_MIN_SIZE);
-	ck_assert_str_eq(platform->default_stack, "host");
+	ck_assert_str_eq(platform->default_stack, "pool | host");
 
 	/* Every platform method is there. */
 	ck_assert_ptr_nonnull(platform->init);

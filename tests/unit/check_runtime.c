@@ -887,7 +887,7 @@ START_TEST(embedded_default_falls_back_to_host)
 		char spec[64];
 
 		TU_OK(xdm_runtime_stack_spec(rt, spec, sizeof(spec)));
-		ck_assert_str_eq(spec, "host");
+		ck_assert_str_eq(spec, "pool | host");
 	}
 }
 END_TEST

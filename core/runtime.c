@@ -23,6 +23,26 @@ static enum xdm_status other_device(struct xdm_runtime *rt, uint32_t ordinal, co
 			     "device %u", fn, ordinal, rt->ordinal);
 }
 
+/*
+ * The stack's top, called directly: the layer that serves it was found
+ * when the stack was built (xdm_layer_resolve), and a stack always ends in
+ * a backend, which has both methods (module_table.c checks).
+ */
+static inline enum xdm_status top_allocate(struct xdm_runtime *rt, size_t bytes,
+					   xdm_stream_id stream, struct xdm_block *out)
+{
+	struct xdm_layer *l = rt->layers[0].serves_allocate;
+
+	return l->ops->allocate(l, bytes, stream, out->tag, out);
+}
+
+static inline enum xdm_status top_deallocate(struct xdm_runtime *rt, struct xdm_block *b)
+{
+	struct xdm_layer *l = rt->layers[0].serves_deallocate;
+
+	return l->ops->deallocate(l, b);
+}
+
 /* Why an allocation is refused before the stack is asked (out of line: cold). */
 static __attribute__((noinline, cold)) enum xdm_status refuse_allocate(struct xdm_runtime *rt,
 								     size_t bytes,
@@ -76,7 +96,7 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 		.tag = tag ? tag : "untagged",
 		.state = XDM_BLOCK_LIVE,
 	};
-	st = xdm_up_allocate(&rt->layers[0], bytes, stream, out->tag, out);
+	st = top_allocate(rt, bytes, stream, out);
 	if (__builtin_expect(st != XDM_OK, 0)) {
 		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
 		return st;
@@ -169,7 +189,7 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 			     0))
 		return free_tracked(rt, block, &b, &uses);
 	/* The registry's copy is authoritative: the caller's may be damaged. */
-	st = xdm_up_deallocate(&rt->layers[0], &b);
+	st = top_deallocate(rt, &b);
 	block->state = b.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : b.state;
 	return st;
 }

@@ -256,9 +256,6 @@ free_record:
 static enum xdm_status guard_deallocate(struct xdm_layer *self, struct xdm_block *block)
 {
 	struct guard *g = guard_of(self);
-	struct xdm_error saved = { .code = XDM_OK };
-	enum xdm_block_state state;
-	enum xdm_status st, first;
 	struct guard_block *b;
 
 	pthread_mutex_lock(&g->lock);
@@ -282,18 +279,16 @@ static enum xdm_status guard_deallocate(struct xdm_layer *self, struct xdm_block
 	 * whose poison could not be queued is quarantined all the same, its
 	 * canaries still to check; only its poison is not judged.
 	 */
-	first = guard_poison_fill(self, b);
-	if (first)
-		saved = *xdm_last_error();
-	else
-		b->poisoned = true;
-	st = guard_quarantine_put(self, b, &state);
-	if (st && !first) {
-		first = st;
-		saved = *xdm_last_error();
+	if (guard_poison_fill(self, b)) {
+		/* The platform's error comes first; a finding it hides is
+		 * still counted. */
+		struct xdm_error saved = *xdm_last_error();
+
+		guard_quarantine_put(self, b, &block->state);
+		return guard_error_restore(&saved);
 	}
-	block->state = state;
-	return first ? guard_error_restore(&saved) : XDM_OK;
+	b->poisoned = true;
+	return guard_quarantine_put(self, b, &block->state);
 }
 
 /*

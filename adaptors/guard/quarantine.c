@@ -153,9 +153,8 @@ enum xdm_status guard_quarantine_drain(struct xdm_layer *self)
 {
 	struct guard *g = guard_of(self);
 	struct xdm_error report;
-	bool told;
-
 	uint64_t ticket;
+	bool told;
 
 	pthread_mutex_lock(&g->lock);
 	while (g->q_head)

@@ -10,7 +10,9 @@
  * addressing, and the buffer may be ordinary malloc memory because nothing
  * reads it before the synchronize.  Large ranges go through the buffer in
  * chunks, so a freed 1 GiB block costs a bounded host buffer; small ones
- * (the canaries) share a single copy-and-synchronize round.
+ * (the canaries) share a single copy-and-synchronize round.  This is the
+ * check of one block, for the check attribute and for blocks too large for
+ * the checker's batches (checker.c); the comparison serves both.
  */
 #include "config.h"
 

@@ -46,8 +46,9 @@ static int show_u64(char *buf, size_t len, uint64_t v)
 	}
 
 GUARD_SHOW_LOCKED(show_live_blocks, g->live.count)
-GUARD_SHOW_LOCKED(show_quarantined_blocks, g->q_count)
-GUARD_SHOW_LOCKED(show_quarantined_bytes, g->q_bytes)
+/* Blocks waiting for their check are still held back from reuse. */
+GUARD_SHOW_LOCKED(show_quarantined_blocks, g->q_count + g->out_count)
+GUARD_SHOW_LOCKED(show_quarantined_bytes, g->q_bytes + g->out_bytes)
 GUARD_SHOW_LOCKED(show_violations, g->violations)
 
 static int show_copy(struct guard *g, const char *src, char *buf, size_t len)
@@ -96,9 +97,8 @@ static struct pinned *pin_all(struct guard *g, size_t *n)
 			b->refs++;
 			p[k++] = (struct pinned){ b, true };
 		}
+	/* Those that left the FIFO are the checker's to judge. */
 	for (struct guard_block *b = g->q_head; b; b = b->q_next) {
-		if (!b->poisoned)
-			continue;
 		b->refs++;
 		p[k++] = (struct pinned){ b, false };
 	}
@@ -119,10 +119,9 @@ static void unpin_all(struct guard *g, struct pinned *p, size_t n)
 }
 
 /*
- * A live block freed while its canaries were read may have been poisoned
- * in between, which would read as damage: only a block still live after
- * the read (its free, and so its poison, come later) is judged.  The free
- * checks the others itself.
+ * A live block freed while its canaries were read is the checker's to
+ * judge when it leaves the quarantine, and to report to a caller: only a
+ * block still live after the read is judged here.
  */
 static bool still_live(struct guard *g, struct guard_block *b)
 {
@@ -152,18 +151,22 @@ static void check_all(struct xdm_layer *self, char *result, size_t len)
 		struct guard_block *b = p[i].b;
 		enum xdm_status st;
 
-		if (p[i].live)
+		if (p[i].live) {
 			st = guard_canary_check(self, b, report, sizeof(report));
-		else
-			st = guard_poison_check(self, b, report, sizeof(report));
-		if (st == XDM_E_OUT_OF_BOUNDS && !still_live(g, b))
+			if (st == XDM_E_OUT_OF_BOUNDS && !still_live(g, b))
+				continue;
+			if (st == XDM_E_OUT_OF_BOUNDS)
+				guard_note_violation(g, b, st, report);
+		} else {
+			/* Counted by the judge itself, both kinds. */
+			st = guard_freed_check(self, b);
+			if (st == XDM_E_OUT_OF_BOUNDS || st == XDM_E_USE_AFTER_FREE)
+				snprintf(report, sizeof(report), "%s", xdm_last_error_message());
+		}
+		if (!st)
 			continue;
-		if (st == XDM_E_OUT_OF_BOUNDS || st == XDM_E_USE_AFTER_FREE)
-			guard_note_violation(g, b, st, report);
-		else if (st)
+		if (st != XDM_E_OUT_OF_BOUNDS && st != XDM_E_USE_AFTER_FREE)
 			snprintf(report, sizeof(report), "error: %s", xdm_last_error_message());
-		else
-			continue;
 		if (!damaged++)
 			used = snprintf(result, len, "%s", report);
 	}
@@ -195,9 +198,12 @@ const struct xdm_attr guard_attrs[] = {
 	  show_check, store_check },
 	{ "live_blocks", 0444, "blocks handed out through this layer and not yet freed",
 	  show_live_blocks, NULL },
-	{ "quarantined_blocks", 0444, "freed blocks held back from reuse",
+	{ "quarantined_blocks", 0444,
+	  "freed blocks held back from reuse, those waiting for their check included",
 	  show_quarantined_blocks, NULL },
-	{ "quarantined_bytes", 0444, "upstream bytes held by quarantined blocks, canaries included",
+	{ "quarantined_bytes", 0444,
+	  "upstream bytes held by quarantined blocks, canaries included; counted in "
+	  "xdm_bytes_outstanding until a reap empties the quarantine",
 	  show_quarantined_bytes, NULL },
 	{ "violations", 0444,
 	  "damages found: out-of-bounds writes and writes after free, once per block and kind",

@@ -2,8 +2,8 @@
 /*
  * canary.c - the canaries: known bytes just before and just after the
  * caller's bytes, written when the block is handed out and compared when it
- * comes back (or on demand).  A changed byte there is a write out of
- * bounds, and which canary it is in says which side.
+ * leaves the quarantine (or on demand).  A changed byte there is a write
+ * out of bounds, and which canary it is in says which side.
  */
 #include "config.h"
 
@@ -21,16 +21,28 @@ static void canary_regions(const struct guard *g, const struct guard_block *b,
 				      .pattern = g->canary_pattern };
 }
 
+/*
+ * Up to this many guarded bytes, one memset covers both canaries and the
+ * caller's bytes between them: each memset is a call into the driver that
+ * costs more than writing a few KiB on the device, and what a fresh block
+ * holds is the caller's to define.  Larger blocks get two small memsets.
+ */
+#define GUARD_FILL_WHOLE_MAX ((size_t)64 << 10)
+
 enum xdm_status guard_canary_fill(struct xdm_layer *self, const struct guard_block *b)
 {
 	struct guard *g = guard_of(self);
+	size_t whole = g->front + b->bytes + g->canary;
 	struct guard_region r[2];
 	enum xdm_status st;
 
+	if (!g->canary)
+		return XDM_OK;
+	if (whole <= GUARD_FILL_WHOLE_MAX)
+		return xdm_layer_memset(self, b->ptr - g->front, g->canary_pattern, whole,
+					b->up.stream);
 	canary_regions(g, b, r);
 	for (int k = 0; k < 2; k++) {
-		if (!r[k].n)
-			continue;
 		st = xdm_layer_memset(self, r[k].ptr, r[k].pattern, r[k].n, b->up.stream);
 		if (st)
 			return st;
@@ -48,16 +60,23 @@ enum xdm_status guard_canary_check(struct xdm_layer *self, const struct guard_bl
 {
 	struct guard *g = guard_of(self);
 	struct guard_region r[2];
-	const struct guard_region *before = &r[0], *after = &r[1];
-	enum xdm_bounds_side side;
 	enum xdm_status st;
-	char what[160];
-	int n = 0;
 
 	canary_regions(g, b, r);
 	st = guard_scan(self, b->up.stream, r, 2);
 	if (st)
 		return st;
+	return guard_canary_judge(g, b, &r[0], &r[1], report, len);
+}
+
+enum xdm_status guard_canary_judge(const struct guard *g, const struct guard_block *b,
+				   const struct guard_region *before,
+				   const struct guard_region *after, char *report, size_t len)
+{
+	enum xdm_bounds_side side;
+	char what[160];
+	int n = 0;
+
 	if (!before->damaged && !after->damaged)
 		return XDM_OK;
 

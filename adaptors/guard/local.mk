@@ -9,6 +9,7 @@ adaptors_guard_la_SOURCES = \
 	adaptors/guard/canary.c \
 	adaptors/guard/poison.c \
 	adaptors/guard/quarantine.c \
+	adaptors/guard/checker.c \
 	adaptors/guard/report.c \
 	adaptors/guard/attrs.c
 adaptors_guard_la_LDFLAGS = $(module_link_flags)

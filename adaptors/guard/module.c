@@ -6,14 +6,17 @@
  *	stack = guard canary=256 quarantine_bytes=64M | cuda_async
  *
  * allocate asks the upstream for room for two canaries around the caller's
- * bytes and fills them on the block's stream; deallocate reads them back
- * (synchronizing the stream: this is a debug layer), poisons the block and
- * queues it in the quarantine instead of freeing it.  Everything the guard
- * learns is reported as a typed error with the block's generation, from the
- * call that found it.  The tracking methods, bytes_outstanding and
- * reap_pending are left to the upstream: the caller's block lies inside the
- * upstream's, on the same stream, and quarantined blocks are memory the
- * stack still holds.
+ * bytes and fills them on the block's stream; deallocate poisons the
+ * caller's bytes on that stream and queues the block in the quarantine
+ * instead of freeing it.  Neither reads anything back nor waits for a
+ * stream: blocks leaving the quarantine are read back, judged and freed by
+ * the guard's checker thread (checker.c), and what it finds is reported as
+ * a typed error with the block's generation by the next deallocate or
+ * reap_pending.  reap_pending empties the quarantine, as a pool's reap
+ * gives its idle memory back, so a reap is where every finding so far
+ * reaches the caller.  The tracking methods and bytes_outstanding are left
+ * to the upstream: the caller's block lies inside the upstream's, on the
+ * same stream, and quarantined blocks are memory the stack still holds.
  */
 #include "config.h"
 
@@ -36,6 +39,30 @@ static enum xdm_status byte_param(const struct xdm_params *params, const char *n
 				     name, (unsigned long long)v);
 	*out = (uint8_t)v;
 	return XDM_OK;
+}
+
+/* Wake the checker once this many blocks wait for it, at most. */
+#define GUARD_KICK_MAX 32
+
+/*
+ * The FIFO keeps 7/8 of each limit; the last eighth is room for blocks
+ * that left it and wait for their check, so that a caller waits only when
+ * the checker is that far behind.  The checker is woken when half of that
+ * room is used (at most GUARD_KICK_MAX blocks), so that it works in
+ * batches.  Small limits leave no room: then the blocks that leave are
+ * checked before the free that pushed them out returns, as with a limit
+ * of 0.
+ */
+static void set_watermarks(struct guard *g)
+{
+	uint64_t room_bytes = g->quarantine_bytes / 8, room_count = g->quarantine_count / 8;
+
+	g->lo_bytes = g->quarantine_bytes - room_bytes;
+	g->lo_count = g->quarantine_count - room_count;
+	g->kick_bytes = room_bytes / 2 ? room_bytes / 2 : 1;
+	g->kick_count = room_count / 2 ? room_count / 2 : 1;
+	if (g->kick_count > GUARD_KICK_MAX)
+		g->kick_count = GUARD_KICK_MAX;
 }
 
 static enum xdm_status guard_init(struct xdm_layer *self, const struct xdm_params *params)
@@ -65,6 +92,7 @@ static enum xdm_status guard_init(struct xdm_layer *self, const struct xdm_param
 	g->poison = poison;
 	g->quarantine_bytes = xdm_params_size(params, "quarantine_bytes");
 	g->quarantine_count = xdm_params_uint(params, "quarantine_count");
+	set_watermarks(g);
 	snprintf(g->last_violation, sizeof(g->last_violation), "none");
 	snprintf(g->last_check, sizeof(g->last_check), "unchecked");
 
@@ -76,14 +104,31 @@ static enum xdm_status guard_init(struct xdm_layer *self, const struct xdm_param
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "guard: cannot create its condition");
 		goto destroy_lock;
 	}
+	if (pthread_cond_init(&g->work, NULL) != 0) {
+		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "guard: cannot create its condition");
+		goto destroy_unpinned;
+	}
+	if (pthread_cond_init(&g->room, NULL) != 0) {
+		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "guard: cannot create its condition");
+		goto destroy_work;
+	}
 	if (guard_table_init(&g->live)) {
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "guard: no memory for its block table");
-		goto destroy_cond;
+		goto destroy_room;
 	}
 	xdm_layer_set_priv(self, g);
+	/*
+	 * Without its thread the guard still works: callers then check the
+	 * blocks that leave the quarantine themselves, waiting for streams.
+	 */
+	guard_checker_start(self);
 	return XDM_OK;
 
-destroy_cond:
+destroy_room:
+	pthread_cond_destroy(&g->room);
+destroy_work:
+	pthread_cond_destroy(&g->work);
+destroy_unpinned:
 	pthread_cond_destroy(&g->unpinned);
 destroy_lock:
 	pthread_mutex_destroy(&g->lock);
@@ -99,12 +144,14 @@ static void guard_fini(struct xdm_layer *self)
 
 	if (!g)
 		return;
-	st = guard_quarantine_flush(self);
+	guard_checker_stop(self);
+	st = guard_quarantine_drain(self);
 	/*
-	 * Nobody is left to return an error to, and a write after free found
-	 * at teardown is still a bug the user must hear about.
+	 * Nobody is left to return an error to, and a damage found at
+	 * teardown (or found earlier, and not yet returned) is still a bug
+	 * the user must hear about.
 	 */
-	if (st == XDM_E_USE_AFTER_FREE)
+	if (st == XDM_E_USE_AFTER_FREE || st == XDM_E_OUT_OF_BOUNDS)
 		fprintf(stderr, "xdm: device %u: emptying the guard's quarantine at teardown: %s\n",
 			xdm_layer_ordinal(self), xdm_last_error_message());
 
@@ -121,6 +168,9 @@ static void guard_fini(struct xdm_layer *self)
 		}
 	}
 	guard_table_destroy(&g->live);
+	guard_free_buffers(g);
+	pthread_cond_destroy(&g->room);
+	pthread_cond_destroy(&g->work);
 	pthread_cond_destroy(&g->unpinned);
 	pthread_mutex_destroy(&g->lock);
 	xdm_layer_set_priv(self, NULL);
@@ -206,10 +256,6 @@ free_record:
 static enum xdm_status guard_deallocate(struct xdm_layer *self, struct xdm_block *block)
 {
 	struct guard *g = guard_of(self);
-	struct xdm_error saved = { .code = XDM_OK };
-	char report[GUARD_REPORT_MAX];
-	enum xdm_block_state state;
-	enum xdm_status st, first;
 	struct guard_block *b;
 
 	pthread_mutex_lock(&g->lock);
@@ -227,32 +273,39 @@ static enum xdm_status guard_deallocate(struct xdm_layer *self, struct xdm_block
 	b->up.generation = block->generation;
 	b->up.tag = b->tag;
 
-	/* Whatever the canaries say, the block is consumed below. */
-	first = guard_canary_check(self, b, report, sizeof(report));
-	if (first == XDM_E_OUT_OF_BOUNDS)
-		guard_note_violation(g, b, first, report);
-	if (first)
-		saved = *xdm_last_error();
+	/*
+	 * Nothing is read back here: the canaries and the poison are checked
+	 * together when the block leaves the quarantine (checker.c).  A block
+	 * whose poison could not be queued is quarantined all the same, its
+	 * canaries still to check; only its poison is not judged.
+	 */
+	if (guard_poison_fill(self, b)) {
+		/* The platform's error comes first; a finding it hides is
+		 * still counted. */
+		struct xdm_error saved = *xdm_last_error();
 
-	st = guard_poison_fill(self, b);
-	if (st) {
-		/* Unpoisoned memory would read as a use after free later: free
-		 * it now instead of holding it back. */
-		if (!first) {
-			first = st;
-			saved = *xdm_last_error();
-		}
-		st = guard_release(self, b, &state);
-	} else {
-		b->poisoned = true;
-		st = guard_quarantine_put(self, b, &state);
+		guard_quarantine_put(self, b, &block->state);
+		return guard_error_restore(&saved);
 	}
-	if (st && !first) {
-		first = st;
+	b->poisoned = true;
+	return guard_quarantine_put(self, b, &block->state);
+}
+
+/*
+ * Empty the quarantine, every block checked, then let the upstream finish
+ * its frees: like a pool's reap, this gives back what the layer keeps, and
+ * it is the point by which every finding reaches a caller.
+ */
+static enum xdm_status guard_reap_pending(struct xdm_layer *self)
+{
+	struct xdm_error saved;
+	enum xdm_status st, st_up;
+
+	st = guard_quarantine_drain(self);
+	if (st)
 		saved = *xdm_last_error();
-	}
-	block->state = state;
-	return first ? guard_error_restore(&saved) : XDM_OK;
+	st_up = xdm_up_reap_pending(xdm_layer_upstream(self));
+	return st ? guard_error_restore(&saved) : st_up;
 }
 
 static const struct xdm_param_spec guard_params[] = {
@@ -264,9 +317,11 @@ static const struct xdm_param_spec guard_params[] = {
 	{ "poison", XDM_PARAM_UINT, "0xdd",
 	  "the byte a freed block is filled with, 0 to 255 (0x.. for hex)" },
 	{ "quarantine_bytes", XDM_PARAM_SIZE, "64M",
-	  "most upstream bytes held back by freed blocks before the oldest go (K/M/G/T, %)" },
+	  "most upstream bytes held back by freed blocks, those waiting for their check "
+	  "included; the oldest go from 7/8 of it (K/M/G/T, %)" },
 	{ "quarantine_count", XDM_PARAM_UINT, "1024",
-	  "most freed blocks held back before the oldest go" },
+	  "most freed blocks held back, those waiting for their check included; the oldest "
+	  "go from 7/8 of it" },
 	{ NULL },
 };
 
@@ -279,6 +334,7 @@ static const struct xdm_ops guard_ops = {
 	.fini = guard_fini,
 	.allocate = guard_allocate,
 	.deallocate = guard_deallocate,
+	.reap_pending = guard_reap_pending,
 };
 
 XDM_MODULE(&guard_ops)

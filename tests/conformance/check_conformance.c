@@ -104,7 +104,6 @@ struct fx;
 struct adaptor {
 	const char *spec;	/* the top layer; @KEY@ becomes a budget key */
 	enum xdm_status huge;	/* its own answer to a huge request; 0: the base's */
-	bool free_syncs;	/* deallocate waits for the block's stream */
 	const char *held;	/* attribute: bytes it keeps after the frees */
 	/* Its own counters against the runtime's, at quiescence. */
 	void (*check)(struct fx *f, const struct xdm_stats *st);
@@ -133,10 +132,10 @@ static const struct base bases[] = {
 };
 
 static const struct adaptor adaptors[] = {
-	/* top layer, huge, free_syncs, held, check */
-	{ "budget key=@KEY@ limit=1G", XDM_E_OUT_OF_BUDGET, false, NULL, check_budget },
-	{ "logging sink=memory", 0, false, NULL, check_logging },
-	{ "guard", 0, true, "quarantined_bytes", check_guard },
+	/* top layer, huge, held, check */
+	{ "budget key=@KEY@ limit=1G", XDM_E_OUT_OF_BUDGET, NULL, check_budget },
+	{ "logging sink=memory", 0, NULL, check_logging },
+	{ "guard", 0, "quarantined_bytes", check_guard },
 };
 
 #define NBASES (sizeof(bases) / sizeof(bases[0]))
@@ -832,13 +831,10 @@ struct freer {
 	enum xdm_status st, st_after;
 };
 
-static void *free_then_queue(void *arg)
+static void free_then_queue(struct freer *fr)
 {
-	struct freer *fr = arg;
-
 	fr->st = xdm_deallocate(fr->rt, fr->block);
 	fr->st_after = xdm_stream_launch_host(fr->rt, fr->block->stream, tu_step_run, fr->after);
-	return NULL;
 }
 
 /* Step id of log has not run (yet). */
@@ -852,8 +848,8 @@ static void expect_not_run(struct tu_log *log, int id)
 /*
  * A write on B (held at a gate) between prepare and finish, then the free
  * on A: the free, and so everything queued on A after it, waits for B's
- * write.  Where deallocate itself waits for the block's stream (the guard
- * reads its canaries back), it is called from a thread of its own.
+ * write.  No layer's deallocate waits for the stream (the guard reads its
+ * blocks back later, on its own thread), so the free returns at once.
  */
 static void ordering_tracked(struct fx *f)
 {
@@ -866,7 +862,6 @@ static void ordering_tracked(struct fx *f)
 	struct xdm_block_id id;
 	struct xdm_stats st0, st;
 	const char *rt = xdm_runtime_name(f->rt);
-	pthread_t th;
 
 	tu_log_init(&log);
 	tu_gate_init(&gate);
@@ -881,29 +876,14 @@ static void ordering_tracked(struct fx *f)
 	CF_OK(xdm_finish_block_use(f->rt, id, B, XDM_ACCESS_WRITE));
 	tree_expect("2\n", "%s/blocks/%" PRIu64 "/last_write", rt, b.generation);
 	fr.block = &b;
-	if (f->s->adaptor && f->s->adaptor->free_syncs) {
-		CF_CHECK(pthread_create(&th, NULL, free_then_queue, &fr) == 0, "pthread_create",
-			 CF_LABEL);
-		tu_sleep_ms(WINDOW_MS);
-		/* However long the pause: the free cannot have returned, nor
-		 * anything after it run, before B's write. */
-		expect_not_run(&log, 1);
-		expect_not_run(&log, 2);
-		tu_gate_open(&gate);
-		CF_CHECK(pthread_join(th, NULL) == 0, "pthread_join", CF_LABEL);
-		/* It returned after the write, which ran before it. */
-		CF_CHECK(tu_log_pos(&log, 1) == 0, "the free returned before B's write ran",
-			 CF_LABEL);
-	} else {
-		free_then_queue(&fr);
-		/* A's free stands behind B's write, which stands at the gate. */
-		CF_EQ(tree_u64("%s/streams/%d/pending_frees", rt, A), 1);
-		tu_sleep_ms(WINDOW_MS);
-		expect_not_run(&log, 1);
-		expect_not_run(&log, 2);
-		CF_EQ(tree_u64("%s/streams/%d/pending_frees", rt, A), 1);
-		tu_gate_open(&gate);
-	}
+	free_then_queue(&fr);
+	/* A's free stands behind B's write, which stands at the gate. */
+	CF_EQ(tree_u64("%s/streams/%d/pending_frees", rt, A), 1);
+	tu_sleep_ms(WINDOW_MS);
+	expect_not_run(&log, 1);
+	expect_not_run(&log, 2);
+	CF_EQ(tree_u64("%s/streams/%d/pending_frees", rt, A), 1);
+	tu_gate_open(&gate);
 	CF_OK(fr.st);
 	CF_OK(fr.st_after);
 	expect_consumed(&b);

@@ -12,6 +12,12 @@
  * The planted writes stay inside the upstream allocation (the canaries and
  * the quarantined blocks are part of it), so AddressSanitizer sees no bug
  * of the test's own.
+ *
+ * A free reads nothing back: the guard checks a block when it leaves the
+ * quarantine, on its checker thread, and returns what it found from the
+ * next deallocate or xdm_reap_pending.  The tests name that point
+ * explicitly (a reap, or a limit that makes the block leave at once), and
+ * never depend on when the checker thread runs.
  */
 #include "config.h"
 
@@ -119,23 +125,31 @@ START_TEST(overrun_after_is_out_of_bounds_after)
 	alloc_synced(rt, 1000, "over", &b);
 	gen = b.generation;
 	bytes_of(&b)[1000] = 0;		/* one byte past the end */
-	expect_error(xdm_deallocate(rt, &b), XDM_E_OUT_OF_BOUNDS, gen, XDM_SIDE_AFTER,
+	/* The free reads nothing back: the block goes to the quarantine. */
+	TU_OK(xdm_deallocate(rt, &b));
+	ck_assert_int_eq(b.state, XDM_BLOCK_QUARANTINED);
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 1);
+	/* The reap empties the quarantine, checked: the damage comes back
+	 * from it, naming the block. */
+	expect_error(xdm_reap_pending(rt), XDM_E_OUT_OF_BOUNDS, gen, XDM_SIDE_AFTER,
 		     "after the end");
 	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "offset +1000"));
 	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "tag \"over\""));
-	/* Consumed whatever the status: nothing live, the block quarantined. */
-	ck_assert_int_eq(b.state, XDM_BLOCK_QUARANTINED);
-	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 1);
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 0);
 	ck_assert_uint_eq(attr_u64(rt, "violations"), 1);
 	show(rt, "last_violation", buf, sizeof(buf));
 	ck_assert_ptr_nonnull(strstr(buf, "after the end"));
+	/* Told once: the next reap is clean. */
+	TU_OK(xdm_reap_pending(rt));
 	finish(rt);
 }
 END_TEST
 
 START_TEST(underrun_before_is_out_of_bounds_before)
 {
-	struct xdm_runtime *rt = make("guard | host");
+	/* With no quarantine the block leaves at once, checked, and its
+	 * own free returns what the check found. */
+	struct xdm_runtime *rt = make("guard quarantine_count=0 | host");
 	struct xdm_block b;
 	xdm_generation gen;
 
@@ -145,13 +159,15 @@ START_TEST(underrun_before_is_out_of_bounds_before)
 	expect_error(xdm_deallocate(rt, &b), XDM_E_OUT_OF_BOUNDS, gen, XDM_SIDE_BEFORE,
 		     "before the start");
 	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "offset -1"));
+	ck_assert_int_eq(b.state, XDM_BLOCK_FREED);
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 0);
 	finish(rt);
 }
 END_TEST
 
 START_TEST(far_damage_in_the_canary_is_found)
 {
-	struct xdm_runtime *rt = make("guard canary=64 | host");
+	struct xdm_runtime *rt = make("guard canary=64 quarantine_count=0 | host");
 	struct xdm_block b;
 
 	/* The last byte of the back canary, and the first of the front. */
@@ -171,11 +187,14 @@ START_TEST(both_sides_damaged_names_both)
 {
 	struct xdm_runtime *rt = make("guard | host");
 	struct xdm_block b;
+	xdm_generation gen;
 
 	alloc_synced(rt, 512, "both", &b);
+	gen = b.generation;
 	memset(bytes_of(&b) + 512, 0, 3);
 	bytes_of(&b)[-2] = 0;
-	expect_error(xdm_deallocate(rt, &b), XDM_E_OUT_OF_BOUNDS, b.generation, XDM_SIDE_AFTER,
+	TU_OK(xdm_deallocate(rt, &b));
+	expect_error(xdm_reap_pending(rt), XDM_E_OUT_OF_BOUNDS, gen, XDM_SIDE_AFTER,
 		     "3 bytes after the end");
 	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "before its start"));
 	finish(rt);
@@ -243,9 +262,9 @@ START_TEST(freed_memory_holds_the_poison)
 	/* Still in the quarantine, so still the upstream's memory. */
 	for (size_t k = 0; k < 2000; k++)
 		ck_assert_uint_eq(p[k], 0x6b);
-	/* The canaries are poisoned too. */
-	ck_assert_uint_eq(p[-1], 0x6b);
-	ck_assert_uint_eq(p[2000], 0x6b);
+	/* The canaries keep their pattern, to be checked on the way out. */
+	ck_assert_uint_eq(p[-1], CANARY_BYTE);
+	ck_assert_uint_eq(p[2000], CANARY_BYTE);
 	finish(rt);
 }
 END_TEST
@@ -333,13 +352,16 @@ START_TEST(quarantine_bytes_is_a_limit)
 	struct xdm_runtime *rt = make("guard quarantine_bytes=4K | host");
 	struct xdm_block b, big;
 
+	/*
+	 * The FIFO keeps 7/8 of 4K, three blocks; a fourth may still wait for
+	 * its check, whenever the checker thread runs, but never a fifth.
+	 */
 	for (int i = 0; i < 10; i++) {
 		alloc_synced(rt, 512, "q", &b);
 		TU_OK(xdm_deallocate(rt, &b));
 		ck_assert_uint_le(attr_u64(rt, "quarantined_bytes"), 4096);
+		ck_assert_uint_ge(attr_u64(rt, "quarantined_bytes"), i < 3 ? 1024 * (i + 1) : 3072);
 	}
-	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 4);
-	ck_assert_uint_eq(attr_u64(rt, "quarantined_bytes"), 4096);
 
 	/* A block larger than the whole quarantine goes straight through,
 	 * and pushes out everything before it. */
@@ -363,6 +385,7 @@ START_TEST(teardown_empties_the_quarantine)
 	}
 	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 20);
 	ck_assert_uint_gt(xdm_bytes_outstanding(rt), 0);	/* held back, still counted */
+	ck_assert_uint_ge(xdm_bytes_outstanding(rt), attr_u64(rt, "quarantined_bytes"));
 	/* Under ASan, a block fini failed to give back would be a leak. */
 	finish(rt);
 }
@@ -411,17 +434,236 @@ START_TEST(works_over_a_synchronous_upstream)
 {
 	struct xdm_runtime *rt = make("guard quarantine_count=1 | host free=sync");
 	struct xdm_block b[3];
+	xdm_generation gen;
 
 	for (int i = 0; i < 3; i++)
 		alloc_synced(rt, 1000, "sync", &b[i]);
+	gen = b[1].generation;
 	bytes_of(&b[1])[1000] = 0;
-	for (int i = 0; i < 3; i++) {
-		enum xdm_status st = xdm_deallocate(rt, &b[i]);
-
-		ck_assert_int_eq(st, i == 1 ? XDM_E_OUT_OF_BOUNDS : XDM_OK);
-	}
+	/* b[1] leaves a quarantine of one when b[2] is freed: that free
+	 * waits for its check and returns it. */
+	TU_OK(xdm_deallocate(rt, &b[0]));
+	TU_OK(xdm_deallocate(rt, &b[1]));
+	expect_error(xdm_deallocate(rt, &b[2]), XDM_E_OUT_OF_BOUNDS, gen, XDM_SIDE_AFTER,
+		     "offset +1000");
 	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 1);
 	finish(rt);
+}
+END_TEST
+
+/* ---- checked later, in batches ------------------------------------------ */
+
+/*
+ * One damaged block among many that pass through the checker in batches:
+ * exactly one call (a later free, or the reap at the latest) returns the
+ * damage, naming that block, and the count says one.
+ */
+START_TEST(overrun_is_reported_after_the_batch_check)
+{
+	struct xdm_runtime *rt = make("guard quarantine_count=16 | host");
+	struct xdm_block b;
+	xdm_generation gen = 0;
+	int reports = 0;
+
+	for (int i = 0; i < 200; i++) {
+		enum xdm_status st;
+
+		alloc_synced(rt, 300, i == 37 ? "the-one" : "other", &b);
+		if (i == 37) {
+			gen = b.generation;
+			bytes_of(&b)[300 + 5] = 0;
+		}
+		st = xdm_deallocate(rt, &b);
+		if (st == XDM_OK)
+			continue;
+		expect_error(st, XDM_E_OUT_OF_BOUNDS, gen, XDM_SIDE_AFTER, "offset +305");
+		ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "tag \"the-one\""));
+		reports++;
+	}
+	if (!reports) {
+		expect_error(xdm_reap_pending(rt), XDM_E_OUT_OF_BOUNDS, gen, XDM_SIDE_AFTER,
+			     "offset +305");
+		reports++;
+	}
+	TU_OK(xdm_reap_pending(rt));
+	ck_assert_int_eq(reports, 1);
+	ck_assert_uint_eq(attr_u64(rt, "violations"), 1);
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 0);
+	finish(rt);
+}
+END_TEST
+
+START_TEST(reap_empties_the_quarantine_and_reports_a_use_after_free)
+{
+	struct xdm_runtime *rt = make("guard | host");
+	struct xdm_block a, b;
+	xdm_generation gen_a;
+	unsigned char *pa;
+
+	alloc_synced(rt, 2048, "late-write", &a);
+	alloc_synced(rt, 512, "fine", &b);
+	gen_a = a.generation;
+	pa = bytes_of(&a);
+	TU_OK(xdm_deallocate(rt, &a));
+	TU_OK(xdm_deallocate(rt, &b));
+	TU_OK(xdm_stream_synchronize(rt, 0));
+	memset(pa + 100, 0, 4);		/* the dangling write */
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 2);
+
+	expect_error(xdm_reap_pending(rt), XDM_E_USE_AFTER_FREE, gen_a, XDM_SIDE_NONE,
+		     "written after the free");
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "4 bytes"));
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "from offset +100 to +103"));
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "tag \"late-write\""));
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 0);
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_bytes"), 0);
+	ck_assert_uint_eq(attr_u64(rt, "violations"), 1);
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
+	finish(rt);
+}
+END_TEST
+
+/*
+ * The runtime's bytes_outstanding counts the live blocks, as asked; the
+ * stack's (xdm_bytes_outstanding) also what the guard holds on purpose,
+ * which quarantined_bytes says, until a reap gives it back.  The upstream
+ * frees at once (free=sync), and nothing leaves the quarantine here, so
+ * the sums are exact whenever they are read.
+ */
+START_TEST(counters_tell_quarantined_bytes_from_live_ones)
+{
+	struct xdm_runtime *rt = make("guard | host free=sync");
+	const uint64_t around = 256 + 256;	/* front and back canary */
+	struct xdm_block live[3], dead[4];
+	struct xdm_stats st;
+	uint64_t live_bytes = 0, live_up = 0;
+
+	for (int i = 0; i < 3; i++) {
+		alloc_synced(rt, 1000 + 100 * i, "live", &live[i]);
+		live_bytes += live[i].bytes;
+		live_up += live[i].bytes + around;
+	}
+	for (int i = 0; i < 4; i++) {
+		alloc_synced(rt, 4096, "dead", &dead[i]);
+		TU_OK(xdm_deallocate(rt, &dead[i]));
+	}
+
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.bytes_outstanding, live_bytes);
+	ck_assert_uint_eq(st.blocks_outstanding, 3);
+	ck_assert_uint_eq(attr_u64(rt, "live_blocks"), 3);
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_blocks"), 4);
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_bytes"), 4 * (4096 + around));
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), live_up + 4 * (4096 + around));
+
+	/* A reap gives the quarantine back; the live blocks stay. */
+	TU_OK(xdm_reap_pending(rt));
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_bytes"), 0);
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), live_up);
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.bytes_outstanding, live_bytes);
+
+	for (int i = 0; i < 3; i++)
+		TU_OK(xdm_deallocate(rt, &live[i]));
+	TU_OK(xdm_reap_pending(rt));
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
+	finish(rt);
+}
+END_TEST
+
+struct churn {
+	struct xdm_runtime *rt;
+	xdm_stream_id stream;
+	atomic_int failures;
+};
+
+static void *churn_run(void *arg)
+{
+	struct churn *c = arg;
+	struct xdm_block b;
+	unsigned int seed = c->stream * 7919u + 1;
+
+	for (int i = 0; i < 2000; i++) {
+		size_t n = 1 + rand_r(&seed) % 5000;
+
+		if (xdm_allocate(c->rt, n, c->stream, "churn", &b) != XDM_OK ||
+		    xdm_deallocate(c->rt, &b) != XDM_OK)
+			atomic_fetch_add(&c->failures, 1);
+	}
+	return NULL;
+}
+
+struct watcher {
+	struct xdm_runtime *rt;
+	atomic_bool stop;
+	uint64_t max_bytes, max_blocks;
+};
+
+static void *watch_run(void *arg)
+{
+	struct watcher *w = arg;
+
+	while (!atomic_load(&w->stop)) {
+		uint64_t bytes = attr_u64(w->rt, "quarantined_bytes");
+		uint64_t blocks = attr_u64(w->rt, "quarantined_blocks");
+
+		if (bytes > w->max_bytes)
+			w->max_bytes = bytes;
+		if (blocks > w->max_blocks)
+			w->max_blocks = blocks;
+	}
+	return NULL;
+}
+
+/*
+ * The limits bound what the guard holds at every moment, blocks waiting
+ * for their check included: read from another thread while four threads
+ * free, the totals never pass them (each is read under the guard's lock,
+ * so any schedule gives a state the guard was in).
+ */
+static void limits_hold_while_threads_free(const char *stack, uint64_t max_bytes,
+					   uint64_t max_blocks)
+{
+	struct xdm_runtime *rt = make(stack);
+	struct watcher w = { .rt = rt };
+	struct churn c[4];
+	pthread_t t[4], tw;
+
+	atomic_init(&w.stop, false);
+	ck_assert_int_eq(pthread_create(&tw, NULL, watch_run, &w), 0);
+	for (int i = 0; i < 4; i++) {
+		c[i].rt = rt;
+		c[i].stream = (xdm_stream_id)i;
+		atomic_init(&c[i].failures, 0);
+		ck_assert_int_eq(pthread_create(&t[i], NULL, churn_run, &c[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_int_eq(atomic_load(&c[i].failures), 0);
+	}
+	atomic_store(&w.stop, true);
+	ck_assert_int_eq(pthread_join(tw, NULL), 0);
+	ck_assert_uint_le(w.max_bytes, max_bytes);
+	ck_assert_uint_le(w.max_blocks, max_blocks);
+	ck_assert_uint_le(attr_u64(rt, "quarantined_bytes"), max_bytes);
+	ck_assert_uint_eq(attr_u64(rt, "violations"), 0);
+	TU_OK(xdm_reap_pending(rt));
+	ck_assert_uint_eq(attr_u64(rt, "quarantined_bytes"), 0);
+	finish(rt);
+}
+
+START_TEST(quarantine_bytes_hold_while_threads_free)
+{
+	/* Blocks of 1 to 5000 bytes, 5.5K at most upstream: 64K holds ~12+. */
+	limits_hold_while_threads_free("guard quarantine_bytes=64K quarantine_count=100000 | host",
+				       64 << 10, 100000);
+}
+END_TEST
+
+START_TEST(quarantine_count_holds_while_threads_free)
+{
+	limits_hold_while_threads_free("guard quarantine_count=40 quarantine_bytes=1G | host",
+				       1ULL << 30, 40);
 }
 END_TEST
 
@@ -453,17 +695,17 @@ START_TEST(check_finds_damage_in_live_and_quarantined_blocks)
 	ck_assert_uint_eq(attr_u64(rt, "live_blocks"), 2);
 	TU_OK(xdm_block_lookup(rt, xdm_block_id_of(&a), &out));
 
-	/* Checking again finds it again but counts it once; the free reports
-	 * it to its caller, still once in the count. */
+	/* Checking again finds it again but counts it once; the reap after
+	 * the free reports it to a caller, still once in the count. */
 	TU_OK(xdm_layer_attr_store(rt, 0, "check", "1"));
 	ck_assert_uint_eq(attr_u64(rt, "violations"), 1);
 	gen_a = a.generation;
-	expect_error(xdm_deallocate(rt, &a), XDM_E_OUT_OF_BOUNDS, gen_a, XDM_SIDE_AFTER,
+	TU_OK(xdm_deallocate(rt, &a));
+	expect_error(xdm_reap_pending(rt), XDM_E_OUT_OF_BOUNDS, gen_a, XDM_SIDE_AFTER,
 		     "offset +705");
 	ck_assert_uint_eq(attr_u64(rt, "violations"), 1);
 
-	/* A write into a quarantined block is found before its eviction.
-	 * (a's canary was poisoned over at the free: it does not count.) */
+	/* A write into a quarantined block is found before its eviction. */
 	alloc_synced(rt, 100, "c", &c);
 	TU_OK(xdm_deallocate(rt, &c));
 	TU_OK(xdm_stream_synchronize(rt, 0));
@@ -529,28 +771,6 @@ START_TEST(cross_stream_use_is_tracked_through_the_guard)
 }
 END_TEST
 
-struct churn {
-	struct xdm_runtime *rt;
-	xdm_stream_id stream;
-	atomic_int failures;
-};
-
-static void *churn_run(void *arg)
-{
-	struct churn *c = arg;
-	struct xdm_block b;
-	unsigned int seed = c->stream * 7919u + 1;
-
-	for (int i = 0; i < 2000; i++) {
-		size_t n = 1 + rand_r(&seed) % 5000;
-
-		if (xdm_allocate(c->rt, n, c->stream, "churn", &b) != XDM_OK ||
-		    xdm_deallocate(c->rt, &b) != XDM_OK)
-			atomic_fetch_add(&c->failures, 1);
-	}
-	return NULL;
-}
-
 START_TEST(concurrent_frees_and_checks_stay_clean)
 {
 	struct xdm_runtime *rt = make("guard quarantine_count=64 | host");
@@ -600,6 +820,11 @@ static Suite *guard_suite(void)
 	tcase_add_test(tc, teardown_empties_the_quarantine);
 	tcase_add_test(tc, teardown_reports_a_use_after_free_on_stderr);
 	tcase_add_test(tc, works_over_a_synchronous_upstream);
+	tcase_add_test(tc, overrun_is_reported_after_the_batch_check);
+	tcase_add_test(tc, reap_empties_the_quarantine_and_reports_a_use_after_free);
+	tcase_add_test(tc, counters_tell_quarantined_bytes_from_live_ones);
+	tcase_add_test(tc, quarantine_bytes_hold_while_threads_free);
+	tcase_add_test(tc, quarantine_count_holds_while_threads_free);
 	tcase_add_test(tc, check_finds_damage_in_live_and_quarantined_blocks);
 	tcase_add_test(tc, bad_parameters_are_config_errors);
 	tcase_add_test(tc, cross_stream_use_is_tracked_through_the_guard);

@@ -143,6 +143,30 @@ static enum xdm_status use_group(struct budget *b, const struct xdm_params *para
 	return XDM_OK;
 }
 
+/*
+ * credit=auto (the default), credit=0 (none: every call is exact in the
+ * segment) or credit=SIZE (a fixed credit per thread); credit.c has the
+ * rules.
+ */
+static enum xdm_status use_credit(struct budget *b, const char *text)
+{
+	uint64_t size;
+
+	if (!text || !*text || strcmp(text, "auto") == 0) {
+		b->credit_auto = true;
+		b->credit_max = BUDGET_CREDIT_AUTO_MAX;
+		return XDM_OK;
+	}
+	if (xdm_parse_size(text, b->device_total, &size) != XDM_OK)
+		return xdm_error_set(XDM_E_CONFIG, "budget: credit must be auto, 0 or a size "
+				     "(like 64K or 1M), not '%s'", text);
+	if (size > BUDGET_CREDIT_MAX)
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: credit must be at most 1G, not %" PRIu64, size);
+	b->credit_max = size;
+	return XDM_OK;
+}
+
 static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_params *params)
 {
 	const struct xdm_device_info *dev = xdm_layer_device(self);
@@ -159,12 +183,9 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 	snprintf(b->uuid, sizeof(b->uuid), "%s", dev->uuid);
 	b->device_total = dev->total_bytes;
 	b->configured_limit = xdm_params_size(params, "limit");
-	b->credit_max = xdm_params_size(params, "credit");
-	if (b->credit_max > BUDGET_CREDIT_MAX) {
-		st = xdm_error_set(XDM_E_CONFIG, "budget: credit must be at most 1G, not %" PRIu64,
-				   b->credit_max);
+	st = use_credit(b, xdm_params_string(params, "credit"));
+	if (st)
 		goto fail;
-	}
 	b->pid = getpid();
 
 	st = make_name(b, key && *key ? key : dev->uuid);
@@ -410,11 +431,14 @@ static const struct xdm_param_spec budget_params[] = {
 	},
 	{
 		.name = "credit",
-		.type = XDM_PARAM_SIZE,
-		.default_value = "0",
-		.help = "bytes each thread may draw from the limit ahead of its allocations, "
+		.type = XDM_PARAM_STRING,
+		.default_value = "auto",
+		.help = "what each thread may draw from the limit ahead of its allocations, "
 			"so that threads do not meet on the shared counter (credit is counted "
-			"as used); 0: every allocation and free updates the shared counter",
+			"as used): auto, a size that follows the thread's demand (64K doubling "
+			"to 16M, at most 1/16 of the room left, halved when frees overflow it); "
+			"SIZE, a fixed size (at most 1G); 0: none, every allocation and free "
+			"updates the shared counter exactly",
 	},
 	{ .name = NULL },
 };

@@ -193,6 +193,12 @@ enum xdm_status budget_credit_init(struct budget *b)
 	if (!book) {
 		err = errno;
 		pthread_key_delete(b->credit_key);
+		if (err == EINVAL && b->credit_auto) {
+			/* auto is ours to choose: the strict mode, then. */
+			b->credit_auto = false;
+			b->credit_max = 0;
+			return XDM_OK;
+		}
 		if (err == EINVAL)
 			return xdm_error_set(XDM_E_NOT_SUPPORTED,
 					     "budget: credit needs madvise(MADV_WIPEONFORK) "

@@ -310,39 +310,72 @@ static enum xdm_status refuse(struct budget *b, size_t requested, uint64_t remai
 				    group_room, group_limit);
 }
 
-/* Charge, then allocate from the upstream: anywhere, or at exactly at. */
-static enum xdm_status charge_and_allocate(struct xdm_layer *self, bool placed, uint64_t at,
-					   size_t bytes, xdm_stream_id stream, const char *tag,
-					   struct xdm_block *out)
+/*
+ * A charge the thread's credit and the segment refused: reclaim the dead
+ * and ask once more, or refuse.  Out of line, so that the allocation path
+ * keeps only what a served charge needs.
+ */
+static __attribute__((noinline, cold)) enum xdm_status charge_again(struct budget *b,
+								     size_t bytes)
+{
+	uint64_t remaining;
+
+	if (reserve_after_reclaim(b, bytes, &remaining))
+		return XDM_OK;
+	return refuse(b, bytes, remaining, "");
+}
+
+/*
+ * The upstream failed (st), or its block is not bytes long: give the
+ * charge back, or count exactly what the block holds, so that deallocate
+ * gives back exactly what was reserved.  Out of line, as charge_again.
+ */
+static __attribute__((noinline)) enum xdm_status settle(struct xdm_layer *self,
+							enum xdm_status st, size_t bytes,
+							struct xdm_block *out)
 {
 	struct budget *b = budget_of(self);
-	struct xdm_layer *up = xdm_layer_upstream(self);
 	uint64_t remaining;
-	enum xdm_status st;
 
-	if (!budget_charge(b, bytes, &remaining) && !reserve_after_reclaim(b, bytes, &remaining))
-		return refuse(b, bytes, remaining, "");
-
-	st = placed ? xdm_up_allocate_at(up, at, bytes, stream, tag, out) :
-		      xdm_up_allocate(up, bytes, stream, tag, out);
 	if (st) {
 		budget_uncharge(b, bytes);
 		return st;
 	}
-	if (out->bytes == bytes)
-		return XDM_OK;
-
-	/* Count exactly what the block holds, so deallocate gives back
-	 * exactly what was reserved. */
 	if (out->bytes < bytes) {
 		budget_uncharge(b, bytes - out->bytes);
 		return XDM_OK;
 	}
 	if (budget_charge(b, out->bytes - bytes, &remaining))
 		return XDM_OK;
-	xdm_up_deallocate(up, out);
+	xdm_up_deallocate(xdm_layer_upstream(self), out);
 	budget_uncharge(b, bytes);
 	return refuse(b, out->bytes, remaining + bytes, "the layer below rounds up: ");
+}
+
+/*
+ * Charge, then allocate from the upstream: anywhere, or at exactly at.
+ * Inlined into both callers, so that placed is a constant in each.
+ */
+static inline __attribute__((always_inline)) enum xdm_status
+charge_and_allocate(struct xdm_layer *self, bool placed, uint64_t at, size_t bytes,
+		    xdm_stream_id stream, const char *tag, struct xdm_block *out)
+{
+	struct budget *b = budget_of(self);
+	struct xdm_layer *up;
+	uint64_t remaining;
+	enum xdm_status st;
+
+	if (!budget_charge(b, bytes, &remaining)) {
+		st = charge_again(b, bytes);
+		if (st)
+			return st;
+	}
+	up = xdm_layer_upstream(self);
+	st = placed ? xdm_up_allocate_at(up, at, bytes, stream, tag, out) :
+		      xdm_up_allocate(up, bytes, stream, tag, out);
+	if (!st && out->bytes == bytes)
+		return XDM_OK;
+	return settle(self, st, bytes, out);
 }
 
 static enum xdm_status budget_allocate(struct xdm_layer *self, size_t bytes, xdm_stream_id stream,

@@ -23,7 +23,7 @@
 #include "tests/lib/budget_agent.h"
 
 static const char *const test_keys[] = {
-	"augrow", "aushare", "audrain", "auparam", NULL,
+	"augrow", "aushare", "augroup", "audrain", "auparam", NULL,
 };
 
 #define CREDIT_STATE(rt, used_, held_)                                   \
@@ -187,6 +187,24 @@ START_TEST(auto_credit_takes_a_share_of_the_room)
 }
 END_TEST
 
+/* In a group, the share is of the smaller room: the group's here. */
+START_TEST(auto_credit_takes_a_share_of_the_groups_room)
+{
+	struct xdm_runtime *rt =
+		budget_rt("augroup", "limit=1G group=ag group_limit=1M", "host");
+	struct xdm_block a;
+	uint64_t ahead = (MIB - 4 * KIB) / 16;
+
+	alloc_on(rt, 4 * KIB, &a);
+	CREDIT_STATE(rt, 4 * KIB + ahead, ahead);
+	ck_assert_uint_eq(attr(rt, "group_used"), 4 * KIB + ahead);
+	TU_OK(xdm_deallocate(rt, &a));
+	CREDIT_STATE(rt, 4 * KIB + ahead, 4 * KIB + ahead);
+	TU_OK(xdm_runtime_destroy(rt));
+	ck_assert(!segment_exists("augroup"));
+}
+END_TEST
+
 /*
  * Two threads hold auto credit that a third one's request needs.  It is
  * refused and asks them back; each gives all of it on its next call, and
@@ -302,6 +320,7 @@ static Suite *auto_suite(void)
 
 	tcase_add_test(tc, auto_credit_grows_with_demand_and_halves_when_it_falls);
 	tcase_add_test(tc, auto_credit_takes_a_share_of_the_room);
+	tcase_add_test(tc, auto_credit_takes_a_share_of_the_groups_room);
 	tcase_add_test(tc, auto_credit_is_asked_back_and_starts_over);
 	tcase_add_test(tc, credit_parameter_forms);
 	tcase_set_timeout(tc, TU_TIMEOUT_S);

@@ -42,7 +42,8 @@ AM_CPPFLAGS += $(CHECK_CFLAGS)
 test_exec_flags = $(AM_LDFLAGS) -no-install
 
 noinst_HEADERS += tests/lib/testutil.h tests/lib/thread_churn.h tests/lib/random_churn.h \
-	tests/lib/budget_test.h tests/lib/budget_util.h tests/lib/cudatest.h tests/lib/cudacheck.h
+	tests/lib/budget_test.h tests/lib/budget_util.h tests/lib/budget_agent.h \
+	tests/lib/cudatest.h tests/lib/cudacheck.h
 EXTRA_DIST += tests/README tests/data/host.conf tests/lsan.supp tests/tsan.supp
 # Not run by make check: make check itself, repeatedly, under stress-ng.
 EXTRA_DIST += tests/under-load.sh
@@ -128,13 +129,15 @@ tests_conformance_check_conformance_LDADD = $(conformance_cuda_ldadd) $(LDADD) -
 # check_budget_kill kills a worker at every step of a change of the
 # accounting (the fault build of the module, below); budget_torture kills
 # workers at random for 3 s while the limit flips; check_budget_credit
-# covers per-thread credit; check_budget_segment refuses segments that are
+# covers per-thread credit, check_budget_auto the rule of credit=auto, the
+# default; check_budget_segment refuses segments that are
 # not what they should be.  check_users runs, as root, another local user
 # against a segment and a tree (a skip otherwise).
 process_tests = \
 	tests/process/check_budget \
 	tests/process/check_budget_kill \
 	tests/process/check_budget_credit \
+	tests/process/check_budget_auto \
 	tests/process/check_budget_segment \
 	tests/process/check_budget_groups \
 	tests/process/budget_torture \
@@ -148,6 +151,8 @@ tests_process_check_budget_kill_LDFLAGS = $(test_exec_flags)
 tests_process_check_budget_kill_LDADD = $(LDADD) -lrt
 tests_process_check_budget_credit_LDFLAGS = $(test_exec_flags)
 tests_process_check_budget_credit_LDADD = $(LDADD) -lrt
+tests_process_check_budget_auto_LDFLAGS = $(test_exec_flags)
+tests_process_check_budget_auto_LDADD = $(LDADD) -lrt
 tests_process_check_budget_segment_LDADD = $(LDADD) -lrt
 tests_process_check_budget_groups_LDFLAGS = $(test_exec_flags)
 tests_process_check_budget_groups_LDADD = $(LDADD) -lrt

@@ -26,6 +26,13 @@ static int show_u64(char *buf, size_t len, uint64_t value)
 	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
 }
 
+static int show_text(char *buf, size_t len, const char *text)
+{
+	int n = snprintf(buf, len, "%s\n", text);
+
+	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
+}
+
 static uint64_t load(_Atomic uint64_t *v)
 {
 	return atomic_load_explicit(v, memory_order_relaxed);
@@ -80,9 +87,14 @@ static int used_show(struct xdm_layer *self, char *buf, size_t len)
 	return show_u64(buf, len, load(&budget_of(self)->shm->used));
 }
 
+/* "auto", or the fixed size in bytes (0: none). */
 static int credit_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_u64(buf, len, budget_of(self)->credit_max);
+	const struct budget *b = budget_of(self);
+
+	if (b->credit_auto)
+		return show_text(buf, len, "auto");
+	return show_u64(buf, len, b->credit_max);
 }
 
 static int credit_held_show(struct xdm_layer *self, char *buf, size_t len)
@@ -118,13 +130,6 @@ static int unsettled_show(struct xdm_layer *self, char *buf, size_t len)
 	const struct budget_shm *s = budget_of(self)->shm;
 
 	return show_u64(buf, len, atomic_load_explicit(&s->unsettled, memory_order_relaxed));
-}
-
-static int show_text(char *buf, size_t len, const char *text)
-{
-	int n = snprintf(buf, len, "%s\n", text);
-
-	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
 }
 
 static int segment_show(struct xdm_layer *self, char *buf, size_t len)
@@ -250,7 +255,8 @@ const struct xdm_attr budget_attrs[] = {
 	{
 		.name = "credit",
 		.mode = 0444,
-		.help = "bytes, the credit parameter: what a thread may draw ahead",
+		.help = "the credit parameter: auto (each thread's credit follows its "
+			"demand), or the bytes a thread draws ahead (0: none)",
 		.show = credit_show,
 	},
 	{

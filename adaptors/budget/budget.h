@@ -20,13 +20,14 @@
 
 /*
  * A thread's credit on one budget layer, on a cache line of its own
- * (credit.c, credit_thread.c).  Only its thread writes bytes, with relaxed
- * loads and stores; others read it.  drain is set by a thread about to be
- * refused, and cleared by the owner when it gives its credit back.  A line
- * without a thread holds 0 bytes.
+ * (credit.c, credit_thread.c).  Only its thread writes bytes and size,
+ * with relaxed loads and stores; others read them.  drain is set by a
+ * thread about to be refused, and cleared by the owner when it gives its
+ * credit back.  A line without a thread holds 0 bytes.
  */
 struct budget_credit {
 	alignas(64) _Atomic uint64_t bytes;	/* drawn from the usage, not handed out */
+	_Atomic uint64_t size;			/* the credit's size now (credit.c) */
 	_Atomic uint32_t drain;			/* another thread asks for it back */
 };
 
@@ -34,7 +35,11 @@ struct budget_credit_book;
 
 /* The state of one budget layer; nothing of it lives in globals. */
 struct budget {
-	uint64_t credit_max;		/* credit=; 0: every call goes to the segment */
+	/* The largest request or block that credit serves: credit=SIZE, or
+	 * BUDGET_CREDIT_AUTO_MAX with credit=auto; 0 (credit=0): none, every
+	 * call goes to the segment. */
+	uint64_t credit_max;
+	bool credit_auto;		/* credit=auto: each thread's size adapts */
 	pthread_key_t credit_key;	/* a thread's struct budget_credit, with credit */
 	bool credit_key_made;		/* credit_key exists until fini */
 	/* pages of records, pushed and never popped until fini */
@@ -277,23 +282,44 @@ static inline void budget_release(struct budget *b, uint64_t n)
 /* Keeps credit + request and twice the credit far from overflowing. */
 #define BUDGET_CREDIT_MAX (1ull << 30)
 
+/*
+ * credit=auto (credit.c says why these): a thread's first draw takes
+ * BUDGET_CREDIT_AUTO_MIN ahead, each later one twice the last, up to
+ * BUDGET_CREDIT_AUTO_MAX, and never more than a 2^-BUDGET_CREDIT_AUTO_SHARE
+ * share of the room the limit has left beside the request.
+ */
+#define BUDGET_CREDIT_AUTO_MIN (64ull << 10)
+#define BUDGET_CREDIT_AUTO_MAX (16ull << 20)
+#define BUDGET_CREDIT_AUTO_SHARE 4
+
 bool budget_charge_slow(struct budget *b, uint64_t n, uint64_t *remaining);
 void budget_uncharge_slow(struct budget *b, uint64_t n);
 
 /*
+ * The calling thread's record, or NULL before its first call with credit.
+ * The one place that finds it, so that a per-thread state of the core's
+ * can take the key's place.
+ */
+static inline struct budget_credit *budget_credit_mine(struct budget *b)
+{
+	return pthread_getspecific(b->credit_key);
+}
+
+/*
  * Reserve n for an allocation: from the calling thread's credit, or the
- * segment.  Inline, the case the credit covers: a plain load and store on
- * the thread's own line, no atomic read-modify-write (credit.c says why
- * that is enough, and does everything else).
+ * segment.  Inline, the case the credit covers: plain loads and a store on
+ * the thread's own line, no atomic read-modify-write and no shared line
+ * (credit.c says why that is enough, and does everything else).
  */
 static inline bool budget_charge(struct budget *b, uint64_t n, uint64_t *remaining)
 {
 	struct budget_credit *c;
 	uint64_t have;
 
-	if (b->credit_max && n <= b->credit_max) {
-		c = pthread_getspecific(b->credit_key);
-		if (c && !atomic_load_explicit(&c->drain, memory_order_relaxed)) {
+	if (b->credit_max) {
+		c = budget_credit_mine(b);
+		if (c && n <= atomic_load_explicit(&c->size, memory_order_relaxed) &&
+		    !atomic_load_explicit(&c->drain, memory_order_relaxed)) {
 			have = atomic_load_explicit(&c->bytes, memory_order_relaxed);
 			if (have >= n) {
 				atomic_store_explicit(&c->bytes, have - n, memory_order_relaxed);
@@ -304,17 +330,22 @@ static inline bool budget_charge(struct budget *b, uint64_t n, uint64_t *remaini
 	return budget_charge_slow(b, n, remaining);
 }
 
-/* Give n back from a block: to the calling thread's credit, or the segment. */
+/*
+ * Give n back from a block: to the calling thread's credit while it keeps
+ * at most twice its size, or the segment.
+ */
 static inline void budget_uncharge(struct budget *b, uint64_t n)
 {
 	struct budget_credit *c;
-	uint64_t have;
+	uint64_t have, size;
 
-	if (b->credit_max && n <= b->credit_max) {
-		c = pthread_getspecific(b->credit_key);
-		if (c && !atomic_load_explicit(&c->drain, memory_order_relaxed)) {
+	if (b->credit_max) {
+		c = budget_credit_mine(b);
+		if (c) {
+			size = atomic_load_explicit(&c->size, memory_order_relaxed);
 			have = atomic_load_explicit(&c->bytes, memory_order_relaxed) + n;
-			if (have <= 2 * b->credit_max) {
+			if (n <= size && have <= 2 * size &&
+			    !atomic_load_explicit(&c->drain, memory_order_relaxed)) {
 				atomic_store_explicit(&c->bytes, have, memory_order_relaxed);
 				return;
 			}

@@ -141,6 +141,7 @@ static void credit_thread_exit(void *arg)
 
 	/* A free line holds nothing and is asked nothing. */
 	atomic_store_explicit(&c->bytes, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->size, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->drain, 0, memory_order_relaxed);
 	if (have)
 		budget_release(book->b, have);
@@ -165,6 +166,8 @@ struct budget_credit *budget_credit_claim(struct budget *b)
 	}
 	/* A request raced with the line's last owner leaving: not ours. */
 	atomic_store_explicit(&c->drain, 0, memory_order_relaxed);
+	/* credit=SIZE has its size from the start, auto credit none yet. */
+	atomic_store_explicit(&c->size, b->credit_auto ? 0 : b->credit_max, memory_order_relaxed);
 	if (pthread_setspecific(b->credit_key, c) != 0) {
 		line_release(c);
 		return NULL;
@@ -190,6 +193,12 @@ enum xdm_status budget_credit_init(struct budget *b)
 	if (!book) {
 		err = errno;
 		pthread_key_delete(b->credit_key);
+		if (err == EINVAL && b->credit_auto) {
+			/* auto is ours to choose: the strict mode, then. */
+			b->credit_auto = false;
+			b->credit_max = 0;
+			return XDM_OK;
+		}
 		if (err == EINVAL)
 			return xdm_error_set(XDM_E_NOT_SUPPORTED,
 					     "budget: credit needs madvise(MADV_WIPEONFORK) "

@@ -143,6 +143,30 @@ static enum xdm_status use_group(struct budget *b, const struct xdm_params *para
 	return XDM_OK;
 }
 
+/*
+ * credit=auto (the default), credit=0 (none: every call is exact in the
+ * segment) or credit=SIZE (a fixed credit per thread); credit.c has the
+ * rules.
+ */
+static enum xdm_status use_credit(struct budget *b, const char *text)
+{
+	uint64_t size;
+
+	if (!text || !*text || strcmp(text, "auto") == 0) {
+		b->credit_auto = true;
+		b->credit_max = BUDGET_CREDIT_AUTO_MAX;
+		return XDM_OK;
+	}
+	if (xdm_parse_size(text, b->device_total, &size) != XDM_OK)
+		return xdm_error_set(XDM_E_CONFIG, "budget: credit must be auto, 0 or a size "
+				     "(like 64K or 1M), not '%s'", text);
+	if (size > BUDGET_CREDIT_MAX)
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: credit must be at most 1G, not %" PRIu64, size);
+	b->credit_max = size;
+	return XDM_OK;
+}
+
 static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_params *params)
 {
 	const struct xdm_device_info *dev = xdm_layer_device(self);
@@ -159,12 +183,9 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 	snprintf(b->uuid, sizeof(b->uuid), "%s", dev->uuid);
 	b->device_total = dev->total_bytes;
 	b->configured_limit = xdm_params_size(params, "limit");
-	b->credit_max = xdm_params_size(params, "credit");
-	if (b->credit_max > BUDGET_CREDIT_MAX) {
-		st = xdm_error_set(XDM_E_CONFIG, "budget: credit must be at most 1G, not %" PRIu64,
-				   b->credit_max);
+	st = use_credit(b, xdm_params_string(params, "credit"));
+	if (st)
 		goto fail;
-	}
 	b->pid = getpid();
 
 	st = make_name(b, key && *key ? key : dev->uuid);
@@ -289,39 +310,72 @@ static enum xdm_status refuse(struct budget *b, size_t requested, uint64_t remai
 				    group_room, group_limit);
 }
 
-/* Charge, then allocate from the upstream: anywhere, or at exactly at. */
-static enum xdm_status charge_and_allocate(struct xdm_layer *self, bool placed, uint64_t at,
-					   size_t bytes, xdm_stream_id stream, const char *tag,
-					   struct xdm_block *out)
+/*
+ * A charge the thread's credit and the segment refused: reclaim the dead
+ * and ask once more, or refuse.  Out of line, so that the allocation path
+ * keeps only what a served charge needs.
+ */
+static __attribute__((noinline, cold)) enum xdm_status charge_again(struct budget *b,
+								     size_t bytes)
+{
+	uint64_t remaining;
+
+	if (reserve_after_reclaim(b, bytes, &remaining))
+		return XDM_OK;
+	return refuse(b, bytes, remaining, "");
+}
+
+/*
+ * The upstream failed (st), or its block is not bytes long: give the
+ * charge back, or count exactly what the block holds, so that deallocate
+ * gives back exactly what was reserved.  Out of line, as charge_again.
+ */
+static __attribute__((noinline)) enum xdm_status settle(struct xdm_layer *self,
+							enum xdm_status st, size_t bytes,
+							struct xdm_block *out)
 {
 	struct budget *b = budget_of(self);
-	struct xdm_layer *up = xdm_layer_upstream(self);
 	uint64_t remaining;
-	enum xdm_status st;
 
-	if (!budget_charge(b, bytes, &remaining) && !reserve_after_reclaim(b, bytes, &remaining))
-		return refuse(b, bytes, remaining, "");
-
-	st = placed ? xdm_up_allocate_at(up, at, bytes, stream, tag, out) :
-		      xdm_up_allocate(up, bytes, stream, tag, out);
 	if (st) {
 		budget_uncharge(b, bytes);
 		return st;
 	}
-	if (out->bytes == bytes)
-		return XDM_OK;
-
-	/* Count exactly what the block holds, so deallocate gives back
-	 * exactly what was reserved. */
 	if (out->bytes < bytes) {
 		budget_uncharge(b, bytes - out->bytes);
 		return XDM_OK;
 	}
 	if (budget_charge(b, out->bytes - bytes, &remaining))
 		return XDM_OK;
-	xdm_up_deallocate(up, out);
+	xdm_up_deallocate(xdm_layer_upstream(self), out);
 	budget_uncharge(b, bytes);
 	return refuse(b, out->bytes, remaining + bytes, "the layer below rounds up: ");
+}
+
+/*
+ * Charge, then allocate from the upstream: anywhere, or at exactly at.
+ * Inlined into both callers, so that placed is a constant in each.
+ */
+static inline __attribute__((always_inline)) enum xdm_status
+charge_and_allocate(struct xdm_layer *self, bool placed, uint64_t at, size_t bytes,
+		    xdm_stream_id stream, const char *tag, struct xdm_block *out)
+{
+	struct budget *b = budget_of(self);
+	struct xdm_layer *up;
+	uint64_t remaining;
+	enum xdm_status st;
+
+	if (!budget_charge(b, bytes, &remaining)) {
+		st = charge_again(b, bytes);
+		if (st)
+			return st;
+	}
+	up = xdm_layer_upstream(self);
+	st = placed ? xdm_up_allocate_at(up, at, bytes, stream, tag, out) :
+		      xdm_up_allocate(up, bytes, stream, tag, out);
+	if (!st && out->bytes == bytes)
+		return XDM_OK;
+	return settle(self, st, bytes, out);
 }
 
 static enum xdm_status budget_allocate(struct xdm_layer *self, size_t bytes, xdm_stream_id stream,
@@ -410,11 +464,14 @@ static const struct xdm_param_spec budget_params[] = {
 	},
 	{
 		.name = "credit",
-		.type = XDM_PARAM_SIZE,
-		.default_value = "0",
-		.help = "bytes each thread may draw from the limit ahead of its allocations, "
+		.type = XDM_PARAM_STRING,
+		.default_value = "auto",
+		.help = "what each thread may draw from the limit ahead of its allocations, "
 			"so that threads do not meet on the shared counter (credit is counted "
-			"as used); 0: every allocation and free updates the shared counter",
+			"as used): auto, a size that follows the thread's demand (64K doubling "
+			"to 16M, at most 1/16 of the room left, halved when frees overflow it); "
+			"SIZE, a fixed size (at most 1G); 0: none, every allocation and free "
+			"updates the shared counter exactly",
 	},
 	{ .name = NULL },
 };

@@ -379,7 +379,7 @@ static inline void holder_start(struct worker *w, const char *test, const char *
 {
 	char params[64];
 
-	snprintf(params, sizeof(params), "limit=%s", limit);
+	snprintf(params, sizeof(params), "limit=%s credit=0", limit);
 	holder_start_params(w, test, params, bytes);
 }
 

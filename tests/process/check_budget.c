@@ -118,7 +118,7 @@ static void btest_register(void)
 
 START_TEST(basic_accounting)
 {
-	struct xdm_runtime *rt = budget_rt("basic", "limit=1M", "host");
+	struct xdm_runtime *rt = budget_rt("basic", "limit=1M credit=0", "host");
 	struct xdm_device_info dev;
 	struct xdm_block a, b;
 	long long mine;
@@ -165,7 +165,7 @@ START_TEST(upstream_failure_gives_back)
 	struct xdm_block b;
 
 	btest_register();
-	rt = budget_rt("upstream", "limit=1M", "btest fail=1");
+	rt = budget_rt("upstream", "limit=1M credit=0", "btest fail=1");
 	ck_assert_int_eq(xdm_allocate(rt, 1000, 0, NULL, &b), XDM_E_OUT_OF_MEMORY);
 	ck_assert_uint_eq(attr(rt, "used"), 0);
 	ck_assert_uint_eq(attr(rt, "refusals"), 0);
@@ -181,7 +181,7 @@ START_TEST(rounded_blocks_are_charged_whole)
 	long long mine;
 
 	btest_register();
-	rt = budget_rt("rounding", "limit=100K", "btest round=1K");
+	rt = budget_rt("rounding", "limit=100K credit=0", "btest round=1K");
 	TU_OK(xdm_allocate(rt, 10 * KIB, 0, NULL, &a));
 	ck_assert_uint_eq(a.bytes, 11 * KIB);
 	ck_assert_uint_eq(attr(rt, "used"), 11 * KIB);
@@ -206,7 +206,7 @@ START_TEST(live_limit_change)
 		"banana", "-1", "", "8Gx", "\n", "1 G", "99999999999999999999",
 		"20000000000000T", "101%x", "0x10",
 	};
-	struct xdm_runtime *rt = budget_rt("live", "limit=1M", "host");
+	struct xdm_runtime *rt = budget_rt("live", "limit=1M credit=0", "host");
 	struct xdm_device_info dev;
 	struct xdm_block a, b, c;
 
@@ -255,8 +255,8 @@ END_TEST
 
 START_TEST(first_limit_stands_and_last_out_unlinks)
 {
-	struct xdm_runtime *one = budget_rt("first", "limit=1M", "host");
-	struct xdm_runtime *two = budget_rt("first", "limit=2M", "host");
+	struct xdm_runtime *one = budget_rt("first", "limit=1M credit=0", "host");
+	struct xdm_runtime *two = budget_rt("first", "limit=2M credit=0", "host");
 	struct xdm_block b;
 	long long mine;
 
@@ -279,7 +279,7 @@ START_TEST(first_limit_stands_and_last_out_unlinks)
 	ck_assert(!segment_exists("first"));
 
 	/* A fresh start takes its own limit and inherits nothing. */
-	two = budget_rt("first", "limit=2M", "host");
+	two = budget_rt("first", "limit=2M credit=0", "host");
 	ck_assert_uint_eq(attr(two, "limit"), 2 * MIB);
 	ck_assert_uint_eq(attr(two, "peak"), 0);
 	ck_assert_uint_eq(attr(two, "refusals"), 0);
@@ -291,7 +291,7 @@ END_TEST
 
 START_TEST(killed_share_comes_back_on_attach)
 {
-	struct xdm_runtime *rt = budget_rt("kill", "limit=1M", "host"), *other;
+	struct xdm_runtime *rt = budget_rt("kill", "limit=1M credit=0", "host"), *other;
 	const size_t n = 300000;
 	struct worker w;
 	struct xdm_block b;
@@ -307,7 +307,7 @@ START_TEST(killed_share_comes_back_on_attach)
 	/* Nobody has looked yet: still counted. */
 	ck_assert_uint_eq(attr(rt, "used"), 100 * KIB + n);
 
-	other = budget_rt("kill", "limit=1M", "host");
+	other = budget_rt("kill", "limit=1M credit=0", "host");
 	ck_assert_uint_eq(attr(rt, "used"), 100 * KIB);
 	ck_assert_int_eq(process_rows(rt, w.pid, &theirs), 1);
 	ck_assert_int_eq(theirs, -1);
@@ -322,7 +322,7 @@ END_TEST
 
 START_TEST(killed_share_comes_back_on_refusal)
 {
-	struct xdm_runtime *rt = budget_rt("refusal", "limit=1M", "host");
+	struct xdm_runtime *rt = budget_rt("refusal", "limit=1M credit=0", "host");
 	const size_t n = 800 * KIB;
 	struct worker w;
 	struct xdm_block a, b;
@@ -350,7 +350,7 @@ END_TEST
  * pid was reused: here our own pid, planted by hand. */
 START_TEST(reused_pid_is_dead)
 {
-	struct xdm_runtime *rt = budget_rt("reuse", "limit=1M", "host"), *other;
+	struct xdm_runtime *rt = budget_rt("reuse", "limit=1M credit=0", "host"), *other;
 	struct budget_shm *s = segment_map("reuse", true);
 	struct budget_slot *fake = NULL;
 	struct xdm_block b;
@@ -371,7 +371,7 @@ START_TEST(reused_pid_is_dead)
 	ck_assert_uint_eq(attr(rt, "used"), 10 * KIB + 5000);
 	ck_assert_int_eq(process_rows(rt, getpid(), &mine), 2);
 
-	other = budget_rt("reuse", "limit=1M", "host");
+	other = budget_rt("reuse", "limit=1M credit=0", "host");
 	ck_assert_uint_eq(attr(rt, "used"), 10 * KIB);
 	ck_assert_int_eq(process_rows(rt, getpid(), &mine), 1);
 	ck_assert_int_eq(mine, 10 * KIB);
@@ -398,7 +398,7 @@ START_TEST(segment_of_dead_owners_is_reset)
 	ck_assert_uint_eq(atomic_load(&s->limit), MIB);
 	munmap(s, sizeof(*s));
 
-	rt = budget_rt("stale", "limit=2M", "host");
+	rt = budget_rt("stale", "limit=2M credit=0", "host");
 	ck_assert_uint_eq(attr(rt, "reset_stale"), 1);
 	ck_assert_uint_eq(attr(rt, "limit"), 2 * MIB);
 	ck_assert_uint_eq(attr(rt, "used"), 0);
@@ -444,8 +444,10 @@ START_TEST(many_processes_never_exceed)
 	char key[64], stack[256], limit[32], rounds[8], seed[16];
 	pthread_t mon;
 
+	/* credit=0: at each round a worker's tally is its slot, to the byte. */
 	key_of("multi", key, sizeof(key));
-	snprintf(stack, sizeof(stack), "budget key=%s limit=%llu | %s", key, MP_LIMIT, below);
+	snprintf(stack, sizeof(stack), "budget key=%s limit=%llu credit=0 | %s", key, MP_LIMIT,
+		 below);
 	snprintf(limit, sizeof(limit), "%llu", MP_LIMIT);
 	snprintf(rounds, sizeof(rounds), "%d", MP_ROUNDS);
 	for (int i = 0; i < MP_WORKERS; i++) {

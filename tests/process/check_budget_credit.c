@@ -13,7 +13,10 @@
  * gives it back on its next call; a forked child neither spends nor returns
  * its parent's credit.
  *
- * Threads other than the test's own are agents (below): each runs the
+ * credit=auto has a suite of its own, check_budget_auto.c; the churn and
+ * the fill below run under it too.
+ *
+ * Threads other than the test's own are agents (budget_agent.h): each runs the
  * test's calls one at a time, on request, and lives until told to exit,
  * so every step is ordered by the test and none depends on scheduling.
  */
@@ -22,11 +25,12 @@
 #include <inttypes.h>
 #include <signal.h>
 
-#include "tests/lib/budget_util.h"
+#include "tests/lib/budget_agent.h"
 
 static const char *const test_keys[] = {
 	"crdraw", "crfree", "crexact", "crbig", "crmax", "crchurn", "crfini", "crzero", "crother",
-	"crfill", "crexit", "crdrain", "crfork", "crchpool", "crflpool", NULL,
+	"crfill", "crexit", "crdrain", "crfork", "crchpool", "crflpool", "crachurn", "crafill",
+	NULL,
 };
 
 /* A macro, so that a failure names the test's line. */
@@ -57,96 +61,6 @@ static void refused_on(struct xdm_runtime *rt, size_t bytes, xdm_stream_id strea
 	ck_assert_int_eq(e->code, XDM_E_OUT_OF_BUDGET);
 	ck_assert_uint_eq(e->requested, bytes);
 	ck_assert_uint_eq(e->remaining, remaining);
-}
-
-/* ---- agents: threads that call when the test says so -------------------- */
-
-enum agent_op { AGENT_IDLE, AGENT_ALLOC, AGENT_FREE, AGENT_EXIT };
-
-struct agent {
-	struct xdm_runtime *rt;
-	pthread_t tid;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	enum agent_op op;		/* AGENT_IDLE once the call is done */
-	size_t bytes;
-	struct xdm_block *block;
-	enum xdm_status st;		/* the call's result */
-	size_t requested, remaining;	/* its thread's last error, on a refusal */
-};
-
-static void *agent_run(void *arg)
-{
-	struct agent *a = arg;
-
-	pthread_mutex_lock(&a->lock);
-	for (;;) {
-		while (a->op == AGENT_IDLE)
-			pthread_cond_wait(&a->cond, &a->lock);
-		if (a->op == AGENT_EXIT)
-			break;
-		if (a->op == AGENT_ALLOC)
-			a->st = xdm_allocate(a->rt, a->bytes, 0, "agent", a->block);
-		else
-			a->st = xdm_deallocate(a->rt, a->block);
-		if (a->st == XDM_E_OUT_OF_BUDGET) {
-			a->requested = xdm_last_error()->requested;
-			a->remaining = xdm_last_error()->remaining;
-		}
-		a->op = AGENT_IDLE;
-		pthread_cond_broadcast(&a->cond);
-	}
-	pthread_mutex_unlock(&a->lock);
-	return NULL;
-}
-
-static void agent_start(struct agent *a, struct xdm_runtime *rt)
-{
-	*a = (struct agent){ .rt = rt, .op = AGENT_IDLE };
-	ck_assert_int_eq(pthread_mutex_init(&a->lock, NULL), 0);
-	ck_assert_int_eq(pthread_cond_init(&a->cond, NULL), 0);
-	ck_assert_int_eq(pthread_create(&a->tid, NULL, agent_run, a), 0);
-}
-
-/* Run one call on the agent's thread and wait for it. */
-static enum xdm_status agent_call(struct agent *a, enum agent_op op, size_t bytes,
-				  struct xdm_block *block)
-{
-	enum xdm_status st;
-
-	pthread_mutex_lock(&a->lock);
-	a->op = op;
-	a->bytes = bytes;
-	a->block = block;
-	pthread_cond_broadcast(&a->cond);
-	while (a->op != AGENT_IDLE)
-		pthread_cond_wait(&a->cond, &a->lock);
-	st = a->st;
-	pthread_mutex_unlock(&a->lock);
-	return st;
-}
-
-static void agent_alloc(struct agent *a, size_t bytes, struct xdm_block *block)
-{
-	TU_OK(agent_call(a, AGENT_ALLOC, bytes, block));
-	ck_assert_uint_eq(block->bytes, bytes);
-}
-
-static void agent_free(struct agent *a, struct xdm_block *block)
-{
-	TU_OK(agent_call(a, AGENT_FREE, 0, block));
-}
-
-/* The thread exits (its key destructors run) and is joined. */
-static void agent_exit(struct agent *a)
-{
-	pthread_mutex_lock(&a->lock);
-	a->op = AGENT_EXIT;
-	pthread_cond_broadcast(&a->cond);
-	pthread_mutex_unlock(&a->lock);
-	ck_assert_int_eq(pthread_join(a->tid, NULL), 0);
-	pthread_cond_destroy(&a->cond);
-	pthread_mutex_destroy(&a->lock);
 }
 
 /* ---- one thread, and a record per thread -------------------------------- */
@@ -453,9 +367,9 @@ static void *cc_run(void *arg)
 	return NULL;
 }
 
-static void churn_never_exceeds(const char *test, const char *below)
+static void churn_never_exceeds(const char *test, const char *params, const char *below)
 {
-	struct xdm_runtime *rt = budget_rt(test, "limit=1M credit=64K", below);
+	struct xdm_runtime *rt = budget_rt(test, params, below);
 	struct cc_thread t[CC_THREADS];
 	struct monitor m = { 0 };
 	unsigned long long refusals = 0;
@@ -494,7 +408,7 @@ static void churn_never_exceeds(const char *test, const char *below)
 
 START_TEST(credit_churn_never_exceeds)
 {
-	churn_never_exceeds("crchurn", "host");
+	churn_never_exceeds("crchurn", "limit=1M credit=64K", "host");
 }
 END_TEST
 
@@ -505,7 +419,7 @@ END_TEST
  */
 START_TEST(credit_churn_never_exceeds_over_thread_caches)
 {
-	churn_never_exceeds("crchpool", "pool chunk=256K | host");
+	churn_never_exceeds("crchpool", "limit=1M credit=64K", "pool chunk=256K | host");
 }
 END_TEST
 
@@ -580,9 +494,10 @@ static void *fill_run(void *arg)
 	return NULL;
 }
 
-static void threads_fill_the_limit_exactly(const char *test, const char *below)
+static void threads_fill_the_limit_exactly(const char *test, const char *params,
+					   const char *below)
 {
-	struct xdm_runtime *rt = budget_rt(test, "limit=1M credit=64K", below);
+	struct xdm_runtime *rt = budget_rt(test, params, below);
 	static struct fill_thread t[FILL_THREADS];
 	pthread_barrier_t gate;
 	struct monitor m = { 0 };
@@ -633,7 +548,7 @@ static void threads_fill_the_limit_exactly(const char *test, const char *below)
 
 START_TEST(credit_threads_fill_the_limit_exactly)
 {
-	threads_fill_the_limit_exactly("crfill", "host");
+	threads_fill_the_limit_exactly("crfill", "limit=1M credit=64K", "host");
 }
 END_TEST
 
@@ -644,7 +559,25 @@ END_TEST
  */
 START_TEST(credit_threads_fill_exactly_over_thread_caches)
 {
-	threads_fill_the_limit_exactly("crflpool", "pool chunk=256K | host");
+	threads_fill_the_limit_exactly("crflpool", "limit=1M credit=64K", "pool chunk=256K | host");
+}
+END_TEST
+
+/*
+ * Both under credit=auto, the default: a thread's credit there is at most
+ * 1/16 of the room at its draw (64K under this 1M limit) and keeps at
+ * most twice the larger of that and 64K, the bounds the tests hold
+ * credit=64K to.
+ */
+START_TEST(credit_auto_churn_never_exceeds)
+{
+	churn_never_exceeds("crachurn", "limit=1M", "host");
+}
+END_TEST
+
+START_TEST(credit_auto_threads_fill_the_limit_exactly)
+{
+	threads_fill_the_limit_exactly("crafill", "limit=1M", "host");
 }
 END_TEST
 
@@ -769,7 +702,7 @@ END_TEST
 
 START_TEST(credit_destroy_returns_all)
 {
-	struct xdm_runtime *obs = budget_rt("crfini", "limit=1M", "host");
+	struct xdm_runtime *obs = budget_rt("crfini", "limit=1M credit=0", "host");
 	struct xdm_runtime *rt = budget_rt("crfini", "limit=1M credit=64K", "host");
 	struct agent agents[FINI_AGENTS];
 	struct xdm_block b[FINI_AGENTS], o, mine[2];
@@ -900,14 +833,14 @@ END_TEST
 
 /* ---- credit=0, and other processes ------------------------------------- */
 
-/* credit=0, the default: every allocation and free is exact in used. */
+/* credit=0, the strict mode: every allocation and free is exact in used. */
 START_TEST(credit_zero_is_exact)
 {
 	static const size_t sizes[] = { 1, 4 * KIB, 100, 64 * KIB, 3000, 200 * KIB, 65 * KIB,
 					17 };
 	const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
-	struct xdm_runtime *rt = budget_rt("crzero", "limit=1M", "host");
-	struct xdm_runtime *rt0 = budget_rt("crzero", "limit=1M credit=0", "host");
+	struct xdm_runtime *rt = budget_rt("crzero", "limit=1M credit=0", "host");
+	struct xdm_runtime *rt0 = budget_rt("crzero", "limit=1M credit=0K", "host");
 	struct xdm_block b[2 * sizeof(sizes) / sizeof(sizes[0])], last;
 	uint64_t live = 0;
 
@@ -1030,6 +963,8 @@ static Suite *credit_suite(void)
 	tcase_add_test(threads, credit_threads_fill_the_limit_exactly);
 	tcase_add_test(threads, credit_churn_never_exceeds_over_thread_caches);
 	tcase_add_test(threads, credit_threads_fill_exactly_over_thread_caches);
+	tcase_add_test(threads, credit_auto_churn_never_exceeds);
+	tcase_add_test(threads, credit_auto_threads_fill_the_limit_exactly);
 	tcase_add_test(threads, credit_thread_exit_gives_it_back);
 	tcase_add_test(threads, credit_drain_request_is_honoured);
 	tcase_add_test(threads, credit_destroy_returns_all);

@@ -40,7 +40,8 @@ static void show_is(struct xdm_runtime *rt, const char *name, const char *want)
 
 START_TEST(group_limit_refuses_and_says_so)
 {
-	struct xdm_runtime *rt = budget_rt("grp", "limit=4M group=g1 group_limit=1M", "host");
+	struct xdm_runtime *rt =
+		budget_rt("grp", "limit=4M group=g1 group_limit=1M credit=0", "host");
 	struct xdm_block a;
 
 	show_is(rt, "group", "g1\n");
@@ -68,7 +69,8 @@ END_TEST
 
 START_TEST(device_limit_refuses_a_group_with_room)
 {
-	struct xdm_runtime *rt = budget_rt("grpdev", "limit=1M group=g1 group_limit=4M", "host");
+	struct xdm_runtime *rt =
+		budget_rt("grpdev", "limit=1M group=g1 group_limit=4M credit=0", "host");
 	struct xdm_block a;
 
 	alloc_ok(rt, 900 * KIB, &a);
@@ -84,7 +86,8 @@ END_TEST
 
 START_TEST(group_limit_is_live_and_checked)
 {
-	struct xdm_runtime *rt = budget_rt("grplive", "limit=8M group=g1 group_limit=1M", "host");
+	struct xdm_runtime *rt =
+		budget_rt("grplive", "limit=8M group=g1 group_limit=1M credit=0", "host");
 	static const char *const bad[] = { "", "lots", "-1", "1.5.5M", "2M 3M", "\n" };
 	struct xdm_block a;
 
@@ -107,19 +110,19 @@ END_TEST
 
 START_TEST(a_process_is_in_one_group)
 {
-	struct xdm_runtime *rt = budget_rt("grpmix", "limit=8M group=g1", "host"), *other;
+	struct xdm_runtime *rt = budget_rt("grpmix", "limit=8M group=g1 credit=0", "host"), *other;
 	char key[64], stack[256];
 
 	key_of("grpmix", key, sizeof(key));
 	/* Another layer of this process on the same budget, in another group. */
-	snprintf(stack, sizeof(stack), "budget key=%s group=g2 | host", key);
+	snprintf(stack, sizeof(stack), "budget key=%s group=g2 credit=0 | host", key);
 	ck_assert_int_eq(xdm_runtime_create(0, "host", stack, &other), XDM_E_CONFIG);
 	expect_message("names the same group");
-	snprintf(stack, sizeof(stack), "budget key=%s | host", key);
+	snprintf(stack, sizeof(stack), "budget key=%s credit=0 | host", key);
 	ck_assert_int_eq(xdm_runtime_create(0, "host", stack, &other), XDM_E_CONFIG);
 	expect_message("no group");
 	/* The same group is one slot, counted once. */
-	snprintf(stack, sizeof(stack), "budget key=%s group=g1 | host", key);
+	snprintf(stack, sizeof(stack), "budget key=%s group=g1 credit=0 | host", key);
 	TU_OK(xdm_runtime_create(0, "host", stack, &other));
 	show_is(other, "group", "g1\n");
 	TU_OK(xdm_runtime_destroy(other));
@@ -136,7 +139,7 @@ START_TEST(group_from_the_environment)
 
 	setenv("XDM_BUDGET_GROUP", "from-env", 1);
 	setenv("XDM_BUDGET_GROUP_LIMIT", "64K", 1);
-	rt = budget_rt("grpenv", "limit=1M", "host");
+	rt = budget_rt("grpenv", "limit=1M credit=0", "host");
 	unsetenv("XDM_BUDGET_GROUP");
 	unsetenv("XDM_BUDGET_GROUP_LIMIT");
 	show_is(rt, "group", "from-env\n");
@@ -147,7 +150,7 @@ START_TEST(group_from_the_environment)
 	TU_OK(xdm_runtime_destroy(rt));
 
 	/* A process in no group: the group's files say so, its limit is no knob. */
-	plain = budget_rt("grpenv", "limit=1M", "host");
+	plain = budget_rt("grpenv", "limit=1M credit=0", "host");
 	show_is(plain, "group", "\n");
 	ck_assert_uint_eq(attr(plain, "group_limit"), 0);
 	ck_assert_int_eq(store(plain, "group_limit", "1M"), XDM_E_INVALID);
@@ -184,13 +187,13 @@ END_TEST
  */
 START_TEST(groups_count_their_members)
 {
-	struct xdm_runtime *rt = budget_rt("grpproc", "limit=64M group=g1 group_limit=32M",
+	struct xdm_runtime *rt = budget_rt("grpproc", "limit=64M group=g1 group_limit=32M credit=0",
 					   "host");
 	struct worker a, b, c;
 
-	holder_start_params(&a, "grpproc", "group=g1", 3 * MIB);
-	holder_start_params(&b, "grpproc", "group=g1", 5 * MIB);
-	holder_start_params(&c, "grpproc", "group=g2 group_limit=16M", 7 * MIB);
+	holder_start_params(&a, "grpproc", "group=g1 credit=0", 3 * MIB);
+	holder_start_params(&b, "grpproc", "group=g1 credit=0", 5 * MIB);
+	holder_start_params(&c, "grpproc", "group=g2 group_limit=16M credit=0", 7 * MIB);
 	ck_assert_uint_eq(attr(rt, "group_used"), 8 * MIB);
 	ck_assert_uint_eq(attr(rt, "used"), 15 * MIB);
 	/* The first member's limit stands. */
@@ -218,17 +221,17 @@ static const struct budget_group *group_named(const struct budget_shm *s, const 
 /* A group made again after its last member left takes its new first's limit. */
 START_TEST(a_group_ends_with_its_last_member)
 {
-	struct xdm_runtime *keep = budget_rt("grpleave", "limit=64M", "host");
+	struct xdm_runtime *keep = budget_rt("grpleave", "limit=64M credit=0", "host");
 	struct budget_shm *s = segment_map("grpleave", false);
 	struct worker a, b;
 
-	holder_start_params(&a, "grpleave", "group=g1 group_limit=2M", MIB);
+	holder_start_params(&a, "grpleave", "group=g1 group_limit=2M credit=0", MIB);
 	ck_assert_ptr_nonnull(group_named(s, "g1"));
 	ck_assert_uint_eq(atomic_load(&group_named(s, "g1")->limit), 2 * MIB);
 	ck_assert_uint_eq(atomic_load(&group_named(s, "g1")->peak), MIB);
 	ck_assert_int_eq(worker_wait(&a), 0);
 	ck_assert_ptr_null(group_named(s, "g1"));
-	holder_start_params(&b, "grpleave", "group=g1 group_limit=5M", 512 * KIB);
+	holder_start_params(&b, "grpleave", "group=g1 group_limit=5M credit=0", 512 * KIB);
 	ck_assert_uint_eq(atomic_load(&group_named(s, "g1")->limit), 5 * MIB);
 	ck_assert_uint_eq(atomic_load(&group_named(s, "g1")->peak), 512 * KIB);
 	ck_assert_int_eq(worker_wait(&b), 0);
@@ -240,18 +243,18 @@ END_TEST
 /* A member killed holding memory: its group gets it back, exactly. */
 START_TEST(a_dead_members_share_comes_back_to_its_group)
 {
-	struct xdm_runtime *rt = budget_rt("grpdie", "limit=64M group=g1", "host");
+	struct xdm_runtime *rt = budget_rt("grpdie", "limit=64M group=g1 credit=0", "host");
 	struct worker a, b;
 	struct xdm_block x;
 
-	holder_start_params(&a, "grpdie", "group=g1", 4 * MIB);
-	holder_start_params(&b, "grpdie", "group=g2", 2 * MIB);
+	holder_start_params(&a, "grpdie", "group=g1 credit=0", 4 * MIB);
+	holder_start_params(&b, "grpdie", "group=g2 credit=0", 2 * MIB);
 	alloc_ok(rt, MIB, &x);
 	ck_assert_uint_eq(attr(rt, "group_used"), 5 * MIB);
 	holder_kill(&a);
 	holder_kill(&b);
 	/* Any attach reclaims: the dead members are gone, the live one stays. */
-	TU_OK(xdm_runtime_destroy(budget_rt("grpdie", "group=g1", "host")));
+	TU_OK(xdm_runtime_destroy(budget_rt("grpdie", "group=g1 credit=0", "host")));
 	ck_assert_uint_eq(attr(rt, "group_used"), MIB);
 	ck_assert_uint_eq(attr(rt, "used"), MIB);
 	TU_OK(xdm_deallocate(rt, &x));
@@ -284,7 +287,7 @@ START_TEST(dir_keeps_the_segment_there)
 	char params[128], path[256], buf[256];
 	struct stat st;
 
-	snprintf(params, sizeof(params), "limit=1M dir=%s", dir);
+	snprintf(params, sizeof(params), "limit=1M dir=%s credit=0", dir);
 	rt = budget_rt("dir", params, "host");
 	snprintf(path, sizeof(path), "%s%s%s-dir", dir, BUDGET_NAME_PREFIX, key_prefix);
 	ck_assert_int_eq(stat(path, &st), 0);
@@ -294,7 +297,7 @@ START_TEST(dir_keeps_the_segment_there)
 	show_is(rt, "dir", buf);
 	/* The environment names the same directory: the same budget. */
 	setenv("XDM_BUDGET_DIR", dir, 1);
-	env = budget_rt("dir", "", "host");
+	env = budget_rt("dir", "credit=0", "host");
 	unsetenv("XDM_BUDGET_DIR");
 	ck_assert_uint_eq(attr(env, "limit"), MIB);
 	TU_OK(xdm_runtime_destroy(env));

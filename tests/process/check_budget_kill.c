@@ -43,45 +43,53 @@ struct kill_case {
 };
 
 static const struct kill_case cases[] = {
-	{ "reserve-begun", KILL_RESERVE, "limit=4M", 300000, false },
-	{ "reserve-shared", KILL_RESERVE, "limit=4M", 300000, true },
-	{ "reserve-slot", KILL_RESERVE, "limit=4M", 300000, false },
-	{ "release-begun", KILL_RELEASE, "limit=4M", 300000, false },
-	{ "release-slot", KILL_RELEASE, "limit=4M", 300000, true },
-	{ "release-shared", KILL_RELEASE, "limit=4M", 300000, false },
+	{ "reserve-begun", KILL_RESERVE, "limit=4M credit=0", 300000, false },
+	{ "reserve-shared", KILL_RESERVE, "limit=4M credit=0", 300000, true },
+	{ "reserve-slot", KILL_RESERVE, "limit=4M credit=0", 300000, false },
+	{ "release-begun", KILL_RELEASE, "limit=4M credit=0", 300000, false },
+	{ "release-slot", KILL_RELEASE, "limit=4M credit=0", 300000, true },
+	{ "release-shared", KILL_RELEASE, "limit=4M credit=0", 300000, false },
 	/*
 	 * The detach empties a slot that the frees and the credit's return
 	 * have emptied already (the core frees a runtime's leftover blocks
 	 * through the stack): what these prove is that a death holding the
 	 * lock there costs nothing.
 	 */
-	{ "detach-begun", KILL_DETACH, "limit=4M", 300000, false },
-	{ "detach-slot", KILL_DETACH, "limit=4M", 300000, false },
-	{ "detach-shared", KILL_DETACH, "limit=4M", 300000, false },
-	{ "reclaim-begun", KILL_RECLAIM, "limit=4M", 300000, false },
-	{ "reclaim-slot", KILL_RECLAIM, "limit=4M", 300000, true },
-	{ "reclaim-shared", KILL_RECLAIM, "limit=4M", 300000, false },
-	{ "settle-shared", KILL_SETTLE, "limit=4M", 300000, false },
+	{ "detach-begun", KILL_DETACH, "limit=4M credit=0", 300000, false },
+	{ "detach-slot", KILL_DETACH, "limit=4M credit=0", 300000, false },
+	{ "detach-shared", KILL_DETACH, "limit=4M credit=0", 300000, false },
+	{ "reclaim-begun", KILL_RECLAIM, "limit=4M credit=0", 300000, false },
+	{ "reclaim-slot", KILL_RECLAIM, "limit=4M credit=0", 300000, true },
+	{ "reclaim-shared", KILL_RECLAIM, "limit=4M credit=0", 300000, false },
+	{ "settle-shared", KILL_SETTLE, "limit=4M credit=0", 300000, false },
 	/* With credit: the block comes out of a draw of itself and 64K. */
 	{ "reserve-shared", KILL_RESERVE, "limit=4M credit=64K", 10000, true },
 	/* ... and the credit goes back in one release when the runtime goes. */
 	{ "release-slot", KILL_DETACH, "limit=4M credit=64K", 10000, true },
 	/*
+	 * credit=auto, the default: the block comes out of a draw of itself
+	 * and a credit sized by the room; its free overflows that credit and
+	 * gives the surplus back.  The strict cases above say credit=0.
+	 */
+	{ "reserve-shared", KILL_RESERVE, "limit=4M credit=auto", 300000, true },
+	{ "release-slot", KILL_DETACH, "limit=4M credit=auto", 300000, true },
+	/*
 	 * In a group (the test's own runtime joins it too): every step of a
 	 * change of the slot, the group's usage and the device's, including
 	 * those between the group and the others.
 	 */
-	{ "reserve-shared", KILL_RESERVE, "limit=4M group=kg", 300000, true },
-	{ "reserve-group", KILL_RESERVE, "limit=4M group=kg", 300000, true },
-	{ "reserve-slot", KILL_RESERVE, "limit=4M group=kg", 300000, false },
-	{ "release-slot", KILL_RELEASE, "limit=4M group=kg", 300000, true },
-	{ "release-group", KILL_RELEASE, "limit=4M group=kg", 300000, true },
-	{ "release-shared", KILL_RELEASE, "limit=4M group=kg", 300000, false },
-	{ "detach-group", KILL_DETACH, "limit=4M group=kg", 300000, false },
-	{ "reclaim-slot", KILL_RECLAIM, "limit=4M group=kg", 300000, true },
-	{ "reclaim-group", KILL_RECLAIM, "limit=4M group=kg", 300000, true },
-	{ "settle-shared", KILL_SETTLE, "limit=4M group=kg", 300000, false },
+	{ "reserve-shared", KILL_RESERVE, "limit=4M group=kg credit=0", 300000, true },
+	{ "reserve-group", KILL_RESERVE, "limit=4M group=kg credit=0", 300000, true },
+	{ "reserve-slot", KILL_RESERVE, "limit=4M group=kg credit=0", 300000, false },
+	{ "release-slot", KILL_RELEASE, "limit=4M group=kg credit=0", 300000, true },
+	{ "release-group", KILL_RELEASE, "limit=4M group=kg credit=0", 300000, true },
+	{ "release-shared", KILL_RELEASE, "limit=4M group=kg credit=0", 300000, false },
+	{ "detach-group", KILL_DETACH, "limit=4M group=kg credit=0", 300000, false },
+	{ "reclaim-slot", KILL_RECLAIM, "limit=4M group=kg credit=0", 300000, true },
+	{ "reclaim-group", KILL_RECLAIM, "limit=4M group=kg credit=0", 300000, true },
+	{ "settle-shared", KILL_SETTLE, "limit=4M group=kg credit=0", 300000, false },
 	{ "reserve-group", KILL_RESERVE, "limit=4M group=kg credit=64K", 10000, true },
+	{ "reserve-group", KILL_RESERVE, "limit=4M group=kg credit=auto", 300000, true },
 };
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
@@ -137,7 +145,7 @@ static int64_t usage_minus_slots(const struct budget_shm *s)
 /* The test's own runtimes join the case's group, if it has one. */
 static const char *own_params(const struct kill_case *c)
 {
-	return strstr(c->params, "group=") ? "limit=4M group=kg" : "limit=4M";
+	return strstr(c->params, "group=") ? "limit=4M group=kg credit=0" : "limit=4M credit=0";
 }
 
 /* A worker that holds bytes and is killed between changes. */
@@ -238,18 +246,19 @@ END_TEST
  */
 START_TEST(stopped_live_process_defers_settlement)
 {
-	const struct kill_case c = { "reserve-shared", KILL_RESERVE, "limit=4M", 300000, true };
+	const struct kill_case c = { "reserve-shared", KILL_RESERVE, "limit=4M credit=0", 300000,
+				     true };
 	struct xdm_runtime *rt, *other;
 	struct worker live;
 	struct xdm_block mine;
 	char line[32];
 	int status;
 
-	rt = budget_rt("kpt", "limit=4M", "host");
+	rt = budget_rt("kpt", "limit=4M credit=0", "host");
 	alloc_ok(rt, MINE, &mine);
 	/* A live worker stopped inside its own reserve of 200000 bytes; then
 	 * one killed inside its reserve (after: its attach would settle). */
-	holder_start_fault(&live, "kpt", "limit=4M", 200000, "reserve-shared");
+	holder_start_fault(&live, "kpt", "limit=4M credit=0", 200000, "reserve-shared");
 	wait_stopped(&live, "reserve-shared");
 	dead_inside(&c);
 

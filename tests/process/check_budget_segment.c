@@ -60,7 +60,7 @@ static void refused(const char *test, const char *text, const char *text2)
 	const struct xdm_error *e;
 
 	key_of(test, key, sizeof(key));
-	snprintf(stack, sizeof(stack), "budget key=%s limit=1M | host", key);
+	snprintf(stack, sizeof(stack), "budget key=%s limit=1M credit=0 | host", key);
 	ck_assert_int_eq(xdm_runtime_create(0, "host", stack, &rt), XDM_E_CONFIG);
 	ck_assert_ptr_null(rt);
 	e = xdm_last_error();
@@ -142,7 +142,7 @@ START_TEST(empty_is_abandoned_and_made_anew)
 	struct xdm_block b;
 
 	plant("empty", NULL, 0);
-	rt = budget_rt("empty", "limit=1M", "host");
+	rt = budget_rt("empty", "limit=1M credit=0", "host");
 	ck_assert_uint_eq(attr(rt, "limit"), MIB);
 	alloc_ok(rt, 1000, &b);
 	ck_assert_uint_eq(attr(rt, "used"), 1000);
@@ -175,7 +175,7 @@ END_TEST
  */
 START_TEST(overwritten_limit_is_refused)
 {
-	struct xdm_runtime *rt = budget_rt("limit", "limit=1M", "host"), *two;
+	struct xdm_runtime *rt = budget_rt("limit", "limit=1M credit=0", "host"), *two;
 	struct budget_shm *s = segment_map("limit", true);
 	struct xdm_block b;
 
@@ -187,7 +187,7 @@ START_TEST(overwritten_limit_is_refused)
 	/* A store through the knob writes both words. */
 	TU_OK(store(rt, "limit", "2M"));
 	ck_assert_uint_eq(atomic_load(&s->limit_check), ~(2 * MIB));
-	two = budget_rt("limit", "limit=1M", "host");
+	two = budget_rt("limit", "limit=1M credit=0", "host");
 	ck_assert_uint_eq(attr(two, "limit"), 2 * MIB);
 	TU_OK(xdm_runtime_destroy(two));
 	TU_OK(xdm_deallocate(rt, &b));
@@ -198,13 +198,13 @@ END_TEST
 
 START_TEST(slot_with_no_pid_is_refused)
 {
-	struct xdm_runtime *rt = budget_rt("slotpid", "limit=1M", "host"), *two;
+	struct xdm_runtime *rt = budget_rt("slotpid", "limit=1M credit=0", "host"), *two;
 	struct budget_shm *s = segment_map("slotpid", true);
 
 	atomic_store(&s->slots[200].pid, -5);
 	refused("slotpid", "slot 200 holds pid -5", NULL);
 	atomic_store(&s->slots[200].pid, 0);
-	two = budget_rt("slotpid", "limit=1M", "host");
+	two = budget_rt("slotpid", "limit=1M credit=0", "host");
 	TU_OK(xdm_runtime_destroy(two));
 	TU_OK(xdm_runtime_destroy(rt));
 	munmap(s, sizeof(*s));
@@ -223,7 +223,7 @@ static struct budget_slot *slot_of(struct budget_shm *s, pid_t pid)
 
 START_TEST(slot_finishing_more_than_it_began_is_refused)
 {
-	struct xdm_runtime *rt = budget_rt("begun", "limit=1M", "host"), *two;
+	struct xdm_runtime *rt = budget_rt("begun", "limit=1M credit=0", "host"), *two;
 	struct budget_shm *s = segment_map("begun", true);
 	struct budget_slot *mine = slot_of(s, getpid());
 	uint64_t done = atomic_load(&mine->done);
@@ -231,7 +231,7 @@ START_TEST(slot_finishing_more_than_it_began_is_refused)
 	atomic_store(&mine->done, atomic_load(&mine->begun) + 5);
 	refused("begun", "finished", "changes");
 	atomic_store(&mine->done, done);
-	two = budget_rt("begun", "limit=1M", "host");
+	two = budget_rt("begun", "limit=1M credit=0", "host");
 	TU_OK(xdm_runtime_destroy(two));
 	TU_OK(xdm_runtime_destroy(rt));
 	munmap(s, sizeof(*s));
@@ -240,7 +240,7 @@ END_TEST
 
 START_TEST(usage_below_live_processes_is_refused)
 {
-	struct xdm_runtime *rt = budget_rt("usage", "limit=1M", "host"), *two;
+	struct xdm_runtime *rt = budget_rt("usage", "limit=1M credit=0", "host"), *two;
 	struct budget_shm *s = segment_map("usage", true);
 	struct xdm_block b;
 
@@ -248,7 +248,7 @@ START_TEST(usage_below_live_processes_is_refused)
 	atomic_store(&s->used, 10);
 	refused("usage", "its usage 10 is below the 102400 bytes", NULL);
 	atomic_store(&s->used, 100 * KIB);
-	two = budget_rt("usage", "limit=1M", "host");
+	two = budget_rt("usage", "limit=1M credit=0", "host");
 	TU_OK(xdm_runtime_destroy(two));
 	TU_OK(xdm_deallocate(rt, &b));
 	ck_assert_uint_eq(attr(rt, "used"), 0);
@@ -265,14 +265,14 @@ END_TEST
  */
 START_TEST(lock_nobody_releases_times_out)
 {
-	struct xdm_runtime *rt = budget_rt("lock", "limit=1M", "host"), *two;
+	struct xdm_runtime *rt = budget_rt("lock", "limit=1M credit=0", "host"), *two;
 	struct budget_shm *s = segment_map("lock", true);
 	_Atomic int *word = (_Atomic int *)(void *)&s->lock;
 
 	atomic_store(word, 0x3ffffff0);
 	refused("lock", "was not released in", "stopped, or the segment is corrupt");
 	atomic_store(word, 0);
-	two = budget_rt("lock", "limit=1M", "host");
+	two = budget_rt("lock", "limit=1M credit=0", "host");
 	TU_OK(xdm_runtime_destroy(two));
 	TU_OK(xdm_runtime_destroy(rt));
 	munmap(s, sizeof(*s));

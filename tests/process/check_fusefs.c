@@ -331,9 +331,10 @@ static bool fx_open(struct fx *fx, const char *test, const struct variant *v, co
 
 	memset(fx, 0, sizeof(*fx));
 	fx->v = v;
+	/* credit=0: the tests hold used to their blocks, to the byte. */
 	key_of(test, v, key, sizeof(key));
-	snprintf(fx->stack, sizeof(fx->stack), "budget key=%s limit=%s | %s%s", key, limit, mid,
-		 v->below);
+	snprintf(fx->stack, sizeof(fx->stack), "budget key=%s limit=%s credit=0 | %s%s", key,
+		 limit, mid, v->below);
 	s = xdm_runtime_create(0, v->platform, fx->stack, &fx->rt);
 	if (s != XDM_OK && v->optional)
 		return false;

@@ -377,8 +377,8 @@ START_TEST(test_budget_rows)
 	unsigned int j;
 
 	key_of("rows", key, sizeof(key));
-	snprintf(stack, sizeof(stack), "budget key=%s limit=16M | " SHARED, key);
-	rt = budget_rt("rows", "limit=16M", "host");
+	snprintf(stack, sizeof(stack), "budget key=%s limit=16M credit=0 | " SHARED, key);
+	rt = budget_rt("rows", "limit=16M credit=0", "host");
 	j = share(stack, BYTES, -1, &e, &im, &b, hex);
 	ck_assert_uint_eq(attr(rt, "used"), b.bytes);
 	process_rows(rt, e.pid, &bytes);

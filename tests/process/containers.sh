@@ -66,11 +66,12 @@ fail() {
 # host's pid of unshare, whose death kills the worker (--kill-child).
 container() {
 	name=$1 bytes=$2
+	# credit=0: each container's row is its block, to the byte.
+	spec="budget key=$key dir=$shared limit=8M credit=0 group=$name container=$name"
 	mkfifo "$tmp/$name.in"
 	unshare --ipc --pid --mount --fork --kill-child --mount-proc sh -c '
 		mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 125
-		exec "$@"' container "$worker" hold "$platform" \
-		"budget key=$key dir=$shared limit=8M group=$name container=$name | $below" \
+		exec "$@"' container "$worker" hold "$platform" "$spec | $below" \
 		"$bytes" <"$tmp/$name.in" >"$tmp/$name.out" 2>"$tmp/$name.err" &
 	pid=$!
 	pids="$pids $pid"

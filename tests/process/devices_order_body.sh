@@ -17,7 +17,8 @@ worker=$top/tests/process/budget_worker
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/xdm-devices.XXXXXX") || exit 1
 # %u: each device's budget is its own segment, this run's only.
 group=xdm-devices-$$
-stack="budget key=$group-%u limit=1G | $backend"
+# credit=0: each device's used is its worker's block, to the byte.
+stack="budget key=$group-%u limit=1G credit=0 | $backend"
 pids=
 
 cleanup() {

@@ -51,8 +51,9 @@ def make_runtime():
 
 @pytest.fixture
 def budget_rt(make_runtime, key):
-    """A runtime with a 1 MiB budget of its own over a pool."""
-    return make_runtime("budget key=%s limit=1M | pool | host" % key)
+    """A runtime with a strict 1 MiB budget of its own over a pool (credit=0:
+    the tests read used to the byte)."""
+    return make_runtime("budget key=%s limit=1M credit=0 | pool | host" % key)
 
 
 def run_python(code, env=None):

@@ -230,8 +230,9 @@ print("ptds", xdm.numba._per_thread_default_stream())
 
 def test_numba_plugin(tmp_path, key):
     conf = tmp_path / "numba.conf"
-    conf.write_text("platform = host\n[device 0]\nstack = budget key=%s limit=1M | pool | host\n"
-                    % key)
+    # credit=0: free is the limit less the block, to the byte.
+    conf.write_text("platform = host\n[device 0]\n"
+                    "stack = budget key=%s limit=1M credit=0 | pool | host\n" % key)
     out = run_python(NUMBA_STUB + NUMBA_TEST, env={"XDM_CONFIG": str(conf)})
     assert out.splitlines() == [
         "alloc 4096 numba-array True",

@@ -13,7 +13,8 @@ ctl=$top/tools/xdmctl/xdmctl
 worker=$top/tests/process/budget_worker
 bench=$top/tools/bench/xdm-bench
 key=$name_of_test-$$
-stack="budget key=$key limit=64M | host"
+# credit=0: the checks read what each worker holds, to the byte.
+stack="budget key=$key limit=64M credit=0 | host"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/$name_of_test.XXXXXX") || exit 1
 # xdmctl reads the trees of this run only: other tests mount trees beside

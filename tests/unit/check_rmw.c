@@ -236,6 +236,22 @@ START_TEST(a_full_stack_pair_makes_two)
 END_TEST
 
 /*
+ * The budget with its default parameters: credit=auto is the thread's own
+ * record too, so the warmed-up pair adds none.
+ */
+START_TEST(a_default_budget_pair_makes_two)
+{
+	char stack[128], name[64];
+
+	snprintf(name, sizeof(name), "rmw-auto-%d", (int)getpid());
+	snprintf(stack, sizeof(stack), "budget key=%s limit=1G | pool | host", name);
+	expect_pair(stack, 4096, 2);
+	snprintf(stack, sizeof(stack), "/xdm-budget-%s", name);
+	shm_unlink(stack);
+}
+END_TEST
+
+/*
  * The logging adaptor: a row is a record in the thread's own ring,
  * published with a release store.  The ring is far from half full after
  * the warm-up (whose rows the writer may or may not have taken yet), so
@@ -262,6 +278,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, the_arena_lock_is_seen);
 	tcase_add_test(tc, a_pool_pair_makes_two);
 	tcase_add_test(tc, a_full_stack_pair_makes_two);
+	tcase_add_test(tc, a_default_budget_pair_makes_two);
 	tcase_add_test(tc, a_logged_pair_adds_none);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);

@@ -969,7 +969,7 @@ START_TEST(layers_list_the_stack)
 		"0-logging", "1-guard", "2-budget", "3-host", NULL,
 	};
 	static const char *const core_dirs[] = { "blocks", "streams", "layers", NULL };
-	struct xdm_runtime *rt = create_budget("layers", "limit=1M", "host");
+	struct xdm_runtime *rt = create_budget("layers", "limit=1M credit=0", "host");
 	struct xdm_block b;
 	struct listing *l;
 	char key[128], *seg;
@@ -1071,7 +1071,7 @@ static void layer_show(struct xdm_runtime *rt, uint32_t index, const char *attr,
 
 START_TEST(budget_limit_is_writable)
 {
-	struct xdm_runtime *rt = create_budget("limit", "limit=1M", "host");
+	struct xdm_runtime *rt = create_budget("limit", "limit=1M credit=0", "host");
 	struct xdm_block b;
 	char buf[64], want[64];
 	uint64_t total = show_u64("0/memory_total");

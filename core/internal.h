@@ -100,15 +100,10 @@ XDM_HIDDEN void xdm_params_free(struct xdm_params *p);
 struct xdm_runtime;
 
 struct xdm_layer {
-	void *priv;			/* first: modules read it inline (module.h, ABI 1.5) */
+	/* First, in this order: struct xdm_layer_head (module.h, ABI 1.5). */
+	void *priv;
 	uint64_t serial;		/* xdm_layer_serial() */
 	const struct xdm_ops *ops;	/* points into a module record */
-	const struct xdm_module_rec *mod;
-	struct xdm_layer *upstream;	/* NULL for a backend and a platform */
-	struct xdm_runtime *rt;
-	struct xdm_params *params;
-	char *spec;			/* "name k=v ..." as configured */
-	bool inited;
 	/*
 	 * Who answers xdm_up_allocate(this) and xdm_up_deallocate(this): this
 	 * layer, or the first below it past adaptors that leave the method
@@ -117,6 +112,12 @@ struct xdm_layer {
 	 */
 	struct xdm_layer *serves_allocate;
 	struct xdm_layer *serves_deallocate;
+	const struct xdm_module_rec *mod;
+	struct xdm_layer *upstream;	/* NULL for a backend and a platform */
+	struct xdm_runtime *rt;
+	struct xdm_params *params;
+	char *spec;			/* "name k=v ..." as configured */
+	bool inited;
 };
 
 /* Fill in serves_*; upstream's must be filled in already. */

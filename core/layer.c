@@ -15,8 +15,12 @@
 
 #include "core/internal.h"
 
-/* module.h's xdm_layer_priv_inline reads priv at the layer's address. */
-static_assert(offsetof(struct xdm_layer, priv) == 0, "priv must begin a layer (ABI 1.5)");
+/* module.h reads a layer's first members inline, as struct xdm_layer_head. */
+#define HEAD_MATCHES(m) \
+	(offsetof(struct xdm_layer, m) == offsetof(struct xdm_layer_head, m))
+static_assert(HEAD_MATCHES(priv) && HEAD_MATCHES(serial) && HEAD_MATCHES(ops) &&
+	      HEAD_MATCHES(serves_allocate) && HEAD_MATCHES(serves_deallocate),
+	      "a layer must begin as struct xdm_layer_head (ABI 1.5)");
 
 void *xdm_layer_priv(const struct xdm_layer *self)
 {

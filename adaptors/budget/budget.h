@@ -41,6 +41,8 @@ struct budget {
 	uint64_t credit_max;
 	bool credit_auto;		/* credit=auto: each thread's size adapts */
 	pthread_key_t credit_key;	/* a thread's struct budget_credit, with credit */
+	uint64_t serial;		/* xdm_layer_serial: the key of budget_credit_last */
+	struct xdm_layer *upstream;	/* fixed at init: no call to ask per pair */
 	bool credit_key_made;		/* credit_key exists until fini */
 	/* pages of records, pushed and never popped until fini */
 	_Atomic(struct budget_credit_book *) credit_books;
@@ -68,7 +70,7 @@ struct budget {
 
 static inline struct budget *budget_of(const struct xdm_layer *self)
 {
-	return xdm_layer_priv(self);
+	return xdm_layer_priv_inline(self);
 }
 
 /* ---- faults.c: kill points, in the test build only ---------------------- */
@@ -296,13 +298,29 @@ bool budget_charge_slow(struct budget *b, uint64_t n, uint64_t *remaining);
 void budget_uncharge_slow(struct budget *b, uint64_t n);
 
 /*
- * The calling thread's record, or NULL before its first call with credit.
- * The one place that finds it, so that a per-thread state of the core's
- * can take the key's place.
+ * The record the calling thread last used, and its layer's serial: the
+ * charge finds the thread's record with a thread-local load and a compare
+ * instead of a pthread_getspecific call.  The key stays the truth (its
+ * destructor gives an exiting thread's credit back); this only remembers
+ * one answer of it, and a serial is never reused, so an entry of a layer
+ * since destroyed matches no later one.
  */
+struct budget_credit_last {
+	uint64_t serial;
+	struct budget_credit *c;
+};
+
+extern _Thread_local struct budget_credit_last budget_credit_last;
+
+/* The calling thread's record through the key, or NULL (credit_thread.c). */
+struct budget_credit *budget_credit_find(struct budget *b);
+
+/* The calling thread's record, or NULL before its first call with credit. */
 static inline struct budget_credit *budget_credit_mine(struct budget *b)
 {
-	return pthread_getspecific(b->credit_key);
+	if (__builtin_expect(budget_credit_last.serial == b->serial, 1))
+		return budget_credit_last.c;
+	return budget_credit_find(b);
 }
 
 /*

@@ -180,6 +180,8 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 	if (!b)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "budget: no memory for its state");
 	b->fd = -1;
+	b->serial = xdm_layer_serial(self);
+	b->upstream = xdm_layer_upstream(self);
 	snprintf(b->uuid, sizeof(b->uuid), "%s", dev->uuid);
 	b->device_total = dev->total_bytes;
 	b->configured_limit = xdm_params_size(params, "limit");
@@ -370,9 +372,9 @@ charge_and_allocate(struct xdm_layer *self, bool placed, uint64_t at, size_t byt
 		if (st)
 			return st;
 	}
-	up = xdm_layer_upstream(self);
+	up = b->upstream;
 	st = placed ? xdm_up_allocate_at(up, at, bytes, stream, tag, out) :
-		      xdm_up_allocate(up, bytes, stream, tag, out);
+		      xdm_up_allocate_inline(up, bytes, stream, tag, out);
 	if (!st && out->bytes == bytes)
 		return XDM_OK;
 	return settle(self, st, bytes, out);
@@ -411,7 +413,7 @@ static enum xdm_status budget_deallocate(struct xdm_layer *self, struct xdm_bloc
 	size_t bytes = block->bytes;
 	enum xdm_status st;
 
-	st = xdm_up_deallocate(xdm_layer_upstream(self), block);
+	st = xdm_up_deallocate_inline(b->upstream, block);
 	budget_uncharge(b, bytes);
 	return st;
 }

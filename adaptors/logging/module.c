@@ -151,7 +151,7 @@ static enum xdm_status logging_allocate(struct xdm_layer *self, size_t bytes,
 	struct log_event ev;
 	enum xdm_status st;
 
-	st = xdm_up_allocate(lg->upstream, bytes, stream, tag, out);
+	st = xdm_up_allocate_inline(lg->upstream, bytes, stream, tag, out);
 	if (lg->sink.kind == LOG_SINK_NULL) {
 		log_count(lg);
 		return st;
@@ -179,7 +179,7 @@ static enum xdm_status logging_deallocate(struct xdm_layer *self, struct xdm_blo
 	enum xdm_status st;
 
 	if (lg->sink.kind == LOG_SINK_NULL) {
-		st = xdm_up_deallocate(lg->upstream, block);
+		st = xdm_up_deallocate_inline(lg->upstream, block);
 		log_count(lg);
 		return st;
 	}
@@ -190,7 +190,7 @@ static enum xdm_status logging_deallocate(struct xdm_layer *self, struct xdm_blo
 	ev.stream = block->stream;
 	ev.tag = block->tag ? block->tag : "";
 	ev.query_id = xdm_query_id();
-	st = xdm_up_deallocate(lg->upstream, block);
+	st = xdm_up_deallocate_inline(lg->upstream, block);
 	ev.action = st ? LOG_FREE_FAILURE : LOG_FREE;
 	log_row(lg, &ev);
 	return st;

@@ -269,14 +269,30 @@ typedef const struct xdm_ops *const *(*xdm_module_entry_fn)(void);
 
 XDM_API void *xdm_layer_priv(const struct xdm_layer *self);
 /*
- * ABI 1.5: a layer begins with its priv pointer, so a module's allocation
- * path reads it with one load instead of a call into libxdm.  A module that
- * uses it declares ABI 1.5 (XDM_OPS_HEADER does), and a libxdm older than
- * its ABI minor refuses to load it.
+ * ABI 1.5: a layer begins with these members, so that a module's allocation
+ * path reads its state and calls the layer below with loads, not calls
+ * into libxdm.  The rest of a layer is the core's.  A module that reads
+ * them declares ABI 1.5 (XDM_OPS_HEADER does), and a libxdm older than its
+ * ABI minor refuses to load it.
  */
+struct xdm_layer_head {
+	void *priv;			/* xdm_layer_priv() */
+	uint64_t serial;		/* xdm_layer_serial() */
+	const struct xdm_ops *ops;	/* the layer's table, as the core keeps it */
+	/* Who answers xdm_up_allocate() and xdm_up_deallocate() of this layer:
+	 * itself, or the first layer below past adaptors without the method. */
+	struct xdm_layer *serves_allocate;
+	struct xdm_layer *serves_deallocate;
+};
+
+static inline const struct xdm_layer_head *xdm_layer_head(const struct xdm_layer *self)
+{
+	return (const struct xdm_layer_head *)(const void *)self;
+}
+
 static inline void *xdm_layer_priv_inline(const struct xdm_layer *self)
 {
-	return *(void *const *)(const void *)self;
+	return xdm_layer_head(self)->priv;
 }
 /*
  * ABI 1.5: a number no other layer (nor runtime) of this process had, never
@@ -321,6 +337,33 @@ XDM_API enum xdm_status xdm_up_ipc_export(struct xdm_layer *up, const struct xdm
 					  struct xdm_ipc_object *out);
 XDM_API enum xdm_status xdm_up_finish_block_use(struct xdm_layer *up, struct xdm_block_id id,
 						xdm_stream_id use_stream, enum xdm_access access);
+
+/*
+ * ABI 1.5: xdm_up_allocate() and xdm_up_deallocate() inline, one indirect
+ * call to the layer that serves them.  up must be a layer the core built
+ * (xdm_layer_upstream() of an adaptor); NULL goes to the core's own
+ * function for its error.
+ */
+static inline enum xdm_status xdm_up_allocate_inline(struct xdm_layer *up, size_t bytes,
+						     xdm_stream_id stream, const char *tag,
+						     struct xdm_block *out)
+{
+	struct xdm_layer *l = up ? xdm_layer_head(up)->serves_allocate : NULL;
+
+	if (!l)
+		return xdm_up_allocate(up, bytes, stream, tag, out);
+	return xdm_layer_head(l)->ops->allocate(l, bytes, stream, tag, out);
+}
+
+static inline enum xdm_status xdm_up_deallocate_inline(struct xdm_layer *up,
+						       struct xdm_block *block)
+{
+	struct xdm_layer *l = up ? xdm_layer_head(up)->serves_deallocate : NULL;
+
+	if (!l)
+		return xdm_up_deallocate(up, block);
+	return xdm_layer_head(l)->ops->deallocate(l, block);
+}
 
 /* The runtime's platform, by stream id (INVALID for an unknown stream). */
 XDM_API void *xdm_layer_stream(const struct xdm_layer *self, xdm_stream_id stream);

@@ -208,10 +208,17 @@ bool budget_charge_slow(struct budget *b, uint64_t n, uint64_t *remaining)
 		store(&c->bytes, have - n);
 		return true;
 	}
-	/* Draw this request and the credit ahead, or at least the request. */
+	/*
+	 * Draw what the request lacks and the credit ahead, or at least the
+	 * request: the thread then holds exactly ahead.  What it had counts
+	 * toward the draw rather than on top of it, so that a free of the
+	 * request's size finds room within twice the size; drawn on top, a
+	 * thread alternating blocks of n (a pair) would pass twice its size
+	 * at each free, halve, and go to the segment at every call.
+	 */
 	ahead = ahead_of(b, c, n);
-	if (ahead && budget_reserve(b, n + ahead, remaining)) {
-		store(&c->bytes, have + ahead);
+	if (ahead && budget_reserve(b, n - have + ahead, remaining)) {
+		store(&c->bytes, ahead);
 		store(&c->size, ahead);
 		return true;
 	}

@@ -102,31 +102,32 @@ START_TEST(credit_draws_ahead_and_serves_from_it)
 	CREDIT_STATE(rt, 136 * KIB, 124 * KIB);
 
 	/* A request of exactly the credit still goes through it: 60K do
-	 * not cover it, so it draws 128K and keeps 124K. */
+	 * not cover it, so it draws what they lack and the credit ahead,
+	 * 4K + 64K, and holds 64K. */
 	alloc_on(rt, 64 * KIB, 2, &d);
-	CREDIT_STATE(rt, 264 * KIB, 188 * KIB);
+	CREDIT_STATE(rt, 204 * KIB, 128 * KIB);
 	/* ...one above it bypasses it, both ways. */
 	alloc_on(rt, 64 * KIB + 1, 0, &e);
-	CREDIT_STATE(rt, 328 * KIB + 1, 188 * KIB);
+	CREDIT_STATE(rt, 268 * KIB + 1, 128 * KIB);
 	TU_OK(xdm_deallocate(rt, &e));
-	CREDIT_STATE(rt, 264 * KIB, 188 * KIB);
+	CREDIT_STATE(rt, 204 * KIB, 128 * KIB);
 
 	/* Frees go back to the freeing thread's credit, up to 2 x 64K... */
 	TU_OK(xdm_deallocate(rt, &a));
-	CREDIT_STATE(rt, 264 * KIB, 192 * KIB);
-	/* ...and past it, back to 64K: 68K go back to the segment. */
+	CREDIT_STATE(rt, 204 * KIB, 132 * KIB);
 	TU_OK(xdm_deallocate(rt, &b));
-	CREDIT_STATE(rt, 196 * KIB, 128 * KIB);
+	CREDIT_STATE(rt, 204 * KIB, 136 * KIB);
 	agent_free(&other, &c);
-	CREDIT_STATE(rt, 196 * KIB, 132 * KIB);
+	CREDIT_STATE(rt, 204 * KIB, 140 * KIB);
+	/* ...and past it (72K + 64K), back to 64K: 72K go back to the segment. */
 	TU_OK(xdm_deallocate(rt, &d));
 	/* Nothing live: what is used is the two threads' credit. */
-	CREDIT_STATE(rt, 196 * KIB, 196 * KIB);
+	CREDIT_STATE(rt, 132 * KIB, 132 * KIB);
 	ck_assert_uint_eq(attr(rt, "refusals"), 0);
 
 	/* The other thread exits: exactly its 68K come back. */
 	agent_exit(&other);
-	CREDIT_STATE(rt, 128 * KIB, 128 * KIB);
+	CREDIT_STATE(rt, 64 * KIB, 64 * KIB);
 	TU_OK(xdm_runtime_destroy(rt));
 	ck_assert(!segment_exists("crdraw"));
 }

@@ -196,7 +196,7 @@ START_TEST(test_config_falls_back_to_host)
 	TU_OK(xdm_runtime_stack_spec(rt, spec, sizeof(spec)));
 	if (have == GPU) {
 		ck_assert_str_eq(dev.platform, "cuda");
-		ck_assert_str_eq(spec, "cuda_async");
+		ck_assert_str_eq(spec, "pool | cuda_vmm");
 	} else {
 		ck_assert_str_eq(dev.platform, "host");
 		ck_assert_str_eq(spec, "pool | host");
@@ -221,7 +221,7 @@ START_TEST(test_config_cuda_alone_names_the_line)
 
 		ck_assert_msg(st == XDM_OK, "%s: %s", xdm_strerror(st), message());
 		TU_OK(xdm_runtime_stack_spec(rt, spec, sizeof(spec)));
-		ck_assert_str_eq(spec, "cuda_async");
+		ck_assert_str_eq(spec, "pool | cuda_vmm");
 		TU_OK(xdm_runtime_destroy(rt));
 	} else {
 		expect_absent(have, st);

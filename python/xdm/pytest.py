@@ -344,7 +344,7 @@ def make_plan(config):
             "config keeps its global settings and replaces its stacks, which would "
             "take the tests out of that budget.  Give --xdm-stack with the stack to "
             "run under the run's budget (it may hold that budget: 'budget "
-            "limit=80%% | pool | cuda_async')"
+            "limit=80%% | pool | cuda_vmm')"
             % (source, ", ".join(str(n) for n in budgets)))
     if platform is not None:
         globals_ = [line for line in globals_

@@ -3,7 +3,7 @@
 ::
 
     import xdm.torch
-    xdm.torch.use(stack="budget key=team limit=20G | pool | cuda_async")
+    xdm.torch.use(stack="budget key=team limit=20G | pool | cuda_vmm")
     import torch
     x = torch.randn(1 << 20, device="cuda")     # a block of xdm.runtime(0)
 
@@ -114,7 +114,7 @@ def _stack_config(stack):
     """A config file of one stack for every device; removed at exit."""
     if not isinstance(stack, str) or not stack.strip():
         raise InvalidArgument("xdm.torch.use: stack is a non-empty str, like "
-                              "'budget limit=8G | pool | cuda_async'")
+                              "'budget limit=8G | pool | cuda_vmm'")
     if "\n" in stack or "\0" in stack:
         raise InvalidArgument("xdm.torch.use: a stack is one line")
     fd, path = tempfile.mkstemp(prefix="xdm-torch-", suffix=".conf")
@@ -167,7 +167,7 @@ def use(ordinal=None, config=None, stack=None):
     or stack raises here rather than inside torch.
     config: a config file (xdm.conf(5)) for this process's runtimes, set as
     XDM_CONFIG.  stack: one stack for every device, e.g.
-    ``"budget key=ci limit=8G | pool | cuda_async"``, written to a temporary
+    ``"budget key=ci limit=8G | pool | cuda_vmm"``, written to a temporary
     config file (removed at exit) that becomes XDM_CONFIG; anything else
     (a mount, per-device stacks) needs a config file.  xdm reads its
     config once, when the process's first runtime is built: both raise

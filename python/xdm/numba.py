@@ -23,7 +23,8 @@ A refusal raises ``xdm.OutOfBudget`` (a ``MemoryError``) with
 answers xdm's view: the device's total, and as free the least of what the
 budget has left and what this runtime has not handed out.  IPC handles
 come from Numba's default mixin; memory of a stream-ordered pool
-(``cuda_async``) cannot be exported that way.
+(``cuda_async``) or of virtual-memory mappings (``cuda_vmm``, the default)
+cannot be exported that way.
 
 Importing this module does not import Numba: the plugin class is built
 when Numba (or ``use``) first asks for ``_numba_memory_manager``.

@@ -297,20 +297,8 @@ static inline void budget_release(struct budget *b, uint64_t n)
 bool budget_charge_slow(struct budget *b, uint64_t n, uint64_t *remaining);
 void budget_uncharge_slow(struct budget *b, uint64_t n);
 
-/*
- * The record the calling thread last used, and its layer's serial: the
- * charge finds the thread's record with a thread-local load and a compare
- * instead of a pthread_getspecific call.  The key stays the truth (its
- * destructor gives an exiting thread's credit back); this only remembers
- * one answer of it, and a serial is never reused, so an entry of a layer
- * since destroyed matches no later one.
- */
-struct budget_credit_last {
-	uint64_t serial;
-	struct budget_credit *c;
-};
-
-extern _Thread_local struct budget_credit_last budget_credit_last;
+/* The record the calling thread last used (module.h, xdm_thread_last). */
+extern _Thread_local struct xdm_thread_last budget_credit_last;
 
 /* The calling thread's record through the key, or NULL (credit_thread.c). */
 struct budget_credit *budget_credit_find(struct budget *b);
@@ -318,9 +306,9 @@ struct budget_credit *budget_credit_find(struct budget *b);
 /* The calling thread's record, or NULL before its first call with credit. */
 static inline struct budget_credit *budget_credit_mine(struct budget *b)
 {
-	if (__builtin_expect(budget_credit_last.serial == b->serial, 1))
-		return budget_credit_last.c;
-	return budget_credit_find(b);
+	struct budget_credit *c = xdm_thread_last_get(&budget_credit_last, b->serial);
+
+	return c ? c : budget_credit_find(b);
 }
 
 /*

@@ -140,8 +140,7 @@ static void credit_thread_exit(void *arg)
 	uint64_t have = atomic_load_explicit(&c->bytes, memory_order_relaxed);
 
 	/* The line goes to the next thread that claims it: this one forgets it. */
-	if (budget_credit_last.c == c)
-		budget_credit_last = (struct budget_credit_last){ 0, NULL };
+	xdm_thread_last_forget(&budget_credit_last, c);
 	/* A free line holds nothing and is asked nothing. */
 	atomic_store_explicit(&c->bytes, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->size, 0, memory_order_relaxed);
@@ -175,18 +174,18 @@ struct budget_credit *budget_credit_claim(struct budget *b)
 		line_release(c);
 		return NULL;
 	}
-	budget_credit_last = (struct budget_credit_last){ b->serial, c };
+	xdm_thread_last_set(&budget_credit_last, b->serial, c);
 	return c;
 }
 
-_Thread_local struct budget_credit_last budget_credit_last;
+_Thread_local struct xdm_thread_last budget_credit_last;
 
 struct budget_credit *budget_credit_find(struct budget *b)
 {
 	struct budget_credit *c = pthread_getspecific(b->credit_key);
 
 	if (c)
-		budget_credit_last = (struct budget_credit_last){ b->serial, c };
+		xdm_thread_last_set(&budget_credit_last, b->serial, c);
 	return c;
 }
 

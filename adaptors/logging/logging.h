@@ -334,29 +334,29 @@ extern const struct xdm_attr logging_attrs[];
 enum xdm_status log_exit_hook_add(struct logging *lg);
 void log_exit_hook_drop(struct logging *lg);
 
-/*
- * The ring the calling thread last wrote, and its layer's serial: a row
- * finds the thread's ring with a thread-local load and a compare instead of
- * a pthread_getspecific call.  The key stays the truth (its destructor
- * drains an exiting thread's ring); this only remembers one answer of it,
- * and a serial is never reused, so an entry of a layer since destroyed
- * matches no later one.
- */
-struct log_ring_last {
-	uint64_t serial;
-	struct log_ring *r;
-};
+/* A record's fields but its tag, from an event (ring.c and row.h). */
+static inline void log_rec_fill(struct log_rec *rec, const struct log_event *ev, size_t tag_len)
+{
+	rec->time_ns = ev->time_ns;
+	rec->ptr = ev->ptr;
+	rec->bytes = ev->bytes;
+	rec->query_id = ev->query_id;
+	rec->stream = ev->stream;
+	rec->tag_len = (uint16_t)tag_len;
+	rec->action = (uint8_t)ev->action;
+}
 
-extern _Thread_local struct log_ring_last log_ring_last;
+/* The ring the calling thread last wrote (module.h, xdm_thread_last). */
+extern _Thread_local struct xdm_thread_last log_ring_last;
 
 /* The calling thread's ring through the key, or NULL (ring.c). */
 struct log_ring *log_ring_find(struct logging *lg);
 
 static inline struct log_ring *log_ring_mine(struct logging *lg)
 {
-	if (__builtin_expect(log_ring_last.serial == lg->serial, 1))
-		return log_ring_last.r;
-	return log_ring_find(lg);
+	struct log_ring *r = xdm_thread_last_get(&log_ring_last, lg->serial);
+
+	return r ? r : log_ring_find(lg);
 }
 
 #endif /* XDM_ADAPTORS_LOGGING_H */

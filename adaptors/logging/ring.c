@@ -77,13 +77,7 @@ static void ring_put(struct log_ring *r, uint64_t at, const struct log_event *ev
 {
 	struct log_rec *rec = ring_rec(r, at);
 
-	rec->time_ns = ev->time_ns;
-	rec->ptr = ev->ptr;
-	rec->bytes = ev->bytes;
-	rec->query_id = ev->query_id;
-	rec->stream = ev->stream;
-	rec->tag_len = (uint16_t)tag_len;
-	rec->action = (uint8_t)ev->action;
+	log_rec_fill(rec, ev, tag_len);
 	if (likely(tag_len <= LOG_REC_TAG_INLINE)) {
 		memcpy(rec->tag, ev->tag, tag_len);
 		return;
@@ -326,8 +320,7 @@ static void ring_thread_exit(void *arg)
 	struct log_ring *r = arg;
 	struct logging *lg = r->lg;
 
-	if (log_ring_last.r == r)
-		log_ring_last = (struct log_ring_last){ 0, NULL };
+	xdm_thread_last_forget(&log_ring_last, r);
 	if (log_forked(lg)) {
 		log_discard_ring(lg, r);
 		/* Without the list lock the ring stays listed (and allocated). */
@@ -355,14 +348,14 @@ static void ring_thread_exit(void *arg)
 	ring_free(r);
 }
 
-_Thread_local struct log_ring_last log_ring_last;
+_Thread_local struct xdm_thread_last log_ring_last;
 
 struct log_ring *log_ring_find(struct logging *lg)
 {
 	struct log_ring *r = pthread_getspecific(lg->key);
 
 	if (r)
-		log_ring_last = (struct log_ring_last){ lg->serial, r };
+		xdm_thread_last_set(&log_ring_last, lg->serial, r);
 	return r;
 }
 
@@ -406,7 +399,7 @@ static struct log_ring *ring_new(struct logging *lg)
 		lg->rings->prev = r;
 	lg->rings = r;
 	pthread_mutex_unlock(&lg->list_lock);
-	log_ring_last = (struct log_ring_last){ lg->serial, r };
+	xdm_thread_last_set(&log_ring_last, lg->serial, r);
 	return r;
 
 err_mutex:

@@ -59,13 +59,7 @@ static inline void log_row(struct logging *lg, const struct log_event *ev)
 	atomic_store_explicit(&r->rows, atomic_load_explicit(&r->rows, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
 	rec = (struct log_rec *)(r->slots + (head & r->mask) * LOG_SLOT);
-	rec->time_ns = ev->time_ns;
-	rec->ptr = ev->ptr;
-	rec->bytes = ev->bytes;
-	rec->query_id = ev->query_id;
-	rec->stream = ev->stream;
-	rec->tag_len = (uint16_t)tag_len;
-	rec->action = (uint8_t)ev->action;
+	log_rec_fill(rec, ev, tag_len);
 	log_tag_copy(rec->tag, ev->tag, tag_len);
 	r->head_own = head + 1;
 	atomic_store_explicit(&r->head, head + 1, memory_order_release);

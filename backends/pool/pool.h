@@ -391,29 +391,17 @@ void pool_tc_flush_all(struct pool *p);
 /* Bytes the caches hold for arena i, or for all arenas when i < 0. */
 uint64_t pool_tc_bytes(struct pool *p, int arena);
 
-/*
- * The cache the calling thread last used, and its pool's serial: the hits
- * find the thread's cache with a thread-local load and a compare instead of
- * a pthread_getspecific call.  The key stays the truth (its destructor
- * drains an exiting thread's cache); this only remembers one answer of it,
- * and a serial is never reused, so an entry of a pool since destroyed
- * matches no later pool.
- */
-struct pool_tc_last {
-	uint64_t serial;
-	struct pool_tcache *tc;
-};
-
-extern _Thread_local struct pool_tc_last pool_tc_last;
+/* The cache the calling thread last used (module.h, xdm_thread_last). */
+extern _Thread_local struct xdm_thread_last pool_tc_last;
 
 /* The calling thread's cache of p through its key, or NULL (tcache.c). */
 struct pool_tcache *pool_tc_find(struct pool *p);
 
 static inline struct pool_tcache *pool_tc_mine(struct pool *p)
 {
-	if (__builtin_expect(pool_tc_last.serial == p->serial, 1))
-		return pool_tc_last.tc;
-	return pool_tc_find(p);
+	struct pool_tcache *tc = xdm_thread_last_get(&pool_tc_last, p->serial);
+
+	return tc ? tc : pool_tc_find(p);
 }
 
 /* Whether a block of size may be kept in a thread's cache. */

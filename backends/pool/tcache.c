@@ -162,8 +162,7 @@ static void cache_exit(void *arg)
 	struct pool_tcache *tc = arg;
 	struct pool *p = tc->pool;
 
-	if (pool_tc_last.tc == tc)
-		pool_tc_last = (struct pool_tc_last){ 0, NULL };
+	xdm_thread_last_forget(&pool_tc_last, tc);
 	pthread_mutex_lock(&p->tc_lock);
 	cache_drain(p, tc);
 	if (tc->prev)
@@ -194,18 +193,18 @@ static struct pool_tcache *cache_new(struct pool *p)
 		tc->next->prev = tc;
 	p->tcaches = tc;
 	pthread_mutex_unlock(&p->tc_lock);
-	pool_tc_last = (struct pool_tc_last){ p->serial, tc };
+	xdm_thread_last_set(&pool_tc_last, p->serial, tc);
 	return tc;
 }
 
-_Thread_local struct pool_tc_last pool_tc_last;
+_Thread_local struct xdm_thread_last pool_tc_last;
 
 struct pool_tcache *pool_tc_find(struct pool *p)
 {
 	struct pool_tcache *tc = pthread_getspecific(p->tc_key);
 
 	if (tc)
-		pool_tc_last = (struct pool_tc_last){ p->serial, tc };
+		xdm_thread_last_set(&pool_tc_last, p->serial, tc);
 	return tc;
 }
 

@@ -301,6 +301,40 @@ static inline void *xdm_layer_priv_inline(const struct xdm_layer *self)
  * whose state lands at the same address.
  */
 XDM_API uint64_t xdm_layer_serial(const struct xdm_layer *self);
+
+/*
+ * ABI 1.5: the answer a module's pthread key last gave the calling thread,
+ * kept in a thread-local of the module's own, so that an allocation path
+ * finds the thread's record with a load and a compare instead of a
+ * pthread_getspecific call.  serial is the layer's: an entry left by a
+ * layer since destroyed matches no later layer.  The key stays the truth:
+ * its destructor still runs at the thread's exit, and forgets the entry
+ * when it holds the record going away.  Only non-NULL records are kept.
+ */
+struct xdm_thread_last {
+	uint64_t serial;
+	void *record;
+};
+
+/* The record kept for the layer of serial, or NULL: ask the key. */
+static inline void *xdm_thread_last_get(const struct xdm_thread_last *last, uint64_t serial)
+{
+	return __builtin_expect(last->serial == serial, 1) ? last->record : NULL;
+}
+
+static inline void xdm_thread_last_set(struct xdm_thread_last *last, uint64_t serial,
+				       void *record)
+{
+	last->serial = serial;
+	last->record = record;
+}
+
+/* A record goes (its thread exits): the entry forgets it if it held it. */
+static inline void xdm_thread_last_forget(struct xdm_thread_last *last, const void *record)
+{
+	if (last->record == record)
+		xdm_thread_last_set(last, 0, NULL);
+}
 XDM_API void xdm_layer_set_priv(struct xdm_layer *self, void *priv);
 /* The layer below; NULL for a backend. */
 XDM_API struct xdm_layer *xdm_layer_upstream(const struct xdm_layer *self);

@@ -277,7 +277,7 @@ START_TEST(a_pool_pair_makes_two)
 	expect_pair("pool | host", 256, 2, RMW_CEILING(462));
 	expect_pair("pool | host", 4096, 2, RMW_CEILING(462));
 	expect_pair("pool | host", 65536, 2, RMW_CEILING(462));
-	expect_pair("pool | host", 1 << 20, 2, RMW_CEILING(574));
+	expect_pair("pool | host", 1 << 20, 2, RMW_CEILING(572));
 }
 END_TEST
 
@@ -292,7 +292,7 @@ START_TEST(a_full_stack_pair_makes_two)
 	snprintf(name, sizeof(name), "rmw-%d", (int)getpid());
 	snprintf(stack, sizeof(stack), "budget key=%s limit=1G credit=1M | pool | host", name);
 	expect_pair(stack, 4096, 2, RMW_CEILING(569));
-	expect_pair(stack, 1 << 20, 2, RMW_CEILING(681));
+	expect_pair(stack, 1 << 20, 2, RMW_CEILING(679));
 	snprintf(stack, sizeof(stack), "/xdm-budget-%s", name);
 	shm_unlink(stack);
 }
@@ -326,7 +326,7 @@ START_TEST(a_logged_pair_adds_none)
 
 	snprintf(stack, sizeof(stack), "logging path=/tmp/check_rmw-%d.csv buffer=1M | pool | host",
 		 (int)getpid());
-	expect_pair(stack, 4096, 2, RMW_CEILING(749));
+	expect_pair(stack, 4096, 2, RMW_CEILING(753));
 	snprintf(stack, sizeof(stack), "/tmp/check_rmw-%d.csv", (int)getpid());
 	unlink(stack);
 }

@@ -12,7 +12,7 @@
 
 #include "core/internal.h"
 
-_Thread_local struct xdm_counts_cache xdm_counts_cache;
+_Thread_local struct xdm_thread_last xdm_counts_last;
 
 /* A reader that sees a fold in progress waits this many times, then yields. */
 #define SUM_SPINS_BEFORE_YIELD 64
@@ -78,8 +78,7 @@ static void thread_exit(void *arg)
 	struct xdm_counters *c = t->counters;
 
 	/* The record goes to the next thread that joins: this one forgets it. */
-	if (xdm_counts_cache.t == t)
-		xdm_counts_cache = (struct xdm_counts_cache){ 0, NULL };
+	xdm_thread_last_forget(&xdm_counts_last, t);
 	pthread_mutex_lock(&c->threads_lock);
 	retire_begin(c);
 	retire_add(c, atomic_load_explicit(&t->allocs, memory_order_relaxed),
@@ -173,17 +172,13 @@ static struct xdm_thread_counts *join(struct xdm_counters *c)
 		pthread_mutex_unlock(&c->threads_lock);
 		return NULL;
 	}
-	xdm_counts_cache = (struct xdm_counts_cache){ c->serial, t };
+	xdm_thread_last_set(&xdm_counts_last, c->serial, t);
 	return t;
 }
 
 struct xdm_thread_counts *xdm_counters_find(struct xdm_counters *c)
 {
-	struct xdm_thread_counts *t = pthread_getspecific(c->key);
-
-	if (t)
-		xdm_counts_cache = (struct xdm_counts_cache){ c->serial, t };
-	return t;
+	return xdm_thread_last_keep(&xdm_counts_last, c->serial, pthread_getspecific(c->key));
 }
 
 static void count_retired(struct xdm_counters *c, uint64_t allocs, uint64_t frees,

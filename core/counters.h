@@ -45,7 +45,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <xdm/xdm.h>
+#include <xdm/module.h>
 
 #ifndef XDM_HIDDEN
 #define XDM_HIDDEN __attribute__((visibility("hidden")))
@@ -146,30 +146,23 @@ static inline void xdm_thread_count_free(struct xdm_thread_counts *t, uint64_t b
 }
 
 /*
- * The record the calling thread last counted in, and the serial of its
- * counters: the allocation path finds its record with one thread-local
- * load and a compare, where pthread_getspecific costs a call and a dozen
- * instructions more.  The key stays the truth (its destructor folds an
- * exiting thread's record); the cache only remembers one answer of it.
- * Serials are never reused, so the cache of a runtime since destroyed
- * matches no later runtime and its record is never read again.  Built with
- * TLS descriptors (configure), the load is a few instructions.
+ * The record the calling thread last counted in, keyed by its counters'
+ * serial (module.h, struct xdm_thread_last, as the modules keep theirs):
+ * the allocation path finds its record with a thread-local load and a
+ * compare, where pthread_getspecific costs a call and a dozen instructions
+ * more.  The key stays the truth (its destructor folds an exiting thread's
+ * record).
  */
-struct xdm_counts_cache {
-	uint64_t serial;
-	struct xdm_thread_counts *t;
-};
-
-XDM_HIDDEN extern _Thread_local struct xdm_counts_cache xdm_counts_cache;
+XDM_HIDDEN extern _Thread_local struct xdm_thread_last xdm_counts_last;
 
 /* The calling thread's record in c, or NULL if it has none yet. */
 XDM_HIDDEN struct xdm_thread_counts *xdm_counters_find(struct xdm_counters *c);
 
 static inline struct xdm_thread_counts *xdm_thread_counts_of(struct xdm_counters *c)
 {
-	if (__builtin_expect(xdm_counts_cache.serial == c->serial, 1))
-		return xdm_counts_cache.t;
-	return xdm_counters_find(c);
+	struct xdm_thread_counts *t = xdm_thread_last_get(&xdm_counts_last, c->serial);
+
+	return t ? t : xdm_counters_find(c);
 }
 
 /* Count a block the calling thread allocated. */

@@ -181,8 +181,8 @@ struct xdm_native_map {
 
 XDM_HIDDEN enum xdm_status xdm_stream_pool_init(struct xdm_runtime *rt, uint32_t count);
 XDM_HIDDEN void xdm_stream_pool_fini(struct xdm_runtime *rt);
-/* The native handle of a stream id, or NULL. */
-XDM_HIDDEN void *xdm_stream_native(struct xdm_runtime *rt, xdm_stream_id stream);
+/* The native handle of a stream id, or NULL (after struct xdm_runtime: inline). */
+static inline void *xdm_stream_native(struct xdm_runtime *rt, xdm_stream_id stream);
 
 /* Count use events a block's track takes (+1) or lets go of (-1). */
 static inline void xdm_stream_events_held(struct xdm_stream_pool *pool, xdm_stream_id stream,
@@ -391,11 +391,15 @@ struct xdm_runtime {
 	struct xdm_ipc ipc;
 };
 
-/* Whether stream names a stream of rt's pool: xdm_stream_native's test, inline. */
-static inline bool xdm_stream_in_pool(struct xdm_runtime *rt, xdm_stream_id stream)
+/*
+ * Inline: the allocation path asks it for every block.  Slots are written
+ * once, before count is published with release order (stream_pool.c).
+ */
+static inline void *xdm_stream_native(struct xdm_runtime *rt, xdm_stream_id stream)
 {
-	return stream < atomic_load_explicit(&rt->streams.count, memory_order_acquire) &&
-	       rt->streams.slots[stream].handle;
+	if (!rt || stream >= atomic_load_explicit(&rt->streams.count, memory_order_acquire))
+		return NULL;
+	return rt->streams.slots[stream].handle;
 }
 
 /* The front end that serves the tree as files (mount.c). */

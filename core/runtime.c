@@ -85,7 +85,7 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 
 	if (!rt || !out)
 		return xdm_error_set(XDM_E_INVALID, "xdm_allocate: NULL runtime or result");
-	if (__builtin_expect(bytes == 0 || !xdm_stream_in_pool(rt, stream), 0))
+	if (__builtin_expect(bytes == 0 || !xdm_stream_native(rt, stream), 0))
 		return refuse_allocate(rt, bytes, stream);
 	/* Layers see the block's identity before they fill in the memory. */
 	*out = (struct xdm_block){

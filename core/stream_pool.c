@@ -11,17 +11,6 @@
 
 #include "core/internal.h"
 
-void *xdm_stream_native(struct xdm_runtime *rt, xdm_stream_id stream)
-{
-	uint32_t count;
-
-	if (!rt)
-		return NULL;
-	count = atomic_load_explicit(&rt->streams.count, memory_order_acquire);
-
-	return stream < count ? rt->streams.slots[stream].handle : NULL;
-}
-
 enum xdm_status xdm_stream_pool_init(struct xdm_runtime *rt, uint32_t count)
 {
 	struct xdm_stream_pool *pool = &rt->streams;

@@ -182,11 +182,8 @@ _Thread_local struct xdm_thread_last budget_credit_last;
 
 struct budget_credit *budget_credit_find(struct budget *b)
 {
-	struct budget_credit *c = pthread_getspecific(b->credit_key);
-
-	if (c)
-		xdm_thread_last_set(&budget_credit_last, b->serial, c);
-	return c;
+	return xdm_thread_last_keep(&budget_credit_last, b->serial,
+				    pthread_getspecific(b->credit_key));
 }
 
 enum xdm_status budget_credit_init(struct budget *b)

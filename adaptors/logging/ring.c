@@ -352,11 +352,7 @@ _Thread_local struct xdm_thread_last log_ring_last;
 
 struct log_ring *log_ring_find(struct logging *lg)
 {
-	struct log_ring *r = pthread_getspecific(lg->key);
-
-	if (r)
-		xdm_thread_last_set(&log_ring_last, lg->serial, r);
-	return r;
+	return xdm_thread_last_keep(&log_ring_last, lg->serial, pthread_getspecific(lg->key));
 }
 
 /* The calling thread's first row: one gettid, one allocation, one list insertion. */

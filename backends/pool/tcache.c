@@ -201,11 +201,7 @@ _Thread_local struct xdm_thread_last pool_tc_last;
 
 struct pool_tcache *pool_tc_find(struct pool *p)
 {
-	struct pool_tcache *tc = pthread_getspecific(p->tc_key);
-
-	if (tc)
-		xdm_thread_last_set(&pool_tc_last, p->serial, tc);
-	return tc;
+	return xdm_thread_last_keep(&pool_tc_last, p->serial, pthread_getspecific(p->tc_key));
 }
 
 static struct pool_tc_arena *arena_new(struct pool *p, struct pool_tcache *tc, unsigned int i)

@@ -329,6 +329,15 @@ static inline void xdm_thread_last_set(struct xdm_thread_last *last, uint64_t se
 	last->record = record;
 }
 
+/* What a lookup through the key found: kept when there is one, and returned. */
+static inline void *xdm_thread_last_keep(struct xdm_thread_last *last, uint64_t serial,
+					 void *record)
+{
+	if (record)
+		xdm_thread_last_set(last, serial, record);
+	return record;
+}
+
 /* A record goes (its thread exits): the entry forgets it if it held it. */
 static inline void xdm_thread_last_forget(struct xdm_thread_last *last, const void *record)
 {

@@ -169,14 +169,15 @@ tests_process_check_ipc_LDADD = $(LDADD) -lrt
 tests_process_ipc_peer_LDFLAGS = $(test_exec_flags)
 tests_process_ipc_peer_LDADD = libxdm.la -lpthread
 
-# The budget module with kill points (adaptors/budget/faults.c): a process
+# The budget module with kill points (lib/budget_segment/faults.c): a process
 # that loads it from tests/faults/.libs stops itself at the step
 # $XDM_BUDGET_FAULT names, so the suite can kill it there.  Never installed.
 noinst_LTLIBRARIES += tests/faults/budget.la
-tests_faults_budget_la_SOURCES = $(adaptors_budget_la_SOURCES) adaptors/budget/faults.c
+tests_faults_budget_la_SOURCES = $(adaptors_budget_la_SOURCES) $(budget_segment_sources) \
+	lib/budget_segment/faults.c
 tests_faults_budget_la_CPPFLAGS = $(AM_CPPFLAGS) -DXDM_BUDGET_FAULTS
 tests_faults_budget_la_LDFLAGS = $(test_module_link_flags)
-tests_faults_budget_la_LIBADD = $(adaptors_budget_la_LIBADD)
+tests_faults_budget_la_LIBADD = $(module_link_libs) -lrt
 
 # The tree through a real FUSE mount: fuse_walk reads it from another
 # process (check_fusefs spawns it; it also serves a person who wants to

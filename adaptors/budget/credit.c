@@ -113,14 +113,7 @@ static void give_back(struct budget *b, struct budget_credit *c, uint64_t extra)
 	if (b->credit_auto)
 		store(&c->size, 0);
 	if (have)
-		budget_release(b, have);
-}
-
-static uint64_t room(_Atomic uint64_t *usage, _Atomic uint64_t *limitp)
-{
-	uint64_t used = load(usage), limit = load(limitp);
-
-	return used < limit ? limit - used : 0;
+		budget_release(&b->m, have);
 }
 
 /*
@@ -141,9 +134,9 @@ static uint64_t ahead_of(struct budget *b, struct budget_credit *c, uint64_t n)
 		want = n;
 	if (want > BUDGET_CREDIT_AUTO_MAX)
 		want = BUDGET_CREDIT_AUTO_MAX;
-	left = room(&b->shm->used, &b->shm->limit);
-	if (b->group && room(&b->group->used, &b->group->limit) < left)
-		left = room(&b->group->used, &b->group->limit);
+	left = budget_room(&b->m.shm->used, &b->m.shm->limit);
+	if (b->m.group && budget_room(&b->m.group->used, &b->m.group->limit) < left)
+		left = budget_room(&b->m.group->used, &b->m.group->limit);
 	left = left > n ? (left - n) >> BUDGET_CREDIT_AUTO_SHARE : 0;
 	return want < left ? want : left;
 }
@@ -163,7 +156,7 @@ static bool charge_last_try(struct budget *b, uint64_t n, uint64_t *remaining)
 	if (own)
 		give_back(b, own, 0);
 	budget_credit_ask_back(b, own);
-	return budget_reserve(b, n, remaining);
+	return budget_reserve(&b->m, n, remaining);
 }
 
 /* Asked for its credit back: keep none, and draw nothing ahead this time. */
@@ -179,7 +172,7 @@ static bool charge_asked_back(struct budget *b, struct budget_credit *c, uint64_
 		return true;
 	}
 	give_back(b, c, 0);
-	return budget_reserve(b, n, remaining) || charge_last_try(b, n, remaining);
+	return budget_reserve(&b->m, n, remaining) || charge_last_try(b, n, remaining);
 }
 
 /* Everything but a charge that the thread's credit covers (budget.h). */
@@ -217,13 +210,13 @@ bool budget_charge_slow(struct budget *b, uint64_t n, uint64_t *remaining)
 	 * at each free, halve, and go to the segment at every call.
 	 */
 	ahead = ahead_of(b, c, n);
-	if (ahead && budget_reserve(b, n - have + ahead, remaining)) {
+	if (ahead && budget_reserve(&b->m, n - have + ahead, remaining)) {
 		store(&c->bytes, ahead);
 		store(&c->size, ahead);
 		return true;
 	}
 exact:
-	return budget_reserve(b, n, remaining) || charge_last_try(b, n, remaining);
+	return budget_reserve(&b->m, n, remaining) || charge_last_try(b, n, remaining);
 }
 
 /*
@@ -244,7 +237,7 @@ static void uncharge_overflow(struct budget *b, struct budget_credit *c, uint64_
 	keep = have < size ? have : size;
 	store(&c->bytes, keep);
 	if (have > keep)
-		budget_release(b, have - keep);
+		budget_release(&b->m, have - keep);
 }
 
 /* Everything but an uncharge that the thread's credit keeps whole (budget.h). */
@@ -254,19 +247,19 @@ void budget_uncharge_slow(struct budget *b, uint64_t n)
 	uint64_t have;
 
 	if (!b->credit_max) {
-		budget_release(b, n);
+		budget_release(&b->m, n);
 		return;
 	}
 	if (n > b->credit_max) {
 		c = budget_credit_mine(b);
 		if (c && asked_back(c))
 			give_back(b, c, 0);
-		budget_release(b, n);
+		budget_release(&b->m, n);
 		return;
 	}
 	c = thread_record(b);
 	if (!c) {
-		budget_release(b, n);
+		budget_release(&b->m, n);
 		return;
 	}
 	if (asked_back(c)) {

@@ -146,7 +146,7 @@ static void credit_thread_exit(void *arg)
 	atomic_store_explicit(&c->size, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->drain, 0, memory_order_relaxed);
 	if (have)
-		budget_release(book->b, have);
+		budget_release(&book->b->m, have);
 	line_release(c);
 }
 
@@ -240,7 +240,7 @@ void budget_credit_fini(struct budget *b)
 	b->credit_key_made = false;
 	sum = budget_credit_held(b);
 	if (sum)
-		budget_release(b, sum);
+		budget_release(&b->m, sum);
 	for (book = pages(b); book; book = next) {
 		next = book->next;
 		munmap(lines_of(book), 2 * page_size());

@@ -27,7 +27,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <limits.h>
 #include <sys/types.h>
+
+#include <xdm/module.h>
 
 /* Atomics on shared memory must not fall back to a lock in the process. */
 static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
@@ -49,8 +52,9 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
  * refused rather than made one budget of both.  5: a process is alive
  * while it holds a lock on its slot (an OFD lock, which the kernel
  * releases at its death in any pid namespace); slots name the process's
- * pid namespace, command and container; groups with limits of their own. */
-#define BUDGET_LAYOUT_VERSION 5u
+ * pid namespace, command and container; groups with limits of their own.
+ * 6: a slot says how its process is charged (enum budget_slot_kind). */
+#define BUDGET_LAYOUT_VERSION 6u
 #define BUDGET_UUID_MAX 40
 #define BUDGET_SLOTS 256u
 #define BUDGET_GROUPS 64u
@@ -58,6 +62,16 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 #define BUDGET_GROUP_NAME_MAX 64
 #define BUDGET_CONTAINER_MAX 128
 #define BUDGET_COMM_MAX 16
+
+/*
+ * How a process is charged: by the budget layers of its xdm stacks, by the
+ * preload shim (libxdm-preload.so) for the driver's allocation calls, or
+ * both.  A process has one slot whatever charges it.
+ */
+enum budget_slot_kind {
+	BUDGET_SLOT_LIBXDM = 1u << 0,
+	BUDGET_SLOT_PRELOAD = 1u << 1,
+};
 
 /*
  * One attached process.  pid is claimed last and cleared last, under the
@@ -82,6 +96,7 @@ struct budget_slot {
 	_Atomic uint64_t begun;		/* changes of used or the usage (and group) begun */
 	_Atomic uint64_t done;		/* ... and finished */
 	uint32_t group;			/* 1 + its index in groups[], 0: none; under lock */
+	uint32_t kind;			/* enum budget_slot_kind; under lock, at claim */
 	/* Who it is, for people (xdmctl ps); written under the lock at claim. */
 	uint64_t pidns;			/* inode of its pid namespace */
 	char comm[BUDGET_COMM_MAX];
@@ -222,5 +237,282 @@ struct budget_shm *budget_segment_map(int dirfd, const char *name, bool writable
 void budget_segment_unmap(struct budget_shm *s);
 /* Whether a mapped segment is finished and of this layout; else why not. */
 bool budget_segment_layout_ok(const struct budget_shm *s, char *why, size_t len);
+
+/* ---- a process attached to a segment: member.c, member_config.c -------- */
+
+/*
+ * What a process needs to charge a budget: the mapped segment, its slot
+ * and group, and the names and identity it attached with.  The budget
+ * adaptor keeps one per layer, the preload shim one per device it has seen
+ * allocate.  Both fill the configuration (budget_member_name, _dir,
+ * _group, the limits, the identity), then attach; the accounting below is
+ * the same code for both, so a byte is charged the same way whoever
+ * charges it.
+ */
+struct budget_member {
+	struct budget_shm *shm;		/* the mapped segment, once attached */
+	struct budget_slot *slot;	/* this process's row of it */
+	struct budget_group *group;	/* its group, or NULL */
+	int fd;				/* the segment file: holds the slot's lock */
+	unsigned int slot_index;
+	uint32_t kind;			/* enum budget_slot_kind, or'ed into the slot */
+	uint64_t configured_limit;	/* the limit a first process sets */
+	uint64_t group_limit;		/* UINT64_MAX: the device's */
+	uint64_t device_total;		/* the base of % in limits */
+	bool reset_stale;		/* attach found a segment of dead owners */
+	/* Who attached, for the slot. */
+	pid_t pid;
+	uint64_t start_time;
+	uint64_t pidns;
+	char comm[BUDGET_COMM_MAX];
+	char container[BUDGET_CONTAINER_MAX];
+	char group_name[BUDGET_GROUP_NAME_MAX];	/* "": in no group */
+	char name[BUDGET_NAME_MAX];	/* "/xdm-budget-<key>" */
+	char dir[PATH_MAX];		/* where the segment is */
+	char path[PATH_MAX];		/* dir and name */
+	char uuid[BUDGET_UUID_MAX];	/* the device */
+};
+
+/*
+ * The configuration, each an XDM_E_CONFIG sentence on bad input (prefixed
+ * by who, "budget" or "xdm-preload"):
+ *  - the name from a key, where "%u" stands for the device's UUID and "%%"
+ *    for '%', anything but [A-Za-z0-9_-] becoming '_' (m->uuid set first);
+ *  - the directory: absolute, and nobody's but root's and this user's
+ *    unless sticky (anyone else could swap the segment under us);
+ *  - the group and its limit (text, NULL for none; a % is of
+ *    m->device_total);
+ *  - who this process is: pid, start time, pid namespace, command, and
+ *    its container, named or else its cgroup.
+ */
+enum xdm_status budget_member_name(struct budget_member *m, const char *who, const char *key);
+enum xdm_status budget_member_dir(struct budget_member *m, const char *who, const char *dir);
+enum xdm_status budget_member_group(struct budget_member *m, const char *who, const char *name,
+				    const char *limit);
+enum xdm_status budget_member_identity(struct budget_member *m, const char *who,
+				       const char *container);
+
+/* Map (creating if need be) and attach: fills shm, slot, group. */
+enum xdm_status budget_member_attach(struct budget_member *m);
+/* Detach; the last process out unlinks the segment. */
+void budget_member_detach(struct budget_member *m);
+
+/*
+ * A refusal's sentence, into buf: who refused (the device's limit or the
+ * group's) with both figures as the refusal saw them, the request and
+ * what remains; why (may be "") goes first.  Counts the refusal in the
+ * device's refusals and the group's.
+ */
+void budget_member_refusal(struct budget_member *m, const char *who, uint64_t requested,
+			   uint64_t remaining, const char *why, char *buf, size_t len);
+
+/*
+ * A refusal may be the dead's fault: reclaim dead processes, unless a scan
+ * started within BUDGET_RESCAN_NS or one began since this refusal
+ * (reclaim.c).  The caller then asks once more; that answer is final.
+ */
+void budget_member_reclaim_dead(struct budget_member *m);
+/* A refusal rescans for dead processes only this long after the last scan. */
+#define BUDGET_RESCAN_NS 1000000ull
+
+/* ---- faults.c: kill points, in the test build only ---------------------- */
+
+/*
+ * The steps at which a process may die in the middle of changing the
+ * accounting.  The test build (tests/faults/budget.so, compiled with
+ * XDM_BUDGET_FAULTS) stops itself with SIGSTOP at the step named by
+ * $XDM_BUDGET_FAULT, so that a test can look at the segment in that state
+ * and then kill the process there; the installed code has no trace of it.
+ */
+enum budget_step {
+	BUDGET_STEP_NONE,
+	BUDGET_STEP_RESERVE_BEGUN,	/* begun counted, nothing changed */
+	BUDGET_STEP_RESERVE_SHARED,	/* the shared usage has the bytes */
+	BUDGET_STEP_RESERVE_GROUP,	/* ... and the group's usage */
+	BUDGET_STEP_RESERVE_SLOT,	/* ... and the slot has them */
+	BUDGET_STEP_RELEASE_BEGUN,
+	BUDGET_STEP_RELEASE_SLOT,	/* the slot gave them back */
+	BUDGET_STEP_RELEASE_GROUP,	/* ... and the group's usage */
+	BUDGET_STEP_RELEASE_SHARED,	/* ... and the shared usage */
+	/* A slot emptied: begun, the slot, its group, the shared usage. */
+	BUDGET_STEP_DETACH_BEGUN,	/* the last detach, under the lock */
+	BUDGET_STEP_DETACH_SLOT,
+	BUDGET_STEP_DETACH_GROUP,
+	BUDGET_STEP_DETACH_SHARED,
+	BUDGET_STEP_RECLAIM_BEGUN,	/* a reclaimer emptying a dead slot */
+	BUDGET_STEP_RECLAIM_SLOT,
+	BUDGET_STEP_RECLAIM_GROUP,
+	BUDGET_STEP_RECLAIM_SHARED,
+	BUDGET_STEP_SETTLE_SHARED,	/* a settlement subtracted, slots not freed */
+	BUDGET_STEP_COUNT
+};
+
+#ifdef XDM_BUDGET_FAULTS
+void budget_fault_at(enum budget_step step);
+#define BUDGET_STEP(step) budget_fault_at(step)
+#else
+#define BUDGET_STEP(step) ((void)0)
+#endif
+
+/* ---- validate.c: a segment is trusted only once it looks like one ------ */
+
+/*
+ * Under the lock, at attach: the header's and the slots' invariants, the
+ * limit's check word, and (at a quiet moment) a usage that covers every
+ * live slot.  XDM_OK, or XDM_E_CONFIG with a sentence naming the segment
+ * and what is wrong with it.
+ */
+enum xdm_status budget_validate_locked(const struct budget_member *m, struct budget_shm *s);
+
+/* ---- reclaim.c: dead processes ----------------------------------------- */
+
+/*
+ * Under the segment's lock: empty every slot of a dead process into the
+ * shared usage (and its group's).  fd is the caller's open segment file
+ * and own its slot (alive, whatever its lock says through fd), or NULL.
+ * Returns the bytes given back; *live counts the slots left, *dead those
+ * cleared (either may be NULL).
+ */
+uint64_t budget_reclaim_locked(struct budget_shm *s, int fd, const struct budget_slot *own,
+			       unsigned int *live, unsigned int *dead);
+/* Which slots' processes run, by their locks (budget_reclaim_locked's rule). */
+void budget_slots_alive(struct budget_shm *s, int fd, const struct budget_slot *own,
+			bool alive[BUDGET_SLOTS]);
+/*
+ * Empty a slot into its group's usage and the shared usage, bracketed as
+ * a change; first names the BEGUN step of the caller's four fault steps.
+ * Returns the bytes given back.
+ */
+uint64_t budget_slot_empty(struct budget_shm *s, struct budget_slot *slot, enum budget_step first);
+/* Under the lock: a slot leaves its group, which is freed with its last member. */
+void budget_group_leave(struct budget_shm *s, struct budget_slot *slot);
+/* How long a reclaim looks for a quiet moment before it leaves a dead slot
+ * to the next scan: it holds the lock meanwhile. */
+#define BUDGET_SETTLE_NS 2000000ull
+/* The usages, and what the live slots hold of them, at one quiet moment. */
+struct budget_quiet {
+	uint64_t used, live;
+	uint64_t group_used[BUDGET_GROUPS], group_live[BUDGET_GROUPS];
+};
+/* Whether no live slot is inside a change: then *q. */
+bool budget_quiet_usage(struct budget_shm *s, const bool *alive, struct budget_quiet *q);
+/* used -= min(n, used): for paths that may meet a leak, never the hot one. */
+void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n);
+
+/* ---- the accounting: a change of a slot and the usages ------------------ */
+
+/*
+ * Bracket a change of a slot's used and the shared usage (above): begun
+ * before, done after.  The changes themselves are release operations, so
+ * a reclaimer that reads one with acquire and then reads begun again sees
+ * the begun that came before it (a seqlock's writer side, without a fence:
+ * ThreadSanitizer cannot follow fences); done's release publishes the
+ * change before the count.
+ */
+static inline void budget_slot_begin(struct budget_slot *slot)
+{
+	atomic_fetch_add_explicit(&slot->begun, 1, memory_order_relaxed);
+}
+
+static inline void budget_slot_end(struct budget_slot *slot)
+{
+	atomic_fetch_add_explicit(&slot->done, 1, memory_order_release);
+}
+
+/*
+ * Add n to a usage unless that passes its limit: a compare-and-swap loop
+ * that never lets it pass, so that no interleaving of any processes ever
+ * has the device (or a group) over its budget.  false with what remains.
+ */
+static inline bool budget_usage_take(_Atomic uint64_t *usage, _Atomic uint64_t *limitp,
+				     uint64_t n, uint64_t *remaining)
+{
+	uint64_t used = atomic_load_explicit(usage, memory_order_relaxed), limit;
+
+	do {
+		limit = atomic_load_explicit(limitp, memory_order_relaxed);
+		if (used > limit || n > limit - used) {
+			*remaining = used > limit ? 0 : limit - used;
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(usage, &used, used + n,
+							memory_order_release,
+							memory_order_relaxed));
+	return true;
+}
+
+/* A peak raised to used (it shares used's cache line: cheap). */
+static inline void budget_peak_raise(_Atomic uint64_t *peakp, _Atomic uint64_t *usage)
+{
+	uint64_t used = atomic_load_explicit(usage, memory_order_relaxed);
+	uint64_t peak = atomic_load_explicit(peakp, memory_order_relaxed);
+
+	while (used > peak &&
+	       !atomic_compare_exchange_weak_explicit(peakp, &peak, used, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+/*
+ * Reserve n bytes: the device's usage, then the group's (undone if the
+ * group has no room), then the process's own slot, which is what a
+ * reclaimer gives back if this process dies.  A death between them is
+ * settled by the reclaimer (the slot's begun and done disagree).
+ */
+static inline bool budget_reserve(struct budget_member *m, uint64_t n, uint64_t *remaining)
+{
+	struct budget_shm *s = m->shm;
+	struct budget_group *g = m->group;
+	uint64_t left;
+
+	budget_slot_begin(m->slot);
+	BUDGET_STEP(BUDGET_STEP_RESERVE_BEGUN);
+	if (!budget_usage_take(&s->used, &s->limit, n, remaining)) {
+		budget_slot_end(m->slot);
+		return false;
+	}
+	BUDGET_STEP(BUDGET_STEP_RESERVE_SHARED);
+	if (g && !budget_usage_take(&g->used, &g->limit, n, &left)) {
+		atomic_fetch_sub_explicit(&s->used, n, memory_order_release);
+		budget_slot_end(m->slot);
+		*remaining = left;
+		return false;
+	}
+	BUDGET_STEP(BUDGET_STEP_RESERVE_GROUP);
+	atomic_fetch_add_explicit(&m->slot->used, n, memory_order_release);
+	BUDGET_STEP(BUDGET_STEP_RESERVE_SLOT);
+	budget_slot_end(m->slot);
+
+	budget_peak_raise(&s->peak, &s->used);
+	if (g)
+		budget_peak_raise(&g->peak, &g->used);
+	return true;
+}
+
+/* The mirror of budget_reserve: the slot first, then the group, then the device. */
+static inline void budget_release(struct budget_member *m, uint64_t n)
+{
+	struct budget_shm *s = m->shm;
+
+	budget_slot_begin(m->slot);
+	BUDGET_STEP(BUDGET_STEP_RELEASE_BEGUN);
+	atomic_fetch_sub_explicit(&m->slot->used, n, memory_order_release);
+	BUDGET_STEP(BUDGET_STEP_RELEASE_SLOT);
+	if (m->group)
+		atomic_fetch_sub_explicit(&m->group->used, n, memory_order_release);
+	BUDGET_STEP(BUDGET_STEP_RELEASE_GROUP);
+	atomic_fetch_sub_explicit(&s->used, n, memory_order_release);
+	BUDGET_STEP(BUDGET_STEP_RELEASE_SHARED);
+	budget_slot_end(m->slot);
+}
+
+/* The room a usage has under its limit, as one sample. */
+static inline uint64_t budget_room(_Atomic uint64_t *usage, _Atomic uint64_t *limitp)
+{
+	uint64_t used = atomic_load_explicit(usage, memory_order_relaxed);
+	uint64_t limit = atomic_load_explicit(limitp, memory_order_relaxed);
+
+	return used < limit ? limit - used : 0;
+}
 
 #endif /* XDM_BUDGET_SEGMENT_H */

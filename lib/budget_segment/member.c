@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * segment.c - the life of the shared segment: create or find it, attach a
- * process to it, detach, and unlink it when the last process leaves.
+ * member.c - a process's membership of the shared segment: create or find
+ * it, attach the process to it, detach, and unlink it when the last
+ * process leaves.  The budget adaptor and the preload shim both attach
+ * through here; a process that has both shares one slot.
  *
  * The segment is a file, xdm-budget-<key>, in /dev/shm or the directory
  * that dir= names (a directory that containers share, for one budget
@@ -33,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 
 #define BUDGET_READY_WAIT_MS 2000
 #define BUDGET_OPEN_TRIES 16
@@ -50,37 +52,37 @@ static void sleep_ms(long ms)
 }
 
 /* Open the segment file: no link followed, closed across exec. */
-static int open_file(const struct budget *b, int flags)
+static int open_file(const struct budget_member *m, int flags)
 {
-	return open(b->path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+	return open(m->path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
 }
 
-static enum xdm_status errno_status(int err, const struct budget *b, const char *what)
+static enum xdm_status errno_status(int err, const struct budget_member *m, const char *what)
 {
 	char buf[128];
 	const char *msg = strerror_r(err, buf, sizeof(buf));
 
 	if (err == ENOMEM || err == ENOSPC)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "budget: %s %s: %s", what, b->name, msg);
-	return xdm_error_set_driver(err, "budget: %s %s: %s", what, b->name, msg);
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "budget: %s %s: %s", what, m->name, msg);
+	return xdm_error_set_driver(err, "budget: %s %s: %s", what, m->name, msg);
 }
 
 /* Why the lock could not be taken, as a sentence. */
-static enum xdm_status lock_status(int err, const struct budget *b)
+static enum xdm_status lock_status(int err, const struct budget_member *m)
 {
 	if (err == ETIMEDOUT)
 		return xdm_error_set(XDM_E_CONFIG,
 				     "budget: the lock of the shared segment %s was not released "
 				     "in %d s: a process holding it is stopped, or the segment is "
 				     "corrupt",
-				     b->name, BUDGET_LOCK_WAIT_S);
+				     m->name, BUDGET_LOCK_WAIT_S);
 	if (err == EINVAL || err == ENOTRECOVERABLE)
 		return xdm_error_set(XDM_E_CONFIG,
 				     "budget: the lock of the shared segment %s is unusable (%s): "
 				     "the segment is corrupt and not used. Remove %s once "
 				     "no process uses it",
-				     b->name, strerror(err), b->path);
-	return errno_status(err, b, "cannot take the lock of");
+				     m->name, strerror(err), m->path);
+	return errno_status(err, m, "cannot take the lock of");
 }
 
 static int init_lock(pthread_mutex_t *lock)
@@ -101,81 +103,81 @@ static int init_lock(pthread_mutex_t *lock)
 }
 
 /* We won the O_EXCL race: fill the segment, magic last. */
-static enum xdm_status create_segment(struct budget *b, int fd, struct budget_shm **out)
+static enum xdm_status create_segment(struct budget_member *m, int fd, struct budget_shm **out)
 {
 	struct budget_shm *s;
 	enum xdm_status st;
 	int err;
 
 	if (ftruncate(fd, sizeof(*s)) != 0) {
-		st = errno_status(errno, b, "cannot size the shared segment");
+		st = errno_status(errno, m, "cannot size the shared segment");
 		goto fail;
 	}
 	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (s == MAP_FAILED) {
-		st = errno_status(errno, b, "cannot map the shared segment");
+		st = errno_status(errno, m, "cannot map the shared segment");
 		goto fail;
 	}
 	/* ftruncate gave zeros: every slot is free, every counter 0. */
 	err = init_lock(&s->lock);
 	if (err) {
-		st = errno_status(err, b, "cannot create the lock of");
+		st = errno_status(err, m, "cannot create the lock of");
 		munmap(s, sizeof(*s));
 		goto fail;
 	}
 	s->version = BUDGET_LAYOUT_VERSION;
 	s->nslots = BUDGET_SLOTS;
 	s->size = sizeof(*s);
-	s->device_total = b->device_total;
-	snprintf(s->device_uuid, sizeof(s->device_uuid), "%s", b->uuid);
-	budget_set_limit_locked(s, b->configured_limit);	/* nobody else can see it yet */
+	s->device_total = m->device_total;
+	snprintf(s->device_uuid, sizeof(s->device_uuid), "%s", m->uuid);
+	budget_set_limit_locked(s, m->configured_limit);	/* nobody else can see it yet */
 	atomic_store_explicit(&s->magic, BUDGET_MAGIC, memory_order_release);
 	*out = s;
 	return XDM_OK;
 
 fail:
-	unlink(b->path);
+	unlink(m->path);
 	return st;
 }
 
 /* The segment was never finished: unlink it if the name is still it. */
-static void drop_abandoned(struct budget *b, int fd)
+static void drop_abandoned(struct budget_member *m, int fd)
 {
 	struct stat mine, named;
 
-	if (fstat(fd, &mine) == 0 && lstat(b->path, &named) == 0 &&
+	if (fstat(fd, &mine) == 0 && lstat(m->path, &named) == 0 &&
 	    mine.st_ino == named.st_ino && mine.st_dev == named.st_dev)
-		unlink(b->path);
+		unlink(m->path);
 }
 
 /* Never use a segment another user could write, or made to mislead us. */
-static enum xdm_status foreign(const struct budget *b, uid_t owner)
+static enum xdm_status foreign(const struct budget_member *m, uid_t owner)
 {
 	return xdm_error_set(XDM_E_CONFIG,
 			     "budget: the shared segment %s belongs to uid %u, not to this "
 			     "process (uid %u); give budget a key= of its own",
-			     b->name, (unsigned)owner, (unsigned)geteuid());
+			     m->name, (unsigned)owner, (unsigned)geteuid());
 }
 
 /*
  * The name exists and cannot be opened: say what is there and whose it is
  * (a name another user took first is the likely case), not just errno.
  */
-static enum xdm_status unopenable(struct budget *b, int err)
+static enum xdm_status unopenable(struct budget_member *m, int err)
 {
-	const char *path = b->path;
+	const char *path = m->path;
 	struct stat sb;
 
 	if (lstat(path, &sb) != 0)
-		return errno_status(err, b, "cannot open the shared segment");
+		return errno_status(err, m, "cannot open the shared segment");
 	if (sb.st_uid != geteuid())
-		return foreign(b, sb.st_uid);
+		return foreign(m, sb.st_uid);
 	if (!S_ISREG(sb.st_mode))
 		return xdm_error_set(XDM_E_CONFIG,
 				     "budget: %s is a %s, not a shared segment: remove it",
 				     path, S_ISLNK(sb.st_mode) ? "symbolic link" :
 				     S_ISDIR(sb.st_mode) ? "directory" : "special file");
-	return errno_status(err, b, "cannot open the shared segment");
+	return errno_status(err, m, "cannot open the shared segment");
 }
 
 /*
@@ -185,7 +187,7 @@ static enum xdm_status unopenable(struct budget *b, int err)
  * garbage got in, and unlinking it would split their budget.  Only an
  * empty one is taken for abandoned.
  */
-static enum xdm_status abandoned_or_corrupt(struct budget *b, int fd, const struct budget_shm *s)
+static enum xdm_status abandoned_or_corrupt(struct budget_member *m, int fd, const struct budget_shm *s)
 {
 	bool used = false;
 
@@ -200,13 +202,13 @@ static enum xdm_status abandoned_or_corrupt(struct budget *b, int fd, const stru
 				     "budget: the shared segment %s has no magic but holds data: "
 				     "it is corrupt and not used. Remove %s once no "
 				     "process uses it",
-				     b->name, b->path);
-	drop_abandoned(b, fd);
+				     m->name, m->path);
+	drop_abandoned(m, fd);
 	return BUDGET_RETRY;
 }
 
 /* Someone else created it: check whose it is, wait for the magic, map it. */
-static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm **out)
+static enum xdm_status join_segment(struct budget_member *m, int fd, struct budget_shm **out)
 {
 	struct budget_shm *s = NULL;
 	enum xdm_status st;
@@ -215,14 +217,14 @@ static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm 
 
 	/* Whose it is first: never map a segment another user could write. */
 	if (fstat(fd, &sb) != 0)
-		return errno_status(errno, b, "cannot stat the shared segment");
+		return errno_status(errno, m, "cannot stat the shared segment");
 	if (sb.st_uid != geteuid())
-		return foreign(b, sb.st_uid);
+		return foreign(m, sb.st_uid);
 	if (sb.st_mode & 077)
 		return xdm_error_set(XDM_E_CONFIG,
 				     "budget: the shared segment %s is open to other users "
 				     "(mode %03o); remove %s and start again",
-				     b->name, (unsigned)(sb.st_mode & 0777), b->path);
+				     m->name, (unsigned)(sb.st_mode & 0777), m->path);
 
 	for (waited = 0;; waited++) {
 		/* The creator sizes it in one call: another size is another
@@ -232,13 +234,13 @@ static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm 
 					   "budget: the shared segment %s is %jd bytes, not the "
 					   "%zu of this xdm's layout: every process on one device "
 					   "must run the same xdm",
-					   b->name, (intmax_t)sb.st_size, sizeof(*s));
+					   m->name, (intmax_t)sb.st_size, sizeof(*s));
 			goto fail;
 		}
 		if (!s && sb.st_size != 0) {
 			s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			if (s == MAP_FAILED)
-				return errno_status(errno, b, "cannot map the shared segment");
+				return errno_status(errno, m, "cannot map the shared segment");
 		}
 		if (s) {
 			uint64_t magic = atomic_load_explicit(&s->magic, memory_order_acquire);
@@ -251,17 +253,17 @@ static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm 
 						   "budget: %s is not an xdm budget segment (its "
 						   "magic is %#" PRIx64 "): it is not used. Remove "
 						   "%s once no process uses it",
-						   b->name, magic, b->path);
+						   m->name, magic, m->path);
 				goto fail;
 			}
 		}
 		if (waited >= BUDGET_READY_WAIT_MS) {
-			st = abandoned_or_corrupt(b, fd, s);
+			st = abandoned_or_corrupt(m, fd, s);
 			goto fail;
 		}
 		sleep_ms(1);
 		if (!s && fstat(fd, &sb) != 0) {
-			st = errno_status(errno, b, "cannot stat the shared segment");
+			st = errno_status(errno, m, "cannot stat the shared segment");
 			goto fail;
 		}
 	}
@@ -272,19 +274,19 @@ static enum xdm_status join_segment(struct budget *b, int fd, struct budget_shm 
 				     "slots (%" PRIu64 " bytes); this xdm uses version %u, %u slots "
 				     "(%zu bytes): every process on one device must run the same "
 				     "xdm",
-				     b->name, s->version, s->nslots, s->size, BUDGET_LAYOUT_VERSION,
+				     m->name, s->version, s->nslots, s->size, BUDGET_LAYOUT_VERSION,
 				     BUDGET_SLOTS, sizeof(*s));
 		goto fail;
 	}
 	/* A budget is one device's: a key shared by two devices is a mistake. */
-	if (strncmp(s->device_uuid, b->uuid, sizeof(s->device_uuid))) {
+	if (strncmp(s->device_uuid, m->uuid, sizeof(s->device_uuid))) {
 		st = xdm_error_set(XDM_E_CONFIG,
 				     "budget: the shared segment %s is the budget of device %.*s, "
 				     "and this runtime's device is %s: give each device its own "
 				     "key (%%u in a key stands for the device's UUID), or leave "
-				     "key unset", b->name, (int)strnlen(s->device_uuid,
+				     "key unset", m->name, (int)strnlen(s->device_uuid,
 									sizeof(s->device_uuid)),
-				     s->device_uuid, b->uuid);
+				     s->device_uuid, m->uuid);
 		goto fail;
 	}
 	*out = s;
@@ -297,24 +299,24 @@ fail:
 }
 
 /* The segment mapped in *out, its file open in *fd (kept: it holds our lock). */
-static enum xdm_status open_segment(struct budget *b, struct budget_shm **out, int *fd)
+static enum xdm_status open_segment(struct budget_member *m, struct budget_shm **out, int *fd)
 {
 	enum xdm_status st;
 
-	*fd = open_file(b, O_RDWR | O_CREAT | O_EXCL);
+	*fd = open_file(m, O_RDWR | O_CREAT | O_EXCL);
 	if (*fd >= 0) {
-		st = create_segment(b, *fd, out);
+		st = create_segment(m, *fd, out);
 		goto out;
 	}
 	if (errno != EEXIST)
-		return errno_status(errno, b, "cannot create the shared segment");
-	*fd = open_file(b, O_RDWR);
+		return errno_status(errno, m, "cannot create the shared segment");
+	*fd = open_file(m, O_RDWR);
 	if (*fd < 0) {
 		if (errno == ENOENT)	/* its last user unlinked it meanwhile */
 			return BUDGET_RETRY;
-		return unopenable(b, errno);
+		return unopenable(m, errno);
 	}
-	st = join_segment(b, *fd, out);
+	st = join_segment(m, *fd, out);
 out:
 	if (st) {
 		close(*fd);
@@ -328,7 +330,7 @@ out:
  * this layer's hold on its lock.  A process is its pid, its start time
  * and its pid namespace: pids repeat from one container to another.
  */
-static enum xdm_status claim_slot(struct budget *b, struct budget_shm *s)
+static enum xdm_status claim_slot(struct budget_member *m, struct budget_shm *s)
 {
 	struct budget_slot *free_slot = NULL;
 	unsigned int free_index = 0;
@@ -338,14 +340,15 @@ static enum xdm_status claim_slot(struct budget *b, struct budget_shm *s)
 		struct budget_slot *slot = &s->slots[i];
 		pid_t pid = atomic_load_explicit(&slot->pid, memory_order_relaxed);
 
-		if (pid == b->pid && slot->start_time == b->start_time &&
-		    slot->pidns == b->pidns) {
-			err = budget_slot_hold(b->fd, i);
+		if (pid == m->pid && slot->start_time == m->start_time &&
+		    slot->pidns == m->pidns) {
+			err = budget_slot_hold(m->fd, i);
 			if (err)
 				goto no_lock;
 			slot->attach++;
-			b->slot = slot;
-			b->slot_index = i;
+			slot->kind |= m->kind;
+			m->slot = slot;
+			m->slot_index = i;
 			return XDM_OK;
 		}
 		if (!pid && !free_slot) {
@@ -357,25 +360,26 @@ static enum xdm_status claim_slot(struct budget *b, struct budget_shm *s)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY,
 				     "budget: all %u process slots of %s are taken by live "
 				     "processes",
-				     BUDGET_SLOTS, b->name);
+				     BUDGET_SLOTS, m->name);
 	/* The lock first, pid last: a claim cut short leaves a free slot. */
-	err = budget_slot_hold(b->fd, free_index);
+	err = budget_slot_hold(m->fd, free_index);
 	if (err)
 		goto no_lock;
 	/* A slot settled after a death inside a change keeps begun != done:
 	 * reset both. */
 	free_slot->attach = 1;
-	free_slot->start_time = b->start_time;
+	free_slot->start_time = m->start_time;
 	free_slot->group = 0;
-	free_slot->pidns = b->pidns;
-	memcpy(free_slot->comm, b->comm, sizeof(free_slot->comm));
-	memcpy(free_slot->container, b->container, sizeof(free_slot->container));
+	free_slot->kind = m->kind;
+	free_slot->pidns = m->pidns;
+	memcpy(free_slot->comm, m->comm, sizeof(free_slot->comm));
+	memcpy(free_slot->container, m->container, sizeof(free_slot->container));
 	atomic_store_explicit(&free_slot->used, 0, memory_order_relaxed);
 	atomic_store_explicit(&free_slot->begun, 0, memory_order_relaxed);
 	atomic_store_explicit(&free_slot->done, 0, memory_order_relaxed);
-	atomic_store_explicit(&free_slot->pid, b->pid, memory_order_release);
-	b->slot = free_slot;
-	b->slot_index = free_index;
+	atomic_store_explicit(&free_slot->pid, m->pid, memory_order_release);
+	m->slot = free_slot;
+	m->slot_index = free_index;
 	return XDM_OK;
 
 no_lock:
@@ -385,7 +389,7 @@ no_lock:
 			     "one is alive; %s must be on a file system with open file "
 			     "description locks (tmpfs, ext4, xfs; not every network file "
 			     "system)",
-			     b->path, strerror(-err), b->dir);
+			     m->path, strerror(-err), m->dir);
 }
 
 /*
@@ -394,25 +398,25 @@ no_lock:
  * stands).  Every layer of one process on one device names the same group:
  * the process has one slot, and a slot one group.
  */
-static enum xdm_status join_group(struct budget *b, struct budget_shm *s)
+static enum xdm_status join_group(struct budget_member *m, struct budget_shm *s)
 {
-	struct budget_slot *slot = b->slot;
+	struct budget_slot *slot = m->slot;
 	struct budget_group *g = budget_group_of(s, slot), *free_g = NULL;
 
 	if (g || slot->group) {
-		if (!g || strncmp(g->name, b->group_name, sizeof(g->name)))
+		if (!g || strncmp(g->name, m->group_name, sizeof(g->name)))
 			goto mismatch;
-		b->group = g;
+		m->group = g;
 		return XDM_OK;
 	}
-	if (!b->group_name[0])
+	if (!m->group_name[0])
 		return XDM_OK;
 	if (slot->attach > 1)
 		goto mismatch;	/* an earlier layer of this process joined none */
 	for (unsigned int i = 0; i < BUDGET_GROUPS && !g; i++) {
 		struct budget_group *e = &s->groups[i];
 
-		if (e->members && !strncmp(e->name, b->group_name, sizeof(e->name)))
+		if (e->members && !strncmp(e->name, m->group_name, sizeof(e->name)))
 			g = e;
 		else if (!e->members && !free_g)
 			free_g = e;
@@ -422,18 +426,18 @@ static enum xdm_status join_group(struct budget *b, struct budget_shm *s)
 			return xdm_error_set(XDM_E_OUT_OF_MEMORY,
 					     "budget: all %u groups of %s are taken; group '%s' "
 					     "cannot be made",
-					     BUDGET_GROUPS, b->name, b->group_name);
+					     BUDGET_GROUPS, m->name, m->group_name);
 		g = free_g;
 		memset(g->name, 0, sizeof(g->name));
-		memcpy(g->name, b->group_name, strlen(b->group_name));
+		memcpy(g->name, m->group_name, strlen(m->group_name));
 		atomic_store_explicit(&g->used, 0, memory_order_relaxed);
 		atomic_store_explicit(&g->peak, 0, memory_order_relaxed);
 		atomic_store_explicit(&g->refusals, 0, memory_order_relaxed);
-		budget_set_group_limit_locked(g, b->group_limit);
+		budget_set_group_limit_locked(g, m->group_limit);
 	}
 	g->members++;
 	slot->group = (uint32_t)(g - s->groups) + 1;
-	b->group = g;
+	m->group = g;
 	return XDM_OK;
 
 mismatch:
@@ -442,9 +446,9 @@ mismatch:
 			     "layer names %s%s%s: every budget layer of a process on one "
 			     "device names the same group",
 			     g ? "group '" : "no group", g ? (int)strnlen(g->name, sizeof(g->name)) : 0,
-			     g ? g->name : "", g ? "'" : "", b->name,
-			     b->group_name[0] ? "group '" : "no group", b->group_name,
-			     b->group_name[0] ? "'" : "");
+			     g ? g->name : "", g ? "'" : "", m->name,
+			     m->group_name[0] ? "group '" : "no group", m->group_name,
+			     m->group_name[0] ? "'" : "");
 }
 
 /*
@@ -452,16 +456,16 @@ mismatch:
  * the segment still says belongs to processes that are gone (or to none, if
  * it is new): start from zero with this layer's own limit.
  */
-static void take_over(struct budget *b, struct budget_shm *s, unsigned int dead)
+static void take_over(struct budget_member *m, struct budget_shm *s, unsigned int dead)
 {
 	if (dead || atomic_load_explicit(&s->used, memory_order_relaxed) ||
 	    atomic_load_explicit(&s->peak, memory_order_relaxed) ||
 	    atomic_load_explicit(&s->refusals, memory_order_relaxed))
-		b->reset_stale = true;
+		m->reset_stale = true;
 	atomic_store_explicit(&s->used, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->peak, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->refusals, 0, memory_order_relaxed);
-	budget_set_limit_locked(s, b->configured_limit);
+	budget_set_limit_locked(s, m->configured_limit);
 	/* No live process: no group has a member either. */
 	for (unsigned int i = 0; i < BUDGET_GROUPS; i++) {
 		struct budget_group *g = &s->groups[i];
@@ -479,11 +483,11 @@ static void take_over(struct budget *b, struct budget_shm *s, unsigned int dead)
  * Under the lock: this layer lets go of its slot; the process's last
  * layer empties it, leaves its group and frees it.
  */
-static void release_slot_locked(struct budget *b, struct budget_shm *s)
+static void release_slot_locked(struct budget_member *m, struct budget_shm *s)
 {
-	struct budget_slot *slot = b->slot;
+	struct budget_slot *slot = m->slot;
 
-	budget_slot_unhold(b->fd, b->slot_index);
+	budget_slot_unhold(m->fd, m->slot_index);
 	if (slot->attach > 0 && --slot->attach == 0) {
 		/*
 		 * Blocks of a runtime destroyed while they were live are
@@ -497,83 +501,83 @@ static void release_slot_locked(struct budget *b, struct budget_shm *s)
 	}
 }
 
-static enum xdm_status attach_locked(struct budget *b, struct budget_shm *s)
+static enum xdm_status attach_locked(struct budget_member *m, struct budget_shm *s)
 {
 	unsigned int live, dead;
 	enum xdm_status st;
 
 	if (s->unlinked == 1)
 		return BUDGET_RETRY;
-	st = budget_validate_locked(b, s);
+	st = budget_validate_locked(m, s);
 	if (st)
 		return st;
-	budget_reclaim_locked(s, b->fd, NULL, &live, &dead);
+	budget_reclaim_locked(s, m->fd, NULL, &live, &dead);
 	if (!live)
-		take_over(b, s, dead);
-	st = claim_slot(b, s);
+		take_over(m, s, dead);
+	st = claim_slot(m, s);
 	if (st)
 		return st;
-	st = join_group(b, s);
+	st = join_group(m, s);
 	if (st)
-		release_slot_locked(b, s);
+		release_slot_locked(m, s);
 	return st;
 }
 
-enum xdm_status budget_attach(struct budget *b)
+enum xdm_status budget_member_attach(struct budget_member *m)
 {
 	enum xdm_status st = BUDGET_RETRY;
 	struct budget_shm *s;
 	int err;
 
 	for (int tries = 0; tries < BUDGET_OPEN_TRIES && st == BUDGET_RETRY; tries++) {
-		st = open_segment(b, &s, &b->fd);
+		st = open_segment(m, &s, &m->fd);
 		if (st)
 			continue;
 		err = budget_lock(s);
 		if (err) {
 			munmap(s, sizeof(*s));
-			close(b->fd);
-			b->fd = -1;
-			return lock_status(err, b);
+			close(m->fd);
+			m->fd = -1;
+			return lock_status(err, m);
 		}
-		st = attach_locked(b, s);
+		st = attach_locked(m, s);
 		budget_unlock(s);
 		if (st) {
 			munmap(s, sizeof(*s));
-			close(b->fd);
-			b->fd = -1;
+			close(m->fd);
+			m->fd = -1;
 			continue;
 		}
-		b->shm = s;
+		m->shm = s;
 	}
 	if (st == BUDGET_RETRY)
 		return xdm_error_set(XDM_E_DRIVER,
 				     "budget: could not attach to %s after %d tries: its users "
 				     "keep creating and removing it",
-				     b->name, BUDGET_OPEN_TRIES);
+				     m->name, BUDGET_OPEN_TRIES);
 	return st;
 }
 
-void budget_detach(struct budget *b)
+void budget_member_detach(struct budget_member *m)
 {
-	struct budget_shm *s = b->shm;
+	struct budget_shm *s = m->shm;
 	unsigned int live;
 
 	/* A lock that cannot be taken (ENOTRECOVERABLE) leaves our slot to
 	 * the reclaim of whoever comes next, as if we had died. */
 	if (budget_lock(s) == 0) {
-		release_slot_locked(b, s);
-		budget_reclaim_locked(s, b->fd, NULL, &live, NULL);
+		release_slot_locked(m, s);
+		budget_reclaim_locked(s, m->fd, NULL, &live, NULL);
 		if (!live) {
 			s->unlinked = 1;
-			unlink(b->path);
+			unlink(m->path);
 		}
 		budget_unlock(s);
 	}
 	munmap(s, sizeof(*s));
-	close(b->fd);	/* drops this layer's hold on the slot's lock */
-	b->fd = -1;
-	b->shm = NULL;
-	b->slot = NULL;
-	b->group = NULL;
+	close(m->fd);	/* drops this layer's hold on the slot's lock */
+	m->fd = -1;
+	m->shm = NULL;
+	m->slot = NULL;
+	m->group = NULL;
 }

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 
 static const char *const step_names[BUDGET_STEP_COUNT] = {
 	[BUDGET_STEP_NONE] = "none",

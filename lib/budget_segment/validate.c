@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 
 /* The kernel's largest pid (PID_MAX_LIMIT on 64-bit). */
 #define BUDGET_PID_MAX (4 * 1024 * 1024)
@@ -31,7 +31,7 @@
 
 /* The refusal: what is wrong, as a printf format, in the sentence. */
 __attribute__((format(printf, 2, 3)))
-static enum xdm_status corrupt(const struct budget *b, const char *fmt, ...)
+static enum xdm_status corrupt(const struct budget_member *m, const char *fmt, ...)
 {
 	char what[160];
 	va_list ap;
@@ -42,10 +42,10 @@ static enum xdm_status corrupt(const struct budget *b, const char *fmt, ...)
 	return xdm_error_set(XDM_E_CONFIG,
 			     "budget: the shared segment %s is corrupt: %s; it is not used. "
 			     "Remove %s once no process uses it",
-			     b->name, what, b->path);
+			     m->name, what, m->path);
 }
 
-static enum xdm_status validate_slot(const struct budget *b, const struct budget_slot *slot,
+static enum xdm_status validate_slot(const struct budget_member *m, const struct budget_slot *slot,
 				     unsigned int i)
 {
 	int32_t pid = atomic_load_explicit(&slot->pid, memory_order_relaxed);
@@ -56,13 +56,13 @@ static enum xdm_status validate_slot(const struct budget *b, const struct budget
 	if (pid == 0)
 		return XDM_OK;
 	if (pid < 0 || pid > BUDGET_PID_MAX)
-		return corrupt(b, "slot %u holds pid %" PRId32, i, pid);
+		return corrupt(m, "slot %u holds pid %" PRId32, i, pid);
 	/* attach and start_time may be 0: a detach that died half way. */
 	if (begun - done >= BUDGET_INFLIGHT_MAX)
-		return corrupt(b, "slot %u of pid %" PRId32 " began %" PRIu64 " changes and "
+		return corrupt(m, "slot %u of pid %" PRId32 " began %" PRIu64 " changes and "
 			       "finished %" PRIu64, i, pid, begun, done);
 	if (slot->group > BUDGET_GROUPS)
-		return corrupt(b, "slot %u of pid %" PRId32 " is in group %" PRIu32 " of %u", i,
+		return corrupt(m, "slot %u of pid %" PRId32 " is in group %" PRIu32 " of %u", i,
 			       pid, slot->group, BUDGET_GROUPS);
 	return XDM_OK;
 }
@@ -71,7 +71,7 @@ static enum xdm_status validate_slot(const struct budget *b, const struct budget
  * A group entry: its name, its limit against its check word, and as many
  * members as slots name it (both change together, under the lock).
  */
-static enum xdm_status validate_group(const struct budget *b, struct budget_shm *s,
+static enum xdm_status validate_group(const struct budget_member *m, struct budget_shm *s,
 				      unsigned int g)
 {
 	const struct budget_group *e = &s->groups[g];
@@ -83,22 +83,22 @@ static enum xdm_status validate_group(const struct budget *b, struct budget_shm 
 		members += atomic_load_explicit(&s->slots[i].pid, memory_order_relaxed) &&
 			   s->slots[i].group == g + 1;
 	if (members != e->members)
-		return corrupt(b, "group entry %u counts %" PRIu32 " members, and %u slots are "
+		return corrupt(m, "group entry %u counts %" PRIu32 " members, and %u slots are "
 			       "in it", g, e->members, members);
 	if (!e->members)
 		return XDM_OK;
 	if (!e->name[0] || memchr(e->name, '\0', sizeof(e->name)) == NULL)
-		return corrupt(b, "group entry %u of %" PRIu32 " members has no name", g,
+		return corrupt(m, "group entry %u of %" PRIu32 " members has no name", g,
 			       e->members);
 	if (check != ~limit)
-		return corrupt(b, "group '%.*s' has the limit %" PRIu64 " and the check word "
+		return corrupt(m, "group '%.*s' has the limit %" PRIu64 " and the check word "
 			       "%#" PRIx64, (int)strnlen(e->name, sizeof(e->name)), e->name,
 			       limit, check);
 	return XDM_OK;
 }
 
 /* The limit against its check word, allowing a store in flight elsewhere. */
-static enum xdm_status validate_limit(const struct budget *b, struct budget_shm *s)
+static enum xdm_status validate_limit(const struct budget_member *m, struct budget_shm *s)
 {
 	uint64_t start = budget_now_ns(), limit, check;
 
@@ -108,7 +108,7 @@ static enum xdm_status validate_limit(const struct budget *b, struct budget_shm 
 		if (check == ~limit)
 			return XDM_OK;
 		if (budget_now_ns() - start >= BUDGET_CHECK_WAIT_NS)
-			return corrupt(b, "the limit %" PRIu64 " does not match its check word "
+			return corrupt(m, "the limit %" PRIu64 " does not match its check word "
 				       "%#" PRIx64, limit, check);
 		sched_yield();
 	}
@@ -120,52 +120,52 @@ static enum xdm_status validate_limit(const struct budget *b, struct budget_shm 
  * quiet moment the usage is at least their sum.  No quiet moment within
  * the settle's time proves nothing either way: the check is skipped.
  */
-static enum xdm_status validate_usage(const struct budget *b, struct budget_shm *s)
+static enum xdm_status validate_usage(const struct budget_member *m, struct budget_shm *s)
 {
 	uint64_t start = budget_now_ns();
 	bool alive[BUDGET_SLOTS];
 	struct budget_quiet q;
 
-	budget_slots_alive(s, b->fd, NULL, alive);
+	budget_slots_alive(s, m->fd, NULL, alive);
 	while (!budget_quiet_usage(s, alive, &q)) {
 		if (budget_now_ns() - start >= BUDGET_SETTLE_NS)
 			return XDM_OK;
 		sched_yield();
 	}
 	if (q.used < q.live)
-		return corrupt(b, "its usage %" PRIu64 " is below the %" PRIu64 " bytes its live "
+		return corrupt(m, "its usage %" PRIu64 " is below the %" PRIu64 " bytes its live "
 			       "processes hold", q.used, q.live);
 	for (unsigned int g = 0; g < BUDGET_GROUPS; g++)
 		if (q.group_used[g] < q.group_live[g])
-			return corrupt(b, "group '%.*s' uses %" PRIu64 ", below the %" PRIu64
+			return corrupt(m, "group '%.*s' uses %" PRIu64 ", below the %" PRIu64
 				       " bytes its live processes hold",
 				       (int)strnlen(s->groups[g].name, sizeof(s->groups[g].name)),
 				       s->groups[g].name, q.group_used[g], q.group_live[g]);
 	return XDM_OK;
 }
 
-enum xdm_status budget_validate_locked(const struct budget *b, struct budget_shm *s)
+enum xdm_status budget_validate_locked(const struct budget_member *m, struct budget_shm *s)
 {
 	enum xdm_status st;
 
 	if (s->unlinked > 1)
-		return corrupt(b, "its unlinked mark is %" PRIu32, s->unlinked);
+		return corrupt(m, "its unlinked mark is %" PRIu32, s->unlinked);
 	if (atomic_load_explicit(&s->unsettled, memory_order_relaxed) > BUDGET_SLOTS)
-		return corrupt(b, "it counts %" PRIu32 " unsettled slots of %u",
+		return corrupt(m, "it counts %" PRIu32 " unsettled slots of %u",
 			       atomic_load_explicit(&s->unsettled, memory_order_relaxed),
 			       BUDGET_SLOTS);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
-		st = validate_slot(b, &s->slots[i], i);
+		st = validate_slot(m, &s->slots[i], i);
 		if (st)
 			return st;
 	}
 	for (unsigned int g = 0; g < BUDGET_GROUPS; g++) {
-		st = validate_group(b, s, g);
+		st = validate_group(m, s, g);
 		if (st)
 			return st;
 	}
-	st = validate_limit(b, s);
+	st = validate_limit(m, s);
 	if (st)
 		return st;
-	return validate_usage(b, s);
+	return validate_usage(m, s);
 }

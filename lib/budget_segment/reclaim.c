@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 
 void budget_sub_clamped(_Atomic uint64_t *counter, uint64_t n)
 {
@@ -227,4 +227,28 @@ uint64_t budget_reclaim_locked(struct budget_shm *s, int fd, const struct budget
 	if (dead)
 		*dead = ndead;
 	return total;
+}
+
+/*
+ * The slow path of a refusal: dead processes may hold what is missing.
+ * A scan reads /proc for every attached process under the lock, tens of
+ * microseconds, and a budget under pressure refuses all the time; so a
+ * refusal scans only when no scan has started in the last
+ * BUDGET_RESCAN_NS, and a thread that queued on the lock behind a scan that
+ * started after it was refused (that scan saw every process dead by then)
+ * does not scan again.  A process that dies is thus reclaimed by the first
+ * refusal that comes a millisecond after the latest scan, or by the next
+ * attach.
+ */
+void budget_member_reclaim_dead(struct budget_member *m)
+{
+	struct budget_shm *s = m->shm;
+	uint64_t scans = atomic_load_explicit(&s->scans, memory_order_relaxed);
+	uint64_t last = atomic_load_explicit(&s->last_scan_ns, memory_order_relaxed);
+
+	if (budget_now_ns() - last < BUDGET_RESCAN_NS || budget_lock(s) != 0)
+		return;
+	if (atomic_load_explicit(&s->scans, memory_order_relaxed) == scans)
+		budget_reclaim_locked(s, m->fd, m->slot, NULL, NULL);
+	budget_unlock(s);
 }

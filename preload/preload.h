@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * preload.h - what the files of the preload shim share.  See
+ * xdm-preload(7) for what the shim does and doc/design.md for where it
+ * sits.
+ *
+ * libxdm-preload.so is loaded into programs that know nothing of xdm, by
+ * LD_PRELOAD.  It has no handle to hand around, so its state is one
+ * process-wide struct (state.c), the shim's equivalent of libxdm's runtime
+ * table: the driver's real entry points, the devices it has charged, and
+ * the table of live allocations.
+ */
+#ifndef XDM_PRELOAD_H
+#define XDM_PRELOAD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lib/budget_segment/segment.h"
+#include "preload/cuda_abi.h"
+
+#define PRELOAD_WHO "xdm-preload"
+#define PRELOAD_EXPORT __attribute__((visibility("default")))
+
+/* ---- driver.c: the driver's real entry points --------------------------- */
+
+/*
+ * One entry per call the shim wraps.  abi is the name libcuda exports (what
+ * dlsym and a program linked with -lcuda use), base the name asked of
+ * cuGetProcAddress, ptsz the per-thread-default-stream variant if there is
+ * one.  real and real_ptsz are the driver's functions, learnt from the
+ * first lookup that returns libcuda's own export (driver.c); hook and
+ * hook_ptsz are what the program gets instead.
+ */
+struct preload_entry {
+	const char *abi;
+	const char *base;
+	const char *ptsz;
+	void *hook;
+	void *hook_ptsz;
+	_Atomic(void *) real;
+	_Atomic(void *) real_ptsz;
+};
+
+enum preload_call {
+	PRELOAD_MEM_ALLOC,
+	PRELOAD_MEM_ALLOC_PITCH,
+	PRELOAD_MEM_ALLOC_MANAGED,
+	PRELOAD_MEM_FREE,
+	PRELOAD_MEM_ALLOC_ASYNC,
+	PRELOAD_MEM_ALLOC_FROM_POOL_ASYNC,
+	PRELOAD_MEM_FREE_ASYNC,
+	PRELOAD_MEM_CREATE,
+	PRELOAD_MEM_RELEASE,
+	PRELOAD_MEM_GET_INFO,
+	PRELOAD_GET_PROC_ADDRESS,
+	PRELOAD_GET_PROC_ADDRESS_V1,
+	PRELOAD_CALL_COUNT
+};
+
+/* The real function of a call (ptsz: its per-thread variant), found if need be. */
+void *preload_real(enum preload_call call, bool ptsz);
+/* The driver's function of ABI name abi, not wrapped (helpers: cuCtxGetDevice ...). */
+void *preload_driver_symbol(const char *abi);
+/*
+ * What a lookup of name returned (found), or the shim's hook in its place
+ * when found is libcuda's own function of a call the shim wraps.  by_base:
+ * name is a cuGetProcAddress base name, ptsz its per-thread variant was
+ * asked for.
+ */
+void *preload_hook_for(const char *name, void *found, bool by_base, bool ptsz);
+
+/* ---- dlsym.c: lookups ---------------------------------------------------- */
+
+/* The C library's dlsym, found on first use. */
+void *preload_next_dlsym_get(void);
+/* Every dlsym but RTLD_NEXT's, reached by a jump from the exported dlsym. */
+void *preload_dlsym(void *handle, const char *name);
+
+/* ---- hooks.c: the driver's names, exported ------------------------------- */
+
+PRELOAD_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes);
+PRELOAD_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+					   size_t height, unsigned int elem);
+PRELOAD_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags);
+PRELOAD_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
+PRELOAD_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream stream);
+PRELOAD_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream stream);
+PRELOAD_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes,
+						CUmemoryPool pool, CUstream stream);
+PRELOAD_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
+						     CUmemoryPool pool, CUstream stream);
+PRELOAD_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream);
+PRELOAD_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
+PRELOAD_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t bytes,
+				    const struct xdm_cu_alloc_prop *prop, unsigned long long flags);
+PRELOAD_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+PRELOAD_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
+PRELOAD_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+					    cuuint64_t flags,
+					    CUdriverProcAddressQueryResult *status);
+PRELOAD_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version,
+					 cuuint64_t flags);
+
+/* ---- table.c: live allocations ------------------------------------------ */
+
+enum preload_kind {
+	PRELOAD_PTR = 1,	/* a device pointer: cuMemAlloc*, async, managed */
+	PRELOAD_HANDLE = 2,	/* a cuMemCreate handle */
+};
+
+/* Record a live allocation; false if the table is full. */
+bool preload_track(uint64_t key, enum preload_kind kind, uint64_t bytes, unsigned int device);
+/* Forget one, with what it was; false if it was not recorded. */
+bool preload_untrack(uint64_t key, enum preload_kind kind, uint64_t *bytes,
+		     unsigned int *device);
+/* Allocations recorded now (a sample). */
+uint64_t preload_tracked(void);
+
+/* ---- devices.c: the budget of each device ------------------------------- */
+
+#define PRELOAD_DEVICES 64
+
+enum preload_device_state {
+	PRELOAD_DEV_NONE,	/* not seen yet */
+	PRELOAD_DEV_READY,	/* attached: charged */
+	PRELOAD_DEV_OPEN,	/* attach failed, fail=open: not charged */
+	PRELOAD_DEV_CLOSED,	/* attach failed, fail=closed: refused */
+	PRELOAD_DEV_GONE,	/* the process is leaving: not charged */
+};
+
+struct preload_device {
+	_Atomic int state;		/* enum preload_device_state */
+	_Atomic bool refusing;		/* in a burst of refusals: said once */
+	struct budget_member m;
+	char why[512];			/* the attach failure, for CLOSED refusals */
+};
+
+/*
+ * The device of the calling thread's current context, attached on first
+ * use; NULL where no device is current (the driver then answers the call
+ * itself).  Never NULL for a device that failed closed: its state says.
+ */
+struct preload_device *preload_device_current(void);
+/* The device of ordinal n, attached on first use; NULL for a bad ordinal. */
+struct preload_device *preload_device_get(int ordinal);
+/* Device index into the table (for the allocation table). */
+unsigned int preload_device_index(const struct preload_device *d);
+struct preload_device *preload_device_at(unsigned int index);
+
+/*
+ * Charge n bytes to d, or refuse: CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY
+ * with one line on stderr per burst of refusals.  A device that is not
+ * charged (open, gone) admits everything.
+ */
+CUresult preload_charge(struct preload_device *d, uint64_t n);
+void preload_uncharge(struct preload_device *d, uint64_t n);
+
+/* After fork, in the child: no device attached (state.c). */
+void preload_devices_forked(void);
+/* At exit: every attached device gives its slot back (state.c). */
+void preload_devices_leave(void);
+
+/* cuMemGetInfo's answer cut to the budget of the current device. */
+void preload_clip_info(struct preload_device *d, size_t *free_bytes, size_t *total_bytes);
+
+/* ---- message.c ----------------------------------------------------------- */
+
+/* One line on stderr, "xdm-preload: ...\n", in one write. */
+__attribute__((format(printf, 1, 2))) void preload_say(const char *fmt, ...);
+
+#endif /* XDM_PRELOAD_H */

@@ -111,7 +111,7 @@ def main():
         for q in b["processes"]:
             want_labels = dict(base, pid=str(q["pid"]), pidns=str(q["pidns"]),
                                container=q["container"], group=q["group"] or "",
-                               command=q["command"])
+                               command=q["command"], via=q["via"])
             got = [v for l, v in s if l == want_labels]
             assert len(got) == 1, (name, want_labels, s)
             want_value = q["bytes"] if name == "xdm_process_held_bytes" else \

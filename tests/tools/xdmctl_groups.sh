@@ -77,9 +77,9 @@ assert g['eval'] == {'name': 'eval', 'members': 1, 'limit': 16 * 2**20, 'used': 
 "
 
 "$ctl" ps >"$tmp/ps.txt" 2>&1 || fail "xdmctl ps exited $?"
-grep -Eq "^ +$a +$a +live +8.0 MiB +budget_worker +train +ctr-a +-$" "$tmp/ps.txt" ||
+grep -Eq "^ +$a +$a +live +8.0 MiB +xdm +budget_worker +train +ctr-a +-$" "$tmp/ps.txt" ||
 	fail "ps does not show $a in train in ctr-a: $(cat "$tmp/ps.txt")"
-grep -Eq "^ +$d +$d +live +1.0 MiB +budget_worker +- +" "$tmp/ps.txt" ||
+grep -Eq "^ +$d +$d +live +1.0 MiB +xdm +budget_worker +- +" "$tmp/ps.txt" ||
 	fail "ps does not show $d in no group: $(cat "$tmp/ps.txt")"
 
 # ---- budget: the groups, one group -----------------------------------------
@@ -227,7 +227,7 @@ open('$tmp/ns.pid', 'w').write(str(h))
 "
 	h=$(cat "$tmp/ns.pid")
 	"$ctl" ps >"$tmp/ps.txt" 2>&1 || fail "xdmctl ps exited $?"
-	grep -Eq "^ +1 +$h +live +2.0 MiB +budget_worker +train +ctr-ns +-$" "$tmp/ps.txt" ||
+	grep -Eq "^ +1 +$h +live +2.0 MiB +xdm +budget_worker +train +ctr-ns +-$" "$tmp/ps.txt" ||
 		fail "ps does not show the worker of the namespace: $(cat "$tmp/ps.txt")"
 	kill -STOP "$h"
 	check "stopped in its namespace" "assert p[1]['state'] == 'stopped', p[1]"

@@ -49,7 +49,7 @@ if '$tree' == 'yes':
 grep -q "^budget $key: limit 64.0 MiB, used 12.0 MiB" "$tmp/ps.txt" ||
 	fail "ps does not sum up the budget: $(cat "$tmp/ps.txt")"
 # PID, then HERE: the same pid, the workers being of this pid namespace.
-grep -Eq "^ +$a +$a +live +8.0 MiB +budget_worker +- +" "$tmp/ps.txt" ||
+grep -Eq "^ +$a +$a +live +8.0 MiB +xdm +budget_worker +- +" "$tmp/ps.txt" ||
 	fail "ps has no row for $a: $(cat "$tmp/ps.txt")"
 
 # ---- an xdm-bench on the same budget ------------------------------------
@@ -146,7 +146,7 @@ assert b['used'] == 12 * 2**20, b['used']
 "
 "$ctl" ps >"$tmp/ps.txt" 2>&1 || fail "xdmctl ps exited $?"
 # The command a dead process recorded in its slot stays readable.
-grep -Eq "^ +$b +- +dead +4.0 MiB +budget_worker" "$tmp/ps.txt" ||
+grep -Eq "^ +$b +- +dead +4.0 MiB +xdm +budget_worker" "$tmp/ps.txt" ||
 	fail "ps does not show $b dead: $(cat "$tmp/ps.txt")"
 "$ctl" budget "$key" >"$tmp/budget.txt" 2>&1 || fail "xdmctl budget exited $?"
 grep -q "processes *3: 2 live, 0 stopped, 1 dead" "$tmp/budget.txt" ||

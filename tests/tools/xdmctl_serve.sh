@@ -76,7 +76,7 @@ assert p[$b]['state'] == 'dead' and p[$b]['bytes'] == 4 * 2**20, p[$b]
 assert g['eval']['refusals'] == 1 and b['refusals'] == 1, (g, b)
 assert g['train']['used'] == 8 * 2**20 and g['train']['limit'] == 32 * 2**20, g
 "
-grep -q "^xdm_process_held_bytes{.*,pid=\"$a\",.*,container=\"ctr \\\\\"a\\\\\" \\\\\\\\ b\\\\nx$(printf '\357\277\275')\",group=\"train\",command=\"budget_worker\"} 8388608$" \
+grep -q "^xdm_process_held_bytes{.*,pid=\"$a\",.*,container=\"ctr \\\\\"a\\\\\" \\\\\\\\ b\\\\nx$(printf '\357\277\275')\",group=\"train\",command=\"budget_worker\",via=\"xdm\"} 8388608$" \
 	"$tmp/metrics.txt" || fail "the container of $a is not escaped: $(grep "pid=\"$a\"" "$tmp/metrics.txt")"
 grep -q "^xdm_process_live{.*,pid=\"$b\",.*} 0$" "$tmp/metrics.txt" ||
 	fail "$b is not dead in the metrics"

@@ -185,6 +185,7 @@ static void write_metric(FILE *f, const struct metric *m, const struct xdmctl_se
 			label(f, "container", p->container, false);
 			label(f, "group", p->group, false);
 			label(f, "command", p->comm, false);
+			label(f, "via", xdmctl_proc_via(p), false);
 			sample(f, m, p);
 		}
 	}

@@ -29,8 +29,10 @@ static void usage(FILE *f)
 	      "Every process on this machine attached to an xdm budget, per device:\n"
 	      "pid (as its container sees it), pid here (in xdmctl's pid namespace,\n"
 	      "- where unknown), state (live, stopped, or dead and still counted),\n"
-	      "bytes held, command, group, container (its name, or its cgroup) and\n"
-	      "the tree it mounts; then the trees of processes without a budget.\n"
+	      "bytes held, how it is charged (xdm: its budget layers; preload: the\n"
+	      "LD_PRELOAD shim, xdm-run(1); or both), command, group, container (its\n"
+	      "name, or its cgroup) and the tree it mounts; then the trees of\n"
+	      "processes without a budget.\n"
 	      "\n"
 	      "  --json        one JSON document\n"
 	      "  --dir DIR     the directory of the budgets' segments\n"
@@ -71,17 +73,17 @@ static void print_text(const struct xdmctl_segment *segs, size_t nsegs,
 		xdmctl_segment_text(stdout, seg);
 		if (seg->unreadable[0])
 			continue;
-		printf("  %8s  %8s  %-7s  %10s  %-16s  %-12s  %-16s  %s\n", "PID", "HERE", "STATE",
-		       "HELD", "COMMAND", "GROUP", "CONTAINER", "TREE");
+		printf("  %8s  %8s  %-7s  %10s  %-11s  %-16s  %-12s  %-16s  %s\n", "PID", "HERE",
+		       "STATE", "HELD", "VIA", "COMMAND", "GROUP", "CONTAINER", "TREE");
 		for (size_t k = 0; k < seg->nprocs; k++) {
 			const struct xdmctl_proc *p = &seg->procs[k];
 			char here[16] = "-";
 
 			if (p->pid_here)
 				snprintf(here, sizeof(here), "%d", (int)p->pid_here);
-			printf("  %8d  %8s  %-7s  %10s  %-16s  %-12s  %-16s  %s\n", (int)p->pid, here,
-			       xdmctl_proc_state_name(p->state), xdmctl_human(p->used, held, sizeof(held)),
-			       p->comm, p->group[0] ? p->group : "-",
+			printf("  %8d  %8s  %-7s  %10s  %-11s  %-16s  %-12s  %-16s  %s\n", (int)p->pid,
+			       here, xdmctl_proc_state_name(p->state),
+			       xdmctl_human(p->used, held, sizeof(held)), xdmctl_proc_via(p), p->comm, p->group[0] ? p->group : "-",
 			       p->container[0] ? p->container : "-", p->mount ? p->mount->path : "-");
 		}
 	}

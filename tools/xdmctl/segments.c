@@ -65,6 +65,7 @@ static bool read_proc(struct budget_shm *s, int fd, unsigned int i, struct xdmct
 	p->start_time = slot->start_time;
 	p->used = load(&slot->used);
 	p->pidns = slot->pidns;
+	p->kind = slot->kind;
 	copy_name(p->comm, sizeof(p->comm), slot->comm, sizeof(slot->comm));
 	copy_name(p->container, sizeof(p->container), slot->container, sizeof(slot->container));
 	g = budget_group_of(s, slot);
@@ -262,4 +263,16 @@ struct xdmctl_segment *xdmctl_segment_find(struct xdmctl_segment *segs, size_t n
 	else
 		*rc = xdmctl_fail(XDMCTL_EXIT_NONE, cmd, "no budget has the key '%s'", device);
 	return NULL;
+}
+
+const char *xdmctl_proc_via(const struct xdmctl_proc *p)
+{
+	switch (p->kind & (BUDGET_SLOT_LIBXDM | BUDGET_SLOT_PRELOAD)) {
+	case BUDGET_SLOT_LIBXDM | BUDGET_SLOT_PRELOAD:
+		return "xdm+preload";
+	case BUDGET_SLOT_PRELOAD:
+		return "preload";
+	default:
+		return "xdm";
+	}
 }

@@ -32,6 +32,7 @@ struct xdmctl_proc {
 	 * where it is not known: dead, or in a namespace not below ours. */
 	pid_t pid_here;
 	enum xdmctl_proc_state state;
+	uint32_t kind;		/* enum budget_slot_kind: xdm's budget, the preload shim */
 	char comm[BUDGET_COMM_MAX];	/* its command, as it recorded it */
 	char container[BUDGET_CONTAINER_MAX];	/* its container's name, or cgroup */
 	char group[BUDGET_GROUP_NAME_MAX];	/* its group, or "" */
@@ -44,6 +45,9 @@ struct xdmctl_group {
 	uint64_t limit, used, peak, refusals;
 	uint32_t members;
 };
+
+/* How a process is charged, as a word: "xdm", "preload", "xdm+preload". */
+const char *xdmctl_proc_via(const struct xdmctl_proc *p);
 
 struct xdmctl_segment {
 	char name[BUDGET_NAME_MAX];	/* "xdm-budget-<key>", no slash */

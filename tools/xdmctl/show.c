@@ -89,8 +89,9 @@ void xdmctl_segment_json(FILE *f, const struct xdmctl_segment *seg, bool with_pr
 				fprintf(f, "%d", (int)p->pid_here);
 			else
 				fputs("null", f);
-			fprintf(f, ", \"pidns\": %" PRIu64 ", \"state\": \"%s\", \"command\": ",
-				p->pidns, xdmctl_proc_state_name(p->state));
+			fprintf(f, ", \"pidns\": %" PRIu64 ", \"state\": \"%s\", \"via\": \"%s\", "
+				"\"command\": ", p->pidns, xdmctl_proc_state_name(p->state),
+				xdmctl_proc_via(p));
 			xdmctl_json_string(f, p->comm);
 			fputs(", \"container\": ", f);
 			xdmctl_json_string(f, p->container);

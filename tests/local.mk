@@ -342,6 +342,41 @@ tests_modules_wrongname_la_LIBADD = $(module_link_libs)
 tests_modules_no_alloc_la_LDFLAGS = $(test_module_link_flags)
 tests_modules_no_alloc_la_LIBADD = $(module_link_libs)
 
+# ---- preload: the LD_PRELOAD shim over a fake driver ----------------------
+# What the shim's tests run, with no GPU and no toolkit; nothing here is a
+# test of its own.
+# - fake/libcuda.la: a fake driver, bookkeeping in place of memory; a
+#   versioned library (not a module) so that libtool names it libcuda.so.1,
+#   the driver's soname, in tests/preload/fake/.libs, which the tests put in
+#   LD_LIBRARY_PATH.
+# - preload_user: an unmodified CUDA program that allocates as its
+#   arguments say; it reaches the driver as the CUDA runtime does (dlopen,
+#   then cuGetProcAddress), so it links no driver ($(LIBS) brings -ldl
+#   where dlopen needs it).
+# - preload_user_linked: the same program built against the fake as a
+#   program built with -lcuda is, calling the driver's symbols by name.
+# - xdm_like_module.la: looks like one of xdm's modules to the shim (it
+#   exports xdm_module_entry) and allocates through its own dlopen of the
+#   driver, as the cuda backend does.
+check_LTLIBRARIES += tests/preload/fake/libcuda.la tests/preload/xdm_like_module.la
+check_PROGRAMS += tests/preload/preload_user tests/preload/preload_user_linked
+tests_preload_fake_libcuda_la_SOURCES = tests/preload/fake_cuda.c tests/preload/fake_cuda.h \
+	preload/cuda_abi.h
+tests_preload_fake_libcuda_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-info 1:0:0 \
+	-no-undefined
+tests_preload_fake_libcuda_la_LIBADD = -lpthread
+tests_preload_xdm_like_module_la_SOURCES = tests/preload/xdm_like_module.c preload/cuda_abi.h
+tests_preload_xdm_like_module_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
+	-no-undefined -rpath /nowhere
+tests_preload_preload_user_SOURCES = tests/preload/preload_user.c preload/cuda_abi.h
+tests_preload_preload_user_LDFLAGS = $(test_exec_flags)
+tests_preload_preload_user_LDADD = -lpthread
+tests_preload_preload_user_linked_SOURCES = tests/preload/preload_user.c \
+	tests/preload/fake_cuda.h preload/cuda_abi.h
+tests_preload_preload_user_linked_CPPFLAGS = $(AM_CPPFLAGS) -DPRELOAD_USER_LINKED
+tests_preload_preload_user_linked_LDFLAGS = $(test_exec_flags)
+tests_preload_preload_user_linked_LDADD = tests/preload/fake/libcuda.la -lpthread
+
 # ---- out of tree, against the installed xdm --------------------------------
 # Builds examples/example.c with nothing but the installed headers and
 # pkg-config, and runs it under the installed xdm-bench.  77 (nothing to run

@@ -108,7 +108,7 @@ __attribute__((noinline)) void *preload_dlsym(void *handle, const char *name)
 		return found;
 	if (from_xdm_module(__builtin_return_address(0)))
 		return found;
-	return preload_hook_for(name, found, false, false);
+	return preload_hook_for(name, found, 0, false);
 }
 
 /*

@@ -11,12 +11,13 @@
  *  - it asks cuGetProcAddress for a base name, as the CUDA runtime does for
  *    every call (hooks.c wraps cuGetProcAddress itself).
  *
- * Whatever the way, a lookup is answered with the shim's hook only when
- * what the lookup found is libcuda's own export of the ABI the hook has:
- * cuGetProcAddress asked for an old version (cuMemAlloc of CUDA 3.1 took
- * 32-bit sizes) or a name another library defines is passed through,
- * uncounted, rather than called with the wrong prototype.  The real
- * function is learnt from libcuda by its exported name.
+ * A lookup is answered with the shim's hook only for the exact ABI the
+ * hook has: dlsym of the ABI name (cuMemAlloc_v2, never cuMemAlloc, the
+ * 32-bit ABI of CUDA 3.1), or cuGetProcAddress of the base name for a
+ * CUDA version that gets that ABI.  Anything else is passed through,
+ * uncounted, rather than called with the wrong prototype.  The function
+ * the lookup found is the real one the hook calls; a program linked with
+ * -lcuda gets it from libcuda by its exported name.
  */
 #include "config.h"
 
@@ -63,40 +64,39 @@ void *preload_real(enum preload_call call, bool ptsz)
 	return fn;
 }
 
-/* found is the driver's own function of e's variant: learn it, answer the hook. */
-static void *hook_if_driver(struct preload_entry *e, bool ptsz, void *found)
+/* The hook of e's variant in place of found, which it will call. */
+static void *hook_in_place(struct preload_entry *e, bool ptsz, void *found)
 {
-	const char *abi = ptsz ? e->ptsz : e->abi;
 	void *hook = ptsz ? e->hook_ptsz : e->hook;
+	_Atomic(void *) *real = ptsz ? &e->real_ptsz : &e->real;
+	void *none = NULL;
 
-	if (!abi || found == hook)
+	/* RTLD_DEFAULT finds the shim's own export: it is the hook already. */
+	if (found == hook)
 		return found;
-	if (found != preload_driver_symbol(abi))
-		return NULL;
-	atomic_store_explicit(ptsz ? &e->real_ptsz : &e->real, found, memory_order_release);
+	atomic_compare_exchange_strong_explicit(real, &none, found, memory_order_acq_rel,
+						memory_order_acquire);
 	return hook;
 }
 
-void *preload_hook_for(const char *name, void *found, bool by_base, bool ptsz)
+void *preload_hook_for(const char *name, void *found, int version, bool ptsz)
 {
 	if (!found || !name || name[0] != 'c' || name[1] != 'u')
 		return found;
 	for (unsigned int i = 0; i < PRELOAD_CALL_COUNT; i++) {
 		struct preload_entry *e = &preload_entries[i];
-		void *hook = NULL;
 
-		if (by_base) {
-			if (!e->base || strcmp(e->base, name))
+		if (version > 0) {
+			if (strcmp(e->base, name) || version < e->since ||
+			    (e->until && version >= e->until))
 				continue;
-			/* Only the async calls have a per-thread variant. */
-			hook = hook_if_driver(e, ptsz && e->ptsz, found);
-		} else if (!strcmp(e->abi, name)) {
-			hook = hook_if_driver(e, false, found);
-		} else if (e->ptsz && !strcmp(e->ptsz, name)) {
-			hook = hook_if_driver(e, true, found);
+			/* Only the stream-ordered calls have a per-thread variant. */
+			return hook_in_place(e, ptsz && e->ptsz, found);
 		}
-		if (hook)
-			return hook;
+		if (!strcmp(e->abi, name))
+			return hook_in_place(e, false, found);
+		if (e->ptsz && !strcmp(e->ptsz, name))
+			return hook_in_place(e, true, found);
 	}
 	return found;
 }

@@ -306,7 +306,7 @@ PRELOAD_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int 
 		return CUDA_ERROR_NOT_INITIALIZED;
 	rc = real(symbol, pfn, cuda_version, flags, status);
 	if (rc == CUDA_SUCCESS && pfn)
-		*pfn = preload_hook_for(symbol, *pfn, true,
+		*pfn = preload_hook_for(symbol, *pfn, cuda_version > 0 ? cuda_version : 1,
 					flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
 	return rc;
 }
@@ -323,39 +323,51 @@ PRELOAD_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cud
 		return CUDA_ERROR_NOT_INITIALIZED;
 	rc = real(symbol, pfn, cuda_version, flags);
 	if (rc == CUDA_SUCCESS && pfn)
-		*pfn = preload_hook_for(symbol, *pfn, true,
+		*pfn = preload_hook_for(symbol, *pfn, cuda_version > 0 ? cuda_version : 1,
 					flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
 	return rc;
 }
 
+/*
+ * The calls, with the CUDA version from which cuGetProcAddress hands out
+ * each hook's ABI for the base name (cuda.h's _v2 names date from 3.2;
+ * cuGetProcAddress took its status argument in 12.0).
+ */
+#define ENTRY(abi_, base_, since_, until_, ptsz_, hook_, hook_ptsz_) \
+	{ .abi = abi_, .base = base_, .ptsz = ptsz_, .since = since_, .until = until_, \
+	  .hook = (void *)(hook_), .hook_ptsz = (void *)(hook_ptsz_) }
+
 struct preload_entry preload_entries[PRELOAD_CALL_COUNT] = {
-	[PRELOAD_MEM_ALLOC] = { "cuMemAlloc_v2", "cuMemAlloc", NULL,
-				(void *)cuMemAlloc_v2, NULL, NULL, NULL },
-	[PRELOAD_MEM_ALLOC_PITCH] = { "cuMemAllocPitch_v2", "cuMemAllocPitch", NULL,
-				      (void *)cuMemAllocPitch_v2, NULL, NULL, NULL },
-	[PRELOAD_MEM_ALLOC_MANAGED] = { "cuMemAllocManaged", "cuMemAllocManaged", NULL,
-					(void *)cuMemAllocManaged, NULL, NULL, NULL },
-	[PRELOAD_MEM_FREE] = { "cuMemFree_v2", "cuMemFree", NULL,
-			       (void *)cuMemFree_v2, NULL, NULL, NULL },
-	[PRELOAD_MEM_ALLOC_ASYNC] = { "cuMemAllocAsync", "cuMemAllocAsync",
-				      "cuMemAllocAsync_ptsz", (void *)cuMemAllocAsync,
-				      (void *)cuMemAllocAsync_ptsz, NULL, NULL },
-	[PRELOAD_MEM_ALLOC_FROM_POOL_ASYNC] = { "cuMemAllocFromPoolAsync",
-						"cuMemAllocFromPoolAsync",
-						"cuMemAllocFromPoolAsync_ptsz",
-						(void *)cuMemAllocFromPoolAsync,
-						(void *)cuMemAllocFromPoolAsync_ptsz, NULL, NULL },
-	[PRELOAD_MEM_FREE_ASYNC] = { "cuMemFreeAsync", "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
-				     (void *)cuMemFreeAsync, (void *)cuMemFreeAsync_ptsz,
-				     NULL, NULL },
-	[PRELOAD_MEM_CREATE] = { "cuMemCreate", "cuMemCreate", NULL,
-				 (void *)cuMemCreate, NULL, NULL, NULL },
-	[PRELOAD_MEM_RELEASE] = { "cuMemRelease", "cuMemRelease", NULL,
-				  (void *)cuMemRelease, NULL, NULL, NULL },
-	[PRELOAD_MEM_GET_INFO] = { "cuMemGetInfo_v2", "cuMemGetInfo", NULL,
-				   (void *)cuMemGetInfo_v2, NULL, NULL, NULL },
-	[PRELOAD_GET_PROC_ADDRESS] = { "cuGetProcAddress_v2", "cuGetProcAddress", NULL,
-				       (void *)cuGetProcAddress_v2, NULL, NULL, NULL },
-	[PRELOAD_GET_PROC_ADDRESS_V1] = { "cuGetProcAddress", "cuGetProcAddress", NULL,
-					  (void *)cuGetProcAddress, NULL, NULL, NULL },
+	[PRELOAD_MEM_ALLOC] =
+		ENTRY("cuMemAlloc_v2", "cuMemAlloc", 3020, 0, NULL, cuMemAlloc_v2, NULL),
+	[PRELOAD_MEM_ALLOC_PITCH] =
+		ENTRY("cuMemAllocPitch_v2", "cuMemAllocPitch", 3020, 0, NULL,
+		      cuMemAllocPitch_v2, NULL),
+	[PRELOAD_MEM_ALLOC_MANAGED] =
+		ENTRY("cuMemAllocManaged", "cuMemAllocManaged", 6000, 0, NULL,
+		      cuMemAllocManaged, NULL),
+	[PRELOAD_MEM_FREE] =
+		ENTRY("cuMemFree_v2", "cuMemFree", 3020, 0, NULL, cuMemFree_v2, NULL),
+	[PRELOAD_MEM_ALLOC_ASYNC] =
+		ENTRY("cuMemAllocAsync", "cuMemAllocAsync", 11020, 0, "cuMemAllocAsync_ptsz",
+		      cuMemAllocAsync, cuMemAllocAsync_ptsz),
+	[PRELOAD_MEM_ALLOC_FROM_POOL_ASYNC] =
+		ENTRY("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, 0,
+		      "cuMemAllocFromPoolAsync_ptsz", cuMemAllocFromPoolAsync,
+		      cuMemAllocFromPoolAsync_ptsz),
+	[PRELOAD_MEM_FREE_ASYNC] =
+		ENTRY("cuMemFreeAsync", "cuMemFreeAsync", 11020, 0, "cuMemFreeAsync_ptsz",
+		      cuMemFreeAsync, cuMemFreeAsync_ptsz),
+	[PRELOAD_MEM_CREATE] =
+		ENTRY("cuMemCreate", "cuMemCreate", 10020, 0, NULL, cuMemCreate, NULL),
+	[PRELOAD_MEM_RELEASE] =
+		ENTRY("cuMemRelease", "cuMemRelease", 10020, 0, NULL, cuMemRelease, NULL),
+	[PRELOAD_MEM_GET_INFO] =
+		ENTRY("cuMemGetInfo_v2", "cuMemGetInfo", 3020, 0, NULL, cuMemGetInfo_v2, NULL),
+	[PRELOAD_GET_PROC_ADDRESS] =
+		ENTRY("cuGetProcAddress_v2", "cuGetProcAddress", 12000, 0, NULL,
+		      cuGetProcAddress_v2, NULL),
+	[PRELOAD_GET_PROC_ADDRESS_V1] =
+		ENTRY("cuGetProcAddress", "cuGetProcAddress", 11030, 12000, NULL,
+		      cuGetProcAddress, NULL),
 };

@@ -30,14 +30,18 @@
  * One entry per call the shim wraps.  abi is the name libcuda exports (what
  * dlsym and a program linked with -lcuda use), base the name asked of
  * cuGetProcAddress, ptsz the per-thread-default-stream variant if there is
- * one.  real and real_ptsz are the driver's functions, learnt from the
- * first lookup that returns libcuda's own export (driver.c); hook and
+ * one.  cuGetProcAddress hands out the ABI of the CUDA version it is asked
+ * for: the hook's ABI is the base name's from version since, until (if
+ * not 0) a newer ABI took the name over.  real and real_ptsz are the
+ * driver's functions, learnt from the lookups (driver.c); hook and
  * hook_ptsz are what the program gets instead.
  */
 struct preload_entry {
 	const char *abi;
 	const char *base;
 	const char *ptsz;
+	int since;
+	int until;
 	void *hook;
 	void *hook_ptsz;
 	_Atomic(void *) real;
@@ -66,11 +70,11 @@ void *preload_real(enum preload_call call, bool ptsz);
 void *preload_driver_symbol(const char *abi);
 /*
  * What a lookup of name returned (found), or the shim's hook in its place
- * when found is libcuda's own function of a call the shim wraps.  by_base:
- * name is a cuGetProcAddress base name, ptsz its per-thread variant was
- * asked for.
+ * when name is a call the shim wraps: by its ABI name (dlsym), or by its
+ * base name for CUDA version (cuGetProcAddress, version > 0; ptsz: the
+ * per-thread variant was asked for).
  */
-void *preload_hook_for(const char *name, void *found, bool by_base, bool ptsz);
+void *preload_hook_for(const char *name, void *found, int version, bool ptsz);
 
 /* ---- dlsym.c: lookups ---------------------------------------------------- */
 

@@ -343,8 +343,8 @@ tests_modules_no_alloc_la_LDFLAGS = $(test_module_link_flags)
 tests_modules_no_alloc_la_LIBADD = $(module_link_libs)
 
 # ---- preload: the LD_PRELOAD shim over a fake driver ----------------------
-# What the shim's tests run, with no GPU and no toolkit; nothing here is a
-# test of its own.
+# check_preload runs the programs below under libxdm-preload.so, with no GPU
+# and no toolkit, and watches their budget from outside.  Beside it:
 # - fake/libcuda.la: a fake driver, bookkeeping in place of memory; a
 #   versioned library (not a module) so that libtool names it libcuda.so.1,
 #   the driver's soname, in tests/preload/fake/.libs, which the tests put in
@@ -376,6 +376,10 @@ tests_preload_preload_user_linked_SOURCES = tests/preload/preload_user.c \
 tests_preload_preload_user_linked_CPPFLAGS = $(AM_CPPFLAGS) -DPRELOAD_USER_LINKED
 tests_preload_preload_user_linked_LDFLAGS = $(test_exec_flags)
 tests_preload_preload_user_linked_LDADD = tests/preload/fake/libcuda.la -lpthread
+preload_tests = tests/preload/check_preload
+TESTS += $(preload_tests)
+check_PROGRAMS += $(preload_tests)
+tests_preload_check_preload_LDADD = lib/budget_segment/libbudget_segment.la $(LDADD) -lrt
 
 # ---- out of tree, against the installed xdm --------------------------------
 # Builds examples/example.c with nothing but the installed headers and

@@ -558,7 +558,7 @@ enum xdm_status budget_member_attach(struct budget_member *m)
 	return st;
 }
 
-void budget_member_detach(struct budget_member *m)
+void budget_member_leave(struct budget_member *m)
 {
 	struct budget_shm *s = m->shm;
 	unsigned int live;
@@ -574,8 +574,13 @@ void budget_member_detach(struct budget_member *m)
 		}
 		budget_unlock(s);
 	}
-	munmap(s, sizeof(*s));
-	close(m->fd);	/* drops this layer's hold on the slot's lock */
+}
+
+void budget_member_detach(struct budget_member *m)
+{
+	budget_member_leave(m);
+	munmap(m->shm, sizeof(*m->shm));
+	close(m->fd);	/* drops this member's hold on the slot's lock */
 	m->fd = -1;
 	m->shm = NULL;
 	m->slot = NULL;

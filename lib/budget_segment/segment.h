@@ -296,6 +296,12 @@ enum xdm_status budget_member_identity(struct budget_member *m, const char *who,
 enum xdm_status budget_member_attach(struct budget_member *m);
 /* Detach; the last process out unlinks the segment. */
 void budget_member_detach(struct budget_member *m);
+/*
+ * Detach, but keep the segment mapped and its file open: for a process
+ * that leaves while other threads may still be charging (the preload
+ * shim at exit).  Their charges land in a slot nobody counts any more.
+ */
+void budget_member_leave(struct budget_member *m);
 
 /*
  * A refusal's sentence, into buf: who refused (the device's limit or the

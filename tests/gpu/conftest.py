@@ -46,11 +46,13 @@ def program(code):
 class Child:
     """A python running one program, spoken to line by line."""
 
-    def __init__(self, code, env=None):
+    def __init__(self, code, env=None, prefix=None):
+        """prefix: a launcher the python runs under (xdm-run and its options)."""
         e = dict(os.environ)
         e.update(env or {})
         self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([PYTHON, "-c", program(code)], env=e, text=True,
+        self.proc = subprocess.Popen(list(prefix or []) + [PYTHON, "-c", program(code)],
+                                     env=e, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.err)
         self.lines = []
@@ -126,9 +128,9 @@ class Child:
             self.proc.wait()
 
 
-def run(code, word="RESULT", env=None, timeout=300):
+def run(code, word="RESULT", env=None, timeout=300, prefix=None):
     """Run a program to its end; the fields of its word line."""
-    child = Child(code, env)
+    child = Child(code, env, prefix)
     try:
         fields = child.expect(word, timeout)
         child.finish()

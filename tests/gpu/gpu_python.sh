@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # gpu_python.sh - the framework tests on a GPU (tests/gpu/, pytest): torch,
-# CuPy and Numba allocating through xdm, one budget across Python processes.
+# CuPy and Numba allocating through xdm, one budget across Python processes,
+# and unmodified programs (a plain CUDA program, torch, CuPy, JAX) held to
+# the budget by xdm-run (test_preload.py).
 # Each torch test runs its program in a fresh python (torch's allocator can
 # be switched only before its first CUDA allocation).
 #

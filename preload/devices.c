@@ -10,8 +10,11 @@
  * BUDGET_SLOT_PRELOAD; if xdm's own budget layer attaches in the same
  * process, both charge that one slot.
  *
- * Charging is lib/budget_segment's budget_reserve: atomics on the
- * segment, no lock.  The process-local mutex below is taken only to
+ * Charging is lib/budget_segment's, as a budget layer's: each thread
+ * draws credit ahead from the segment ($XDM_PRELOAD_CREDIT, auto by
+ * default, as the budget's credit=) and most allocations and frees are
+ * served by the thread's own credit, with no atomic read-modify-write and
+ * no shared cache line.  The process-local mutex below is taken only to
  * attach, once per device.
  *
  * An attach that fails (a segment of another user, a bad XDM_PRELOAD_LIMIT)
@@ -89,8 +92,9 @@ static enum xdm_status describe(struct budget_member *m, int ordinal)
 }
 
 /* The environment's budget, as a budget layer's parameters (xdm-preload(7)). */
-static enum xdm_status configure(struct budget_member *m)
+static enum xdm_status configure(struct budget_account *acct, unsigned int index)
 {
+	struct budget_member *m = &acct->m;
 	const char *limit = env("XDM_PRELOAD_LIMIT");
 	const char *key = env("XDM_PRELOAD_KEY");
 	const char *dir = env("XDM_BUDGET_DIR");
@@ -110,6 +114,10 @@ static enum xdm_status configure(struct budget_member *m)
 					 env("XDM_BUDGET_GROUP_LIMIT"));
 	if (!st)
 		st = budget_member_identity(m, PRELOAD_WHO, env("XDM_BUDGET_CONTAINER"));
+	if (!st)
+		st = budget_credit_use(acct, PRELOAD_WHO, env("XDM_PRELOAD_CREDIT"));
+	/* One account per device: its index tells the threads' records apart. */
+	acct->serial = index + 1;
 	return st;
 }
 
@@ -126,12 +134,17 @@ static void attach(struct preload_device *d, int ordinal)
 	enum xdm_status st;
 	bool open = fail_open();
 
-	memset(&d->m, 0, sizeof(d->m));
-	st = describe(&d->m, ordinal);
+	memset(&d->acct, 0, sizeof(d->acct));
+	st = describe(&d->acct.m, ordinal);
 	if (!st)
-		st = configure(&d->m);
+		st = configure(&d->acct, (unsigned int)ordinal);
 	if (!st)
-		st = budget_member_attach(&d->m);
+		st = budget_credit_init(&d->acct);
+	if (!st) {
+		st = budget_member_attach(&d->acct.m);
+		if (st)
+			budget_credit_fini(&d->acct);
+	}
 	if (!st) {
 		atomic_store_explicit(&d->state, PRELOAD_DEV_READY, memory_order_release);
 		return;
@@ -192,13 +205,13 @@ CUresult preload_charge(struct preload_device *d, uint64_t n)
 
 	if (state != PRELOAD_DEV_READY)
 		return state == PRELOAD_DEV_CLOSED ? refuse_closed(d, n) : CUDA_SUCCESS;
-	if (budget_reserve(&d->m, n, &remaining))
+	if (budget_charge(&d->acct, n, &remaining))
 		goto admitted;
 	/* The dead may hold what is missing: one more try after a reclaim. */
-	budget_member_reclaim_dead(&d->m);
-	if (budget_reserve(&d->m, n, &remaining))
+	budget_member_reclaim_dead(&d->acct.m);
+	if (budget_charge(&d->acct, n, &remaining))
 		goto admitted;
-	budget_member_refusal(&d->m, PRELOAD_WHO, n, remaining, "", sentence, sizeof(sentence));
+	budget_member_refusal(&d->acct.m, PRELOAD_WHO, n, remaining, "", sentence, sizeof(sentence));
 	/* One line per burst: a program that retries smaller sizes is told once. */
 	if (!atomic_exchange_explicit(&d->refusing, true, memory_order_relaxed))
 		preload_say("%s; the program is told CUDA_ERROR_OUT_OF_MEMORY",
@@ -214,7 +227,7 @@ admitted:
 void preload_uncharge(struct preload_device *d, uint64_t n)
 {
 	if (atomic_load_explicit(&d->state, memory_order_acquire) == PRELOAD_DEV_READY)
-		budget_release(&d->m, n);
+		budget_uncharge(&d->acct, n);
 }
 
 void preload_clip_info(struct preload_device *d, size_t *free_bytes, size_t *total_bytes)
@@ -224,12 +237,13 @@ void preload_clip_info(struct preload_device *d, size_t *free_bytes, size_t *tot
 
 	if (atomic_load_explicit(&d->state, memory_order_acquire) != PRELOAD_DEV_READY)
 		return;
-	s = d->m.shm;
+	s = d->acct.m.shm;
 	limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
 	room = budget_room(&s->used, &s->limit);
-	if (d->m.group) {
-		uint64_t glimit = atomic_load_explicit(&d->m.group->limit, memory_order_relaxed);
-		uint64_t groom = budget_room(&d->m.group->used, &d->m.group->limit);
+	if (d->acct.m.group) {
+		struct budget_group *g = d->acct.m.group;
+		uint64_t glimit = atomic_load_explicit(&g->limit, memory_order_relaxed);
+		uint64_t groom = budget_room(&g->used, &g->limit);
 
 		limit = glimit < limit ? glimit : limit;
 		room = groom < room ? groom : room;
@@ -265,9 +279,9 @@ void preload_devices_leave(void)
 		struct preload_device *d = &devices[i];
 
 		if (atomic_load_explicit(&d->state, memory_order_acquire) != PRELOAD_DEV_READY ||
-		    d->m.pid != getpid())
+		    d->acct.m.pid != getpid())
 			continue;
 		atomic_store_explicit(&d->state, PRELOAD_DEV_GONE, memory_order_release);
-		budget_member_leave(&d->m);
+		budget_member_leave(&d->acct.m);
 	}
 }

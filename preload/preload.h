@@ -138,7 +138,7 @@ enum preload_device_state {
 struct preload_device {
 	_Atomic int state;		/* enum preload_device_state */
 	_Atomic bool refusing;		/* in a burst of refusals: said once */
-	struct budget_member m;
+	struct budget_account acct;	/* its segment and its threads' credit */
 	char why[512];			/* the attach failure, for CLOSED refusals */
 };
 

@@ -40,7 +40,7 @@ static uint64_t load(_Atomic uint64_t *v)
 
 static int limit_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_u64(buf, len, load(&budget_of(self)->m.shm->limit));
+	return show_u64(buf, len, load(&budget_of(self)->acct.m.shm->limit));
 }
 
 /*
@@ -58,7 +58,7 @@ static int parse_limit(const struct budget *b, const char *buf, size_t len, uint
 		return -EINVAL;
 	memcpy(text, buf, len);
 	text[len] = '\0';
-	return xdm_parse_size(text, b->m.device_total, v) == XDM_OK ? 0 : -EINVAL;
+	return xdm_parse_size(text, b->acct.m.device_total, v) == XDM_OK ? 0 : -EINVAL;
 }
 
 static int limit_store(struct xdm_layer *self, const char *buf, size_t len)
@@ -69,22 +69,22 @@ static int limit_store(struct xdm_layer *self, const char *buf, size_t len)
 
 	if (err)
 		return err;
-	err = budget_lock(b->m.shm);
+	err = budget_lock(b->acct.m.shm);
 	if (err)
 		return -EBUSY;
-	budget_set_limit_locked(b->m.shm, v);
-	budget_unlock(b->m.shm);
+	budget_set_limit_locked(b->acct.m.shm, v);
+	budget_unlock(b->acct.m.shm);
 	return 0;
 }
 
 static int configured_limit_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_u64(buf, len, budget_of(self)->m.configured_limit);
+	return show_u64(buf, len, budget_of(self)->acct.m.configured_limit);
 }
 
 static int used_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_u64(buf, len, load(&budget_of(self)->m.shm->used));
+	return show_u64(buf, len, load(&budget_of(self)->acct.m.shm->used));
 }
 
 /* "auto", or the fixed size in bytes (0: none). */
@@ -92,19 +92,19 @@ static int credit_show(struct xdm_layer *self, char *buf, size_t len)
 {
 	const struct budget *b = budget_of(self);
 
-	if (b->credit_auto)
+	if (b->acct.credit_auto)
 		return show_text(buf, len, "auto");
-	return show_u64(buf, len, b->credit_max);
+	return show_u64(buf, len, b->acct.credit_max);
 }
 
 static int credit_held_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_u64(buf, len, budget_credit_held(budget_of(self)));
+	return show_u64(buf, len, budget_credit_held(&budget_of(self)->acct));
 }
 
 static int remaining_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	struct budget_shm *s = budget_of(self)->m.shm;
+	struct budget_shm *s = budget_of(self)->acct.m.shm;
 	uint64_t used = load(&s->used), limit = load(&s->limit);
 
 	return show_u64(buf, len, used < limit ? limit - used : 0);
@@ -112,34 +112,34 @@ static int remaining_show(struct xdm_layer *self, char *buf, size_t len)
 
 static int peak_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_u64(buf, len, load(&budget_of(self)->m.shm->peak));
+	return show_u64(buf, len, load(&budget_of(self)->acct.m.shm->peak));
 }
 
 static int refusals_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_u64(buf, len, load(&budget_of(self)->m.shm->refusals));
+	return show_u64(buf, len, load(&budget_of(self)->acct.m.shm->refusals));
 }
 
 static int reset_stale_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_u64(buf, len, budget_of(self)->m.reset_stale);
+	return show_u64(buf, len, budget_of(self)->acct.m.reset_stale);
 }
 
 static int unsettled_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	const struct budget_shm *s = budget_of(self)->m.shm;
+	const struct budget_shm *s = budget_of(self)->acct.m.shm;
 
 	return show_u64(buf, len, atomic_load_explicit(&s->unsettled, memory_order_relaxed));
 }
 
 static int segment_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_text(buf, len, budget_of(self)->m.name);
+	return show_text(buf, len, budget_of(self)->acct.m.name);
 }
 
 static int dir_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_text(buf, len, budget_of(self)->m.dir);
+	return show_text(buf, len, budget_of(self)->acct.m.dir);
 }
 
 /*
@@ -148,12 +148,12 @@ static int dir_show(struct xdm_layer *self, char *buf, size_t len)
  */
 static int group_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return show_text(buf, len, budget_of(self)->m.group_name);
+	return show_text(buf, len, budget_of(self)->acct.m.group_name);
 }
 
 static uint64_t group_load(struct xdm_layer *self, size_t offset)
 {
-	struct budget_group *g = budget_of(self)->m.group;
+	struct budget_group *g = budget_of(self)->acct.m.group;
 
 	return g ? load((_Atomic uint64_t *)((char *)g + offset)) : 0;
 }
@@ -170,15 +170,15 @@ static int group_limit_store(struct xdm_layer *self, const char *buf, size_t len
 	uint64_t v;
 	int err;
 
-	if (!b->m.group)
+	if (!b->acct.m.group)
 		return -EINVAL;
 	err = parse_limit(b, buf, len, &v);
 	if (err)
 		return err;
-	if (budget_lock(b->m.shm))
+	if (budget_lock(b->acct.m.shm))
 		return -EBUSY;
-	budget_set_group_limit_locked(b->m.group, v);
-	budget_unlock(b->m.shm);
+	budget_set_group_limit_locked(b->acct.m.group, v);
+	budget_unlock(b->acct.m.shm);
 	return 0;
 }
 
@@ -208,7 +208,7 @@ static int group_refusals_show(struct xdm_layer *self, char *buf, size_t len)
 /* One row per attached process, "pid used_bytes"; a snapshot, slot by slot. */
 static int processes_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	struct budget_shm *s = budget_of(self)->m.shm;
+	struct budget_shm *s = budget_of(self)->acct.m.shm;
 	size_t off = 0;
 
 	if (len)

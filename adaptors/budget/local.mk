@@ -4,8 +4,6 @@ pkglib_LTLIBRARIES += adaptors/budget.la
 adaptors_budget_la_SOURCES = \
 	adaptors/budget/budget.h \
 	adaptors/budget/module.c \
-	adaptors/budget/credit.c \
-	adaptors/budget/credit_thread.c \
 	adaptors/budget/attrs.c
 adaptors_budget_la_LDFLAGS = $(module_link_flags)
 adaptors_budget_la_LIBADD = lib/budget_segment/libbudget_segment.la $(module_link_libs) -lrt

@@ -39,30 +39,6 @@ static const char *param_or_env(const struct xdm_params *params, const char *nam
 	return v && *v ? v : NULL;
 }
 
-/*
- * credit=auto (the default), credit=0 (none: every call is exact in the
- * segment) or credit=SIZE (a fixed credit per thread); credit.c has the
- * rules.
- */
-static enum xdm_status use_credit(struct budget *b, const char *text)
-{
-	uint64_t size;
-
-	if (!text || !*text || strcmp(text, "auto") == 0) {
-		b->credit_auto = true;
-		b->credit_max = BUDGET_CREDIT_AUTO_MAX;
-		return XDM_OK;
-	}
-	if (xdm_parse_size(text, b->m.device_total, &size) != XDM_OK)
-		return xdm_error_set(XDM_E_CONFIG, "budget: credit must be auto, 0 or a size "
-				     "(like 64K or 1M), not '%s'", text);
-	if (size > BUDGET_CREDIT_MAX)
-		return xdm_error_set(XDM_E_CONFIG,
-				     "budget: credit must be at most 1G, not %" PRIu64, size);
-	b->credit_max = size;
-	return XDM_OK;
-}
-
 static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_params *params)
 {
 	const struct xdm_device_info *dev = xdm_layer_device(self);
@@ -74,41 +50,41 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "budget: no memory for its state");
-	b->m.fd = -1;
-	b->m.kind = BUDGET_SLOT_LIBXDM;
-	b->serial = xdm_layer_serial(self);
+	b->acct.m.fd = -1;
+	b->acct.m.kind = BUDGET_SLOT_LIBXDM;
+	b->acct.serial = xdm_layer_serial(self);
 	b->upstream = xdm_layer_upstream(self);
-	snprintf(b->m.uuid, sizeof(b->m.uuid), "%s", dev->uuid);
-	b->m.device_total = dev->total_bytes;
-	b->m.configured_limit = xdm_params_size(params, "limit");
-	st = use_credit(b, xdm_params_string(params, "credit"));
+	snprintf(b->acct.m.uuid, sizeof(b->acct.m.uuid), "%s", dev->uuid);
+	b->acct.m.device_total = dev->total_bytes;
+	b->acct.m.configured_limit = xdm_params_size(params, "limit");
+	st = budget_credit_use(&b->acct, "budget", xdm_params_string(params, "credit"));
 	if (st)
 		goto fail;
-	st = budget_member_name(&b->m, "budget", key && *key ? key : dev->uuid);
+	st = budget_member_name(&b->acct.m, "budget", key && *key ? key : dev->uuid);
 	if (!st)
-		st = budget_member_dir(&b->m, "budget", dir ? dir : BUDGET_DEFAULT_DIR);
+		st = budget_member_dir(&b->acct.m, "budget", dir ? dir : BUDGET_DEFAULT_DIR);
 	if (!st)
-		st = budget_member_group(&b->m, "budget",
+		st = budget_member_group(&b->acct.m, "budget",
 					 param_or_env(params, "group", "XDM_BUDGET_GROUP"),
 					 param_or_env(params, "group_limit",
 						      "XDM_BUDGET_GROUP_LIMIT"));
 	if (!st)
-		st = budget_member_identity(&b->m, "budget",
+		st = budget_member_identity(&b->acct.m, "budget",
 					    param_or_env(params, "container",
 							 "XDM_BUDGET_CONTAINER"));
 	if (st)
 		goto fail;
-	st = budget_credit_init(b);
+	st = budget_credit_init(&b->acct);
 	if (st)
 		goto fail;
-	st = budget_member_attach(&b->m);
+	st = budget_member_attach(&b->acct.m);
 	if (st)
 		goto fail_credit;
 	xdm_layer_set_priv(self, b);
 	return XDM_OK;
 
 fail_credit:
-	budget_credit_fini(b);
+	budget_credit_fini(&b->acct);
 fail:
 	free(b);
 	return st;
@@ -121,8 +97,8 @@ static void budget_fini(struct xdm_layer *self)
 	if (!b)
 		return;
 	xdm_layer_set_priv(self, NULL);
-	budget_credit_fini(b);
-	budget_member_detach(&b->m);
+	budget_credit_fini(&b->acct);
+	budget_member_detach(&b->acct.m);
 	free(b);
 }
 
@@ -137,7 +113,7 @@ static enum xdm_status refuse(struct budget *b, size_t requested, uint64_t remai
 {
 	char sentence[512];
 
-	budget_member_refusal(&b->m, "budget", requested, remaining, why, sentence,
+	budget_member_refusal(&b->acct.m, "budget", requested, remaining, why, sentence,
 			      sizeof(sentence));
 	return xdm_error_set_budget(requested, remaining, "%s", sentence);
 }
@@ -152,8 +128,8 @@ static __attribute__((noinline, cold)) enum xdm_status charge_again(struct budge
 {
 	uint64_t remaining;
 
-	budget_member_reclaim_dead(&b->m);
-	if (budget_charge(b, bytes, &remaining))
+	budget_member_reclaim_dead(&b->acct.m);
+	if (budget_charge(&b->acct, bytes, &remaining))
 		return XDM_OK;
 	return refuse(b, bytes, remaining, "");
 }
@@ -171,17 +147,17 @@ static __attribute__((noinline)) enum xdm_status settle(struct xdm_layer *self,
 	uint64_t remaining;
 
 	if (st) {
-		budget_uncharge(b, bytes);
+		budget_uncharge(&b->acct, bytes);
 		return st;
 	}
 	if (out->bytes < bytes) {
-		budget_uncharge(b, bytes - out->bytes);
+		budget_uncharge(&b->acct, bytes - out->bytes);
 		return XDM_OK;
 	}
-	if (budget_charge(b, out->bytes - bytes, &remaining))
+	if (budget_charge(&b->acct, out->bytes - bytes, &remaining))
 		return XDM_OK;
 	xdm_up_deallocate(xdm_layer_upstream(self), out);
-	budget_uncharge(b, bytes);
+	budget_uncharge(&b->acct, bytes);
 	return refuse(b, out->bytes, remaining + bytes, "the layer below rounds up: ");
 }
 
@@ -198,7 +174,7 @@ charge_and_allocate(struct xdm_layer *self, bool placed, uint64_t at, size_t byt
 	uint64_t remaining;
 	enum xdm_status st;
 
-	if (!budget_charge(b, bytes, &remaining)) {
+	if (!budget_charge(&b->acct, bytes, &remaining)) {
 		st = charge_again(b, bytes);
 		if (st)
 			return st;
@@ -245,7 +221,7 @@ static enum xdm_status budget_deallocate(struct xdm_layer *self, struct xdm_bloc
 	enum xdm_status st;
 
 	st = xdm_up_deallocate_inline(b->upstream, block);
-	budget_uncharge(b, bytes);
+	budget_uncharge(&b->acct, bytes);
 	return st;
 }
 

@@ -15,7 +15,9 @@ lib_budget_segment_libbudget_segment_la_SOURCES = \
 	lib/budget_segment/member.c \
 	lib/budget_segment/member_config.c \
 	lib/budget_segment/validate.c \
-	lib/budget_segment/reclaim.c
+	lib/budget_segment/reclaim.c \
+	lib/budget_segment/credit.c \
+	lib/budget_segment/credit_thread.c
 # The fault build's kill points (faults.c) are compiled only into
 # tests/faults/budget.la, with the library's sources and XDM_BUDGET_FAULTS.
 budget_segment_sources = $(lib_budget_segment_libbudget_segment_la_SOURCES)

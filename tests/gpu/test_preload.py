@@ -236,4 +236,10 @@ def test_torch_switch_under_the_shim_charged_once(budget_dir):
         child.finish()
     finally:
         child.kill()
+    # xdm's runtimes live until the process ends, so its budget layer does
+    # not leave: the slot is a dead process's, given back by the next
+    # process to attach.
+    assert all(p["state"] == "dead" for b in budgets(budget_dir) for p in b["processes"])
+    run("import torch\ntorch.cuda.mem_get_info()\nreport('RESULT')\n",
+        prefix=xdm_run("4G"))
     assert_given_back(budget_dir)

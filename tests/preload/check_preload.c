@@ -11,7 +11,9 @@
  * finding the fake libcuda.so.1, in a budget directory of its own, and
  * watches the budget segment from outside through lib/budget_segment's
  * reader, as xdmctl does.  "hold" stops the program with its memory held
- * until the test writes a line.
+ * until the test writes a line.  The programs charge exactly
+ * (XDM_PRELOAD_CREDIT=0), so that the segment's usage is the sum of what
+ * they hold, except in the test of the default, credit=auto.
  */
 #include "config.h"
 
@@ -84,6 +86,8 @@ static void user_start_program(struct user *u, const char *program, const char *
 	envp[n++] = asan;
 	for (const char *const *e = extra; e && *e; e++)
 		envp[n++] = *e;
+	/* Exact charges unless a test says otherwise (an earlier entry wins). */
+	envp[n++] = "XDM_PRELOAD_CREDIT=0";
 	for (char **e = environ; *e && n < 250; e++)
 		if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "LD_LIBRARY_PATH=", 16) &&
 		    strncmp(*e, "XDM_", 4) && strncmp(*e, "ASAN_OPTIONS=", 13) &&
@@ -535,6 +539,41 @@ START_TEST(test_threads_exact)
 }
 END_TEST
 
+/*
+ * The default, per-thread credit: the usage holds what the threads drew
+ * ahead (less than twice 16M each), a refusal comes only once the
+ * refusing thread gave its own back, and the exit gives everything back.
+ */
+START_TEST(test_credit_auto)
+{
+	const char *extra[] = { "XDM_PRELOAD_CREDIT=auto", "XDM_PRELOAD_LIMIT=64M", NULL };
+	const char *args[] = { "alloc:1M", "alloc:1M", "free:0", "hold", "alloc:62M", "alloc:2M",
+			       "alloc:1M", "hold", NULL };
+	struct user u;
+	uint64_t used;
+
+	user_start(&u, extra, args);
+	user_expect(&u, "alloc 1048576 0");
+	user_expect(&u, "alloc 1048576 0");
+	user_expect(&u, "free 0 0");
+	user_expect(&u, "hold");
+	used = used_of(0);
+	ck_assert_uint_ge(used, 1 * MIB);
+	ck_assert_uint_lt(used, 1 * MIB + 32 * MIB);
+	user_release(&u);
+	/* 1M held and 62M more; then 2M passes 64M, whatever credit was out,
+	 * and the last 1M fits exactly. */
+	user_expect(&u, "alloc 65011712 0");
+	user_expect(&u, "alloc 2097152 2");
+	user_expect(&u, "alloc 1048576 0");
+	user_expect(&u, "hold");
+	ck_assert_uint_eq(used_of(0), 64 * MIB);
+	user_release(&u);
+	ck_assert_int_eq(user_wait(&u), 0);
+	ck_assert_uint_eq(used_of(0), 0);
+}
+END_TEST
+
 static Suite *preload_suite(void)
 {
 	Suite *s = suite_create("preload");
@@ -555,6 +594,7 @@ static Suite *preload_suite(void)
 	tcase_add_test(tc, test_xdm_module_uncounted);
 	tcase_add_test(tc, test_fail_closed_and_open);
 	tcase_add_test(tc, test_threads_exact);
+	tcase_add_test(tc, test_credit_auto);
 	suite_add_tcase(s, tc);
 	return s;
 }

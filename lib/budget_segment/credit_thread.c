@@ -36,7 +36,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "budget.h"
+#include "lib/budget_segment/segment.h"
 
 /* Lines are cache lines, and a page's taken word has a bit for each. */
 #define BUDGET_CREDIT_LINES 64
@@ -45,7 +45,7 @@ static_assert(sizeof(struct budget_credit) == 64, "a record is one cache line");
 /* The page after a page of lines: shared by everyone, kept across fork. */
 struct budget_credit_book {
 	struct budget_credit_book *next;	/* immutable once pushed */
-	struct budget *b;
+	struct budget_account *b;
 	_Atomic uint64_t taken;			/* bit i: line i has a thread */
 };
 
@@ -67,7 +67,7 @@ static struct budget_credit_book *book_of(struct budget_credit *line)
 }
 
 /* A fresh page of free lines, not yet on the list; NULL with errno set. */
-static struct budget_credit_book *page_new(struct budget *b)
+static struct budget_credit_book *page_new(struct budget_account *b)
 {
 	size_t page = page_size();
 	char *map;
@@ -90,7 +90,7 @@ static struct budget_credit_book *page_new(struct budget *b)
 	return book;
 }
 
-static void page_push(struct budget *b, struct budget_credit_book *book)
+static void page_push(struct budget_account *b, struct budget_credit_book *book)
 {
 	struct budget_credit_book *head = atomic_load_explicit(&b->credit_books,
 							       memory_order_relaxed);
@@ -101,7 +101,7 @@ static void page_push(struct budget *b, struct budget_credit_book *book)
 						      memory_order_release, memory_order_relaxed));
 }
 
-static struct budget_credit_book *pages(struct budget *b)
+static struct budget_credit_book *pages(struct budget_account *b)
 {
 	return atomic_load_explicit(&b->credit_books, memory_order_acquire);
 }
@@ -150,7 +150,7 @@ static void credit_thread_exit(void *arg)
 	line_release(c);
 }
 
-struct budget_credit *budget_credit_claim(struct budget *b)
+struct budget_credit *budget_credit_claim(struct budget_account *b)
 {
 	struct budget_credit_book *book, *fresh;
 	struct budget_credit *c = NULL;
@@ -180,13 +180,13 @@ struct budget_credit *budget_credit_claim(struct budget *b)
 
 _Thread_local struct xdm_thread_last budget_credit_last;
 
-struct budget_credit *budget_credit_find(struct budget *b)
+struct budget_credit *budget_credit_find(struct budget_account *b)
 {
 	return xdm_thread_last_keep(&budget_credit_last, b->serial,
 				    pthread_getspecific(b->credit_key));
 }
 
-enum xdm_status budget_credit_init(struct budget *b)
+enum xdm_status budget_credit_init(struct budget_account *b)
 {
 	struct budget_credit_book *book;
 	int err;
@@ -229,7 +229,7 @@ enum xdm_status budget_credit_init(struct budget *b)
  * is deleted, so every line still taken belongs to a thread that is alive
  * (or to nothing, in a forked child): its credit goes back here.
  */
-void budget_credit_fini(struct budget *b)
+void budget_credit_fini(struct budget_account *b)
 {
 	struct budget_credit_book *book, *next;
 	uint64_t sum;
@@ -249,7 +249,7 @@ void budget_credit_fini(struct budget *b)
 }
 
 /* A sample while threads run; exact once they are quiet. */
-uint64_t budget_credit_held(struct budget *b)
+uint64_t budget_credit_held(struct budget_account *b)
 {
 	uint64_t sum = 0;
 
@@ -266,7 +266,7 @@ uint64_t budget_credit_held(struct budget *b)
  * (credit.c); no thread can take another's credit without an atomic
  * read-modify-write on that thread's every call.
  */
-void budget_credit_ask_back(struct budget *b, const struct budget_credit *mine)
+void budget_credit_ask_back(struct budget_account *b, const struct budget_credit *mine)
 {
 	for (struct budget_credit_book *book = pages(b); book; book = book->next) {
 		struct budget_credit *lines = lines_of(book);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * credit.c - per-thread credit: bytes a thread has drawn from the shared
- * limit ahead of its allocations.
+ * limit ahead of its allocations, for a budget layer and for the preload
+ * shim alike.
  *
  * Without credit every allocation and every free is an atomic
  * read-modify-write on the one shared counter of the device, a cache line
@@ -63,7 +64,30 @@
  */
 #include "config.h"
 
-#include "budget.h"
+#include <inttypes.h>
+#include <string.h>
+
+#include "lib/budget_segment/segment.h"
+
+enum xdm_status budget_credit_use(struct budget_account *b, const char *who, const char *text)
+{
+	uint64_t size;
+
+	if (!text || !*text || strcmp(text, "auto") == 0) {
+		b->credit_auto = true;
+		b->credit_max = BUDGET_CREDIT_AUTO_MAX;
+		return XDM_OK;
+	}
+	if (xdm_parse_size(text, b->m.device_total, &size) != XDM_OK)
+		return xdm_error_set(XDM_E_CONFIG, "%s: credit must be auto, 0 or a size "
+				     "(like 64K or 1M), not '%s'", who, text);
+	if (size > BUDGET_CREDIT_MAX)
+		return xdm_error_set(XDM_E_CONFIG,
+				     "%s: credit must be at most 1G, not %" PRIu64, who, size);
+	b->credit_auto = false;
+	b->credit_max = size;
+	return XDM_OK;
+}
 
 static uint64_t load(const _Atomic uint64_t *v)
 {
@@ -76,7 +100,7 @@ static void store(_Atomic uint64_t *v, uint64_t value)
 }
 
 /* The calling thread's record, claimed on its first call; NULL without memory. */
-static struct budget_credit *thread_record(struct budget *b)
+static struct budget_credit *thread_record(struct budget_account *b)
 {
 	struct budget_credit *c = budget_credit_mine(b);
 
@@ -93,7 +117,7 @@ static bool asked_back(const struct budget_credit *c)
  * call: a forked child's record reads 0 (credit_thread.c) until its thread
  * next meets the segment.
  */
-static uint64_t size_of(struct budget *b, struct budget_credit *c)
+static uint64_t size_of(struct budget_account *b, struct budget_credit *c)
 {
 	if (b->credit_auto)
 		return load(&c->size);
@@ -103,7 +127,7 @@ static uint64_t size_of(struct budget *b, struct budget_credit *c)
 }
 
 /* The owner gives back all it holds, with extra bytes (a free's) if any. */
-static void give_back(struct budget *b, struct budget_credit *c, uint64_t extra)
+static void give_back(struct budget_account *b, struct budget_credit *c, uint64_t extra)
 {
 	uint64_t have = load(&c->bytes) + extra;
 
@@ -122,7 +146,7 @@ static void give_back(struct budget *b, struct budget_credit *c, uint64_t extra)
  * BUDGET_CREDIT_AUTO_MAX), cut to a share of the room beside n.  The room
  * is a sample: the draw itself is still checked against the limit.
  */
-static uint64_t ahead_of(struct budget *b, struct budget_credit *c, uint64_t n)
+static uint64_t ahead_of(struct budget_account *b, struct budget_credit *c, uint64_t n)
 {
 	uint64_t size, want, left;
 
@@ -146,7 +170,7 @@ static uint64_t ahead_of(struct budget *b, struct budget_credit *c, uint64_t n)
  * other thread holding credit is asked for its own, and the request is
  * asked for once more, exactly.
  */
-static bool charge_last_try(struct budget *b, uint64_t n, uint64_t *remaining)
+static bool charge_last_try(struct budget_account *b, uint64_t n, uint64_t *remaining)
 {
 	struct budget_credit *own;
 
@@ -160,7 +184,7 @@ static bool charge_last_try(struct budget *b, uint64_t n, uint64_t *remaining)
 }
 
 /* Asked for its credit back: keep none, and draw nothing ahead this time. */
-static bool charge_asked_back(struct budget *b, struct budget_credit *c, uint64_t n,
+static bool charge_asked_back(struct budget_account *b, struct budget_credit *c, uint64_t n,
 			      uint64_t *remaining)
 {
 	uint64_t have = load(&c->bytes);
@@ -176,7 +200,7 @@ static bool charge_asked_back(struct budget *b, struct budget_credit *c, uint64_
 }
 
 /* Everything but a charge that the thread's credit covers (budget.h). */
-bool budget_charge_slow(struct budget *b, uint64_t n, uint64_t *remaining)
+bool budget_charge_slow(struct budget_account *b, uint64_t n, uint64_t *remaining)
 {
 	struct budget_credit *c;
 	uint64_t have, ahead;
@@ -224,7 +248,7 @@ exact:
  * fell.  credit=SIZE keeps SIZE; auto credit halves its size (not below
  * the minimum) and keeps at most that.  The rest goes back to the limit.
  */
-static void uncharge_overflow(struct budget *b, struct budget_credit *c, uint64_t have)
+static void uncharge_overflow(struct budget_account *b, struct budget_credit *c, uint64_t have)
 {
 	uint64_t size = size_of(b, c), keep;
 
@@ -241,7 +265,7 @@ static void uncharge_overflow(struct budget *b, struct budget_credit *c, uint64_
 }
 
 /* Everything but an uncharge that the thread's credit keeps whole (budget.h). */
-void budget_uncharge_slow(struct budget *b, uint64_t n)
+void budget_uncharge_slow(struct budget_account *b, uint64_t n)
 {
 	struct budget_credit *c;
 	uint64_t have;

@@ -120,8 +120,6 @@ bool preload_track(uint64_t key, enum preload_kind kind, uint64_t bytes, unsigne
 /* Forget one, with what it was; false if it was not recorded. */
 bool preload_untrack(uint64_t key, enum preload_kind kind, uint64_t *bytes,
 		     unsigned int *device);
-/* Allocations recorded now (a sample). */
-uint64_t preload_tracked(void);
 
 /* ---- devices.c: the budget of each device ------------------------------- */
 

@@ -13,9 +13,11 @@
  * than the longest probe an insertion ever needed.
  *
  * The table is one anonymous mapping, reserved at the first allocation and
- * touched only where entries land.  Past 3/4 full (PRELOAD_TABLE_LIVE_MAX
- * live allocations) an insertion fails and the caller stops counting that
- * allocation (hooks.c); no program we know of holds that many.
+ * touched only where entries land.  An insertion that finds no free entry
+ * within PRELOAD_TABLE_PROBES of its home fails, and the caller stops
+ * counting that allocation (hooks.c): the table is then crowded far past
+ * what any program we know of holds (2^20 entries).  Nothing counts the
+ * live entries: that would be a shared read-modify-write on every call.
  */
 #include "config.h"
 
@@ -26,7 +28,7 @@
 
 #define PRELOAD_TABLE_BITS 20
 #define PRELOAD_TABLE_SIZE (1u << PRELOAD_TABLE_BITS)
-#define PRELOAD_TABLE_LIVE_MAX (PRELOAD_TABLE_SIZE / 4 * 3)
+#define PRELOAD_TABLE_PROBES 256
 
 /* Keys no pointer or handle takes. */
 #define KEY_EMPTY 0ull
@@ -49,7 +51,6 @@ static uint32_t kind_of(struct entry *e)
 struct table {
 	_Atomic(struct entry *) entries;
 	_Atomic uint32_t max_probe;
-	_Atomic uint64_t live;
 };
 
 static struct table table;
@@ -94,10 +95,7 @@ bool preload_track(uint64_t key, enum preload_kind kind, uint64_t bytes, unsigne
 
 	if (!t || key == KEY_EMPTY || key >= KEY_TOMB)
 		return false;
-	if (atomic_fetch_add_explicit(&table.live, 1, memory_order_relaxed) >=
-	    PRELOAD_TABLE_LIVE_MAX)
-		goto full;
-	for (uint32_t probe = 0; probe < PRELOAD_TABLE_SIZE; probe++) {
+	for (uint32_t probe = 0; probe < PRELOAD_TABLE_PROBES; probe++) {
 		struct entry *e = &t[(h + probe) & (PRELOAD_TABLE_SIZE - 1)];
 		uint64_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
 
@@ -114,8 +112,6 @@ bool preload_track(uint64_t key, enum preload_kind kind, uint64_t bytes, unsigne
 		atomic_store_explicit(&e->key, key, memory_order_release);
 		return true;
 	}
-full:
-	atomic_fetch_sub_explicit(&table.live, 1, memory_order_relaxed);
 	return false;
 }
 
@@ -148,13 +144,7 @@ bool preload_untrack(uint64_t key, enum preload_kind kind, uint64_t *bytes,
 		*bytes = atomic_load_explicit(&e->bytes, memory_order_relaxed);
 		*device = atomic_load_explicit(&e->device, memory_order_relaxed);
 		atomic_store_explicit(&e->key, KEY_TOMB, memory_order_release);
-		atomic_fetch_sub_explicit(&table.live, 1, memory_order_relaxed);
 		return true;
 	}
 	return false;
-}
-
-uint64_t preload_tracked(void)
-{
-	return atomic_load_explicit(&table.live, memory_order_relaxed);
 }

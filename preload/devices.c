@@ -254,6 +254,18 @@ void preload_clip_info(struct preload_device *d, size_t *free_bytes, size_t *tot
 		*free_bytes = (size_t)room;
 }
 
+struct preload_device *preload_device_by_uuid(const char *uuid)
+{
+	for (unsigned int i = 0; i < PRELOAD_DEVICES; i++) {
+		struct preload_device *d = &devices[i];
+
+		if (atomic_load_explicit(&d->state, memory_order_acquire) == PRELOAD_DEV_READY &&
+		    !strcmp(d->acct.m.uuid, uuid))
+			return d;
+	}
+	return NULL;
+}
+
 /*
  * A fork child is another process: it gets slots of its own when it
  * allocates.  The parent's mappings stay mapped and untouched; the lock

@@ -27,6 +27,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "preload/preload.h"
 
@@ -104,7 +105,7 @@ __attribute__((noinline)) void *preload_dlsym(void *handle, const char *name)
 	if (!next_dlsym)
 		return NULL;
 	found = next_dlsym(handle, name);
-	if (!found || !name || name[0] != 'c' || name[1] != 'u')
+	if (!found || !name || (strncmp(name, "cu", 2) && strncmp(name, "nvml", 4)))
 		return found;
 	if (from_xdm_module(__builtin_return_address(0)))
 		return found;

@@ -28,6 +28,8 @@
 
 extern struct preload_entry preload_entries[PRELOAD_CALL_COUNT];
 
+#define LIBCUDA "libcuda.so.1"
+
 /* libcuda.so.1 once the program has loaded it; the shim never loads it. */
 static void *libcuda(void)
 {
@@ -36,7 +38,7 @@ static void *libcuda(void)
 
 	if (h)
 		return h;
-	h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	h = dlopen(LIBCUDA, RTLD_NOW | RTLD_NOLOAD);
 	if (h)
 		atomic_store_explicit(&handle, h, memory_order_release);
 	return h;
@@ -50,6 +52,21 @@ void *preload_driver_symbol(const char *abi)
 	return h && next_dlsym ? next_dlsym(h, abi) : NULL;
 }
 
+void *preload_library_symbol(const char *lib, const char *abi)
+{
+	void *(*next_dlsym)(void *, const char *) = preload_next_dlsym_get();
+	void *h, *fn;
+
+	if (!strcmp(lib, LIBCUDA))
+		return preload_driver_symbol(abi);
+	/* Rare (NVML's figures): a reference more on the library is harmless. */
+	h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+	fn = h && next_dlsym ? next_dlsym(h, abi) : NULL;
+	if (h)
+		dlclose(h);
+	return fn;
+}
+
 void *preload_real(enum preload_call call, bool ptsz)
 {
 	struct preload_entry *e = &preload_entries[call];
@@ -58,7 +75,7 @@ void *preload_real(enum preload_call call, bool ptsz)
 
 	if (fn)
 		return fn;
-	fn = preload_driver_symbol(ptsz ? e->ptsz : e->abi);
+	fn = preload_library_symbol(e->lib, ptsz ? e->ptsz : e->abi);
 	if (fn)
 		atomic_store_explicit(slot, fn, memory_order_release);
 	return fn;
@@ -81,13 +98,13 @@ static void *hook_in_place(struct preload_entry *e, bool ptsz, void *found)
 
 void *preload_hook_for(const char *name, void *found, int version, bool ptsz)
 {
-	if (!found || !name || name[0] != 'c' || name[1] != 'u')
+	if (!found || !name || (strncmp(name, "cu", 2) && strncmp(name, "nvml", 4)))
 		return found;
 	for (unsigned int i = 0; i < PRELOAD_CALL_COUNT; i++) {
 		struct preload_entry *e = &preload_entries[i];
 
 		if (version > 0) {
-			if (strcmp(e->base, name) || version < e->since ||
+			if (!e->base || strcmp(e->base, name) || version < e->since ||
 			    (e->until && version >= e->until))
 				continue;
 			/* Only the stream-ordered calls have a per-thread variant. */

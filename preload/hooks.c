@@ -334,8 +334,11 @@ PRELOAD_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cud
  * cuGetProcAddress took its status argument in 12.0).
  */
 #define ENTRY(abi_, base_, since_, until_, ptsz_, hook_, hook_ptsz_) \
-	{ .abi = abi_, .base = base_, .ptsz = ptsz_, .since = since_, .until = until_, \
-	  .hook = (void *)(hook_), .hook_ptsz = (void *)(hook_ptsz_) }
+	{ .lib = "libcuda.so.1", .abi = abi_, .base = base_, .ptsz = ptsz_, .since = since_, \
+	  .until = until_, .hook = (void *)(hook_), .hook_ptsz = (void *)(hook_ptsz_) }
+/* NVML's calls: found by dlsym only. */
+#define NVML_ENTRY(abi_, hook_) \
+	{ .lib = "libnvidia-ml.so.1", .abi = abi_, .hook = (void *)(hook_) }
 
 struct preload_entry preload_entries[PRELOAD_CALL_COUNT] = {
 	[PRELOAD_MEM_ALLOC] =
@@ -370,4 +373,8 @@ struct preload_entry preload_entries[PRELOAD_CALL_COUNT] = {
 	[PRELOAD_GET_PROC_ADDRESS_V1] =
 		ENTRY("cuGetProcAddress", "cuGetProcAddress", 11030, 12000, NULL,
 		      cuGetProcAddress, NULL),
+	[PRELOAD_NVML_MEMORY_INFO] =
+		NVML_ENTRY("nvmlDeviceGetMemoryInfo", nvmlDeviceGetMemoryInfo),
+	[PRELOAD_NVML_MEMORY_INFO_V2] =
+		NVML_ENTRY("nvmlDeviceGetMemoryInfo_v2", nvmlDeviceGetMemoryInfo_v2),
 };

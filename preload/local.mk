@@ -12,8 +12,9 @@ preload_libxdm_preload_la_SOURCES = \
 	preload/driver.c \
 	preload/hooks.c \
 	preload/table.c \
-	preload/devices.c
+	preload/devices.c \
+	preload/nvml.c
 preload_libxdm_preload_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
-	-export-symbols-regex '^(cu[A-Z][A-Za-z_0-9]*|dlsym)$$'
+	-export-symbols-regex '^(cu[A-Z][A-Za-z_0-9]*|nvmlDeviceGetMemoryInfo(_v2)?|dlsym)$$'
 preload_libxdm_preload_la_LIBADD = lib/budget_segment/libbudget_segment.la libxdm.la -ldl -lrt
 

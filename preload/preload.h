@@ -37,6 +37,7 @@
  * hook_ptsz are what the program gets instead.
  */
 struct preload_entry {
+	const char *lib;	/* the soname that exports abi */
 	const char *abi;
 	const char *base;
 	const char *ptsz;
@@ -61,6 +62,8 @@ enum preload_call {
 	PRELOAD_MEM_GET_INFO,
 	PRELOAD_GET_PROC_ADDRESS,
 	PRELOAD_GET_PROC_ADDRESS_V1,
+	PRELOAD_NVML_MEMORY_INFO,
+	PRELOAD_NVML_MEMORY_INFO_V2,
 	PRELOAD_CALL_COUNT
 };
 
@@ -68,6 +71,8 @@ enum preload_call {
 void *preload_real(enum preload_call call, bool ptsz);
 /* The driver's function of ABI name abi, not wrapped (helpers: cuCtxGetDevice ...). */
 void *preload_driver_symbol(const char *abi);
+/* The same of library lib (a soname), once the program has loaded it. */
+void *preload_library_symbol(const char *lib, const char *abi);
 /*
  * What a lookup of name returned (found), or the shim's hook in its place
  * when name is a call the shim wraps: by its ABI name (dlsym), or by its
@@ -167,6 +172,13 @@ void preload_devices_leave(void);
 
 /* cuMemGetInfo's answer cut to the budget of the current device. */
 void preload_clip_info(struct preload_device *d, size_t *free_bytes, size_t *total_bytes);
+/* The attached device of this UUID (the budget's form), or NULL. */
+struct preload_device *preload_device_by_uuid(const char *uuid);
+
+/* ---- nvml.c: NVML's memory figures --------------------------------------- */
+
+PRELOAD_EXPORT int nvmlDeviceGetMemoryInfo(void *device, void *memory);
+PRELOAD_EXPORT int nvmlDeviceGetMemoryInfo_v2(void *device, void *memory);
 
 /* ---- message.c ----------------------------------------------------------- */
 

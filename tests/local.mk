@@ -358,13 +358,26 @@ tests_modules_no_alloc_la_LIBADD = $(module_link_libs)
 # - xdm_like_module.la: looks like one of xdm's modules to the shim (it
 #   exports xdm_module_entry) and allocates through its own dlopen of the
 #   driver, as the cuda backend does.
-check_LTLIBRARIES += tests/preload/fake/libcuda.la tests/preload/xdm_like_module.la
+# - fake/libnvidia-ml.la: a fake NVML over the fake driver's devices, for
+#   the shim's rewrite of nvmlDeviceGetMemoryInfo.
+# - next_a.la, next_b.la: two interposers preloaded after the shim; a's
+#   dlsym(RTLD_NEXT) must find b's symbol, not its own.
+check_LTLIBRARIES += tests/preload/fake/libcuda.la tests/preload/xdm_like_module.la \
+	tests/preload/fake/libnvidia-ml.la tests/preload/next_a.la tests/preload/next_b.la
 check_PROGRAMS += tests/preload/preload_user tests/preload/preload_user_linked
 tests_preload_fake_libcuda_la_SOURCES = tests/preload/fake_cuda.c tests/preload/fake_cuda.h \
 	preload/cuda_abi.h
 tests_preload_fake_libcuda_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-info 1:0:0 \
 	-no-undefined
 tests_preload_fake_libcuda_la_LIBADD = -lpthread
+tests_preload_next_a_la_SOURCES = tests/preload/next_a.c
+tests_preload_next_a_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -no-undefined \
+	-rpath /nowhere
+tests_preload_next_b_la_SOURCES = tests/preload/next_b.c
+tests_preload_next_b_la_LDFLAGS = $(tests_preload_next_a_la_LDFLAGS)
+tests_preload_fake_libnvidia_ml_la_SOURCES = tests/preload/fake_nvml.c
+tests_preload_fake_libnvidia_ml_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-info 1:0:0 \
+	-no-undefined
 tests_preload_xdm_like_module_la_SOURCES = tests/preload/xdm_like_module.c preload/cuda_abi.h
 tests_preload_xdm_like_module_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-no-undefined -rpath /nowhere

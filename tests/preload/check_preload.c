@@ -74,13 +74,18 @@ static void user_start_program(struct user *u, const char *program, const char *
 	path_in_build(libdir, sizeof(libdir), "tests/preload/fake/.libs");
 	path_in_build(path, sizeof(path), program);
 	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", shim);
+	/* A test may preload more after the shim: its LD_PRELOAD is whole. */
+	for (const char *const *e = extra; e && *e; e++)
+		if (!strncmp(*e, "LD_PRELOAD=", 11))
+			preload[0] = '\0';
 	snprintf(ldpath, sizeof(ldpath), "LD_LIBRARY_PATH=%s", libdir);
 	snprintf(budget_dir, sizeof(budget_dir), "XDM_BUDGET_DIR=%s", dir);
 	/* An instrumented program with the shim first: ASan would refuse. */
 	snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
 		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "",
 		 getenv("ASAN_OPTIONS") ? ":" : "");
-	envp[n++] = preload;
+	if (preload[0])
+		envp[n++] = preload;
 	envp[n++] = ldpath;
 	envp[n++] = budget_dir;
 	envp[n++] = asan;
@@ -403,6 +408,23 @@ START_TEST(test_mem_get_info)
 }
 END_TEST
 
+/* NVML's figures too, for the device the program allocates on. */
+START_TEST(test_nvml_memory_info)
+{
+	const char *extra[] = { "XDM_PRELOAD_LIMIT=64M", NULL };
+	const char *args[] = { "nvml:0", "alloc:16M", "nvml:0", "nvml2:0", NULL };
+	struct user u;
+
+	user_start(&u, extra, args);
+	/* Before any CUDA allocation the shim knows no budget of the device. */
+	user_expect(&u, "nvml 0 1073741824 1073741824 0");
+	user_expect(&u, "alloc 16777216 0");
+	user_expect(&u, "nvml 0 50331648 67108864 16777216");
+	user_expect(&u, "nvml2 0 50331648 67108864 16777216 0");
+	ck_assert_int_eq(user_wait(&u), 0);
+}
+END_TEST
+
 /* Two programs on one device: one budget, and the exit gives back. */
 START_TEST(test_two_processes_one_budget)
 {
@@ -523,6 +545,45 @@ START_TEST(test_fail_closed_and_open)
 }
 END_TEST
 
+/* A fork child charges a slot of its own, and its exit leaves the parent's. */
+START_TEST(test_fork_child_own_slot)
+{
+	const char *args[] = { "alloc:2M", "fork:1M", "hold", NULL };
+	struct user u;
+	uint32_t kind;
+	uint64_t held;
+
+	user_start(&u, NULL, args);
+	user_expect(&u, "alloc 2097152 0");
+	user_expect(&u, "child 1048576 0");
+	user_expect(&u, "fork 1048576 0");
+	user_expect(&u, "hold");
+	ck_assert(slot_of(0, u.pid, &kind, &held));
+	ck_assert_uint_eq(held, 2 * MIB);
+	ck_assert_uint_eq(used_of(0), 2 * MIB);
+	user_release(&u);
+	ck_assert_int_eq(user_wait(&u), 0);
+}
+END_TEST
+
+/* dlsym(RTLD_NEXT) from an interposer after the shim finds what follows it. */
+START_TEST(test_rtld_next_of_another_interposer)
+{
+	char shim[1200], a[1200], b[1200], preload[3700];
+	const char *extra[] = { preload, NULL };
+	const char *args[] = { "next", NULL };
+	struct user u;
+
+	path_in_build(shim, sizeof(shim), "preload/.libs/libxdm-preload.so");
+	path_in_build(a, sizeof(a), "tests/preload/.libs/next_a.so");
+	path_in_build(b, sizeof(b), "tests/preload/.libs/next_b.so");
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s %s %s", shim, a, b);
+	user_start(&u, extra, args);
+	user_expect(&u, "next 2");
+	ck_assert_int_eq(user_wait(&u), 0);
+}
+END_TEST
+
 /* Threads allocating and freeing at once: exact at the end. */
 START_TEST(test_threads_exact)
 {
@@ -588,12 +649,15 @@ static Suite *preload_suite(void)
 	tcase_add_test(tc, test_linked_program);
 	tcase_add_test(tc, test_refusal_is_out_of_memory);
 	tcase_add_test(tc, test_mem_get_info);
+	tcase_add_test(tc, test_nvml_memory_info);
 	tcase_add_test(tc, test_two_processes_one_budget);
 	tcase_add_test(tc, test_dead_process_reclaimed);
 	tcase_add_test(tc, test_keyed_by_uuid);
 	tcase_add_test(tc, test_xdm_module_uncounted);
 	tcase_add_test(tc, test_fail_closed_and_open);
 	tcase_add_test(tc, test_threads_exact);
+	tcase_add_test(tc, test_fork_child_own_slot);
+	tcase_add_test(tc, test_rtld_next_of_another_interposer);
 	tcase_add_test(tc, test_credit_auto);
 	suite_add_tcase(s, tc);
 	return s;

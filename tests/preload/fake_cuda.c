@@ -73,6 +73,7 @@
 	X(cuGetProcAddress_v2, fake_get_proc_address)		\
 	X(fakeCudaSetDevice, fake_set_device)			\
 	X(fakeCudaUsed, fake_used)				\
+	X(fakeCudaTotal, fake_total)				\
 	X(fakeCudaCalls, fake_calls)
 
 enum fake_fn {
@@ -626,6 +627,13 @@ static unsigned long long fake_used(int physical)
 	used = fake.used[physical];
 	pthread_mutex_unlock(&fake.lock);
 	return used;
+}
+
+static unsigned long long fake_total(void)
+{
+	fake_count(FN_fakeCudaTotal);
+	pthread_once(&fake_once, fake_setup);
+	return fake.total;
 }
 
 /* ---- the table: cuGetProcAddress and fakeCudaCalls ------------------------ */

@@ -68,11 +68,14 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
  * Test hooks.  fakeCudaSetDevice makes a visible ordinal the calling
  * thread's current device (what cuCtxGetDevice answers and the
  * allocations charge); fakeCudaUsed says how many bytes the fake holds on
- * a physical device (0 for one that does not exist); fakeCudaCalls says
- * how many times the exported function of that ABI name ran.
+ * a physical device (0 for one that does not exist); fakeCudaTotal, the
+ * bytes of each device (the fake NVML, fake_nvml.c, reads both);
+ * fakeCudaCalls says how many times the exported function of that ABI
+ * name ran.
  */
 void fakeCudaSetDevice(int ordinal);
 unsigned long long fakeCudaUsed(int physical);
+unsigned long long fakeCudaTotal(void);
 unsigned long long fakeCudaCalls(const char *symbol);
 
 #endif /* XDM_TESTS_FAKE_CUDA_H */

@@ -34,6 +34,16 @@
  *   calls:SYMBOL       -> calls SYMBOL N (the fake's fakeCudaCalls)
  *   used:P             -> used P BYTES, what the fake holds on physical
  *                         device P (fakeCudaUsed)
+ *   nvml:P, nvml2:P    -> nvml RC FREE TOTAL USED, nvml2 RC FREE TOTAL USED
+ *                         RESERVED: nvmlDeviceGetMemoryInfo (_v2) of NVML's
+ *                         device P, from libnvidia-ml.so.1 by dlopen
+ *   fork:SIZE          -> fork SIZE STATUS: a child (fork without exec)
+ *                         allocates SIZE with cuMemAlloc, prints child
+ *                         SIZE RC and exits(0) holding it; STATUS is its
+ *                         exit status
+ *   next               -> next N: xdm_next_probe_after() of the preloaded
+ *                         tests/preload/next_a.so, which finds the next
+ *                         xdm_next_probe with dlsym(RTLD_NEXT)
  *   hold               -> hold; then held once a line (or EOF) is read
  *                         from stdin
  *   module:SIZE        -> module SIZE RC: module_alloc(SIZE) of the shared
@@ -56,6 +66,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #ifdef PRELOAD_USER_LINKED
 #include "tests/preload/fake_cuda.h"
@@ -258,6 +270,40 @@ static bool parse_args(const char *args, unsigned long long *v, int n)
 	return !args;
 }
 
+/* NVML's memory figures of device p, as a monitoring agent reads them. */
+static void op_nvml(unsigned long long p, bool v2)
+{
+	struct {
+		unsigned long long total, free, used;
+	} m = { 0 };
+	struct {
+		unsigned int version;
+		unsigned long long total, reserved, free, used;
+	} m2 = { 0 };
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	int (*init)(void), (*get)(unsigned int, void **), (*info)(void *, void *);
+	void *device = NULL;
+	int rc;
+
+	if (!h)
+		die(1, "nvml: no libnvidia-ml.so.1: %s", dlerror());
+	init = (int (*)(void))dlsym(h, "nvmlInit_v2");
+	get = (int (*)(unsigned int, void **))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+	info = (int (*)(void *, void *))dlsym(h, v2 ? "nvmlDeviceGetMemoryInfo_v2" :
+						      "nvmlDeviceGetMemoryInfo");
+	if (!init || !get || !info)
+		die(1, "nvml: libnvidia-ml.so.1 lacks a call");
+	rc = init();
+	if (!rc)
+		rc = get((unsigned int)p, &device);
+	if (!rc)
+		rc = info(device, v2 ? (void *)&m2 : (void *)&m);
+	if (v2)
+		say("nvml2 %d %llu %llu %llu %llu", rc, m2.free, m2.total, m2.used, m2.reserved);
+	else
+		say("nvml %d %llu %llu %llu", rc, m.free, m.total, m.used);
+}
+
 /* op is name, or name:ARGS (*args then points at ARGS, else is NULL). */
 static bool op_is(const char *op, const char *name, const char **args)
 {
@@ -402,6 +448,34 @@ static void op_module(size_t bytes)
 	say("module %zu %d", bytes, module_alloc(bytes));
 }
 
+static void op_fork(size_t bytes)
+{
+	CUdeviceptr p;
+	pid_t child;
+	int status = -1;
+
+	fflush(stdout);
+	child = fork();
+	if (child < 0)
+		die(1, "fork failed");
+	if (child == 0) {
+		say("child %zu %d", bytes, drv.alloc(&p, bytes));
+		exit(0);
+	}
+	if (waitpid(child, &status, 0) != child)
+		die(1, "waitpid failed");
+	say("fork %zu %d", bytes, WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+}
+
+static void op_next(void)
+{
+	int (*after)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "xdm_next_probe_after");
+
+	if (!after)
+		die(2, "next: tests/preload/next_a.so is not preloaded");
+	say("next %d", after());
+}
+
 static void *churn(void *arg)
 {
 	struct user_thread *t = arg;
@@ -494,6 +568,16 @@ static void run_op(const char *op)
 		if (!drv.used)
 			die(2, "used: the driver has no fakeCudaUsed");
 		say("used %llu %llu", v[0], drv.used((int)v[0]));
+	} else if (op_is(op, "nvml", &args) || op_is(op, "nvml2", &args)) {
+		if (!parse_args(args, v, 1))
+			goto usage;
+		op_nvml(v[0], op[4] == '2');
+	} else if (op_is(op, "fork", &args)) {
+		if (!parse_args(args, v, 1))
+			goto usage;
+		op_fork(v[0]);
+	} else if (op_is(op, "next", &args) && !args) {
+		op_next();
 	} else if (op_is(op, "hold", &args) && !args) {
 		op_hold();
 	} else if (op_is(op, "module", &args)) {

@@ -27,17 +27,33 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "preload/preload.h"
 
-/* The C library's dlsym: what RTLD_NEXT gives the shim itself. */
-__attribute__((visibility("hidden"))) void *(*_Atomic preload_next_dlsym)(void *, const char *);
+/*
+ * A sanitizer's runtime (ASan, TSan) finds the functions it intercepts
+ * with dlsym(RTLD_NEXT) while it initializes, before anything else of the
+ * process has run, the shim's constructor included; and it calls the
+ * first dlsym in the search order, the shim's.  So the code it reaches
+ * must run before the sanitizer can: PRELOAD_RAW functions are not
+ * instrumented, call nothing a sanitizer intercepts, and use no atomics
+ * (which sanitizers instrument even there).  The pointer below is written
+ * once with the one value it can have; a volatile aligned word is read
+ * whole on every architecture the assembly supports.
+ */
+#if defined(__clang__)
+#define PRELOAD_RAW __attribute__((no_sanitize("address", "thread", "undefined", "coverage"), \
+				   noinline))
+#else
+#define PRELOAD_RAW __attribute__((no_sanitize("address", "thread", "undefined"), noinline))
+#endif
 
-void *preload_next_dlsym_get(void)
+/* The C library's dlsym: what RTLD_NEXT gives the shim itself. */
+__attribute__((visibility("hidden"))) void *(*volatile preload_next_dlsym)(void *, const char *);
+
+PRELOAD_RAW void *preload_next_dlsym_get(void)
 {
-	void *(*fn)(void *, const char *) = atomic_load_explicit(&preload_next_dlsym,
-								 memory_order_acquire);
+	void *(*fn)(void *, const char *) = preload_next_dlsym;
 
 	if (fn)
 		return (void *)fn;
@@ -51,8 +67,15 @@ void *preload_next_dlsym_get(void)
 		fn = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
 #endif
 	if (fn)
-		atomic_store_explicit(&preload_next_dlsym, fn, memory_order_release);
+		preload_next_dlsym = fn;
 	return (void *)fn;
+}
+
+/* Whether name is one the shim may answer: the driver's, NVML's. */
+PRELOAD_RAW static bool wrapped_family(const char *name)
+{
+	return name && ((name[0] == 'c' && name[1] == 'u') ||
+			(name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l'));
 }
 
 /*
@@ -95,9 +118,17 @@ static bool from_xdm_module(const void *addr)
 	return module;
 }
 
+/* A lookup of the driver's or NVML's: the hook, unless an xdm module asks. */
+__attribute__((noinline)) static void *answer(const char *name, void *found, void *caller)
+{
+	if (from_xdm_module(caller))
+		return found;
+	return preload_hook_for(name, found, 0, false);
+}
+
 /* Every lookup but RTLD_NEXT (the assembly below): reached by a jump, so
  * its return address is the caller's. */
-__attribute__((noinline)) void *preload_dlsym(void *handle, const char *name)
+PRELOAD_RAW void *preload_dlsym(void *handle, const char *name)
 {
 	void *(*next_dlsym)(void *, const char *) = preload_next_dlsym_get();
 	void *found;
@@ -105,18 +136,17 @@ __attribute__((noinline)) void *preload_dlsym(void *handle, const char *name)
 	if (!next_dlsym)
 		return NULL;
 	found = next_dlsym(handle, name);
-	if (!found || !name || (strncmp(name, "cu", 2) && strncmp(name, "nvml", 4)))
+	if (!found || !wrapped_family(name))
 		return found;
-	if (from_xdm_module(__builtin_return_address(0)))
-		return found;
-	return preload_hook_for(name, found, 0, false);
+	return answer(name, found, __builtin_return_address(0));
 }
 
 /*
- * dlsym itself.  The RTLD_NEXT case jumps to the C library's dlsym once it
- * is known (it is, from the shim's constructor on: state.c); before that,
- * and on other architectures, every lookup goes through preload_dlsym,
- * where RTLD_NEXT searches after the shim (documented in xdm-preload(7)).
+ * dlsym itself.  The RTLD_NEXT case jumps to the C library's dlsym, found
+ * first if need be (its arguments kept across the call), so the C
+ * library sees the caller's return address.  On other architectures every
+ * lookup goes through preload_dlsym, where RTLD_NEXT searches after the
+ * shim (documented in xdm-preload(7)).
  */
 #if defined(__x86_64__)
 __asm__(".text\n"
@@ -127,12 +157,21 @@ __asm__(".text\n"
 	"	endbr64\n"
 #endif
 	"	cmpq $-1, %rdi\n"
-	"	jne 1f\n"
+	"	jne 2f\n"
 	"	movq preload_next_dlsym(%rip), %rax\n"
 	"	testq %rax, %rax\n"
-	"	je 1f\n"
-	"	jmp *%rax\n"
-	"1:	jmp preload_dlsym\n"
+	"	jne 1f\n"
+	"	pushq %rdi\n"
+	"	pushq %rsi\n"
+	"	subq $8, %rsp\n"
+	"	call preload_next_dlsym_get\n"
+	"	addq $8, %rsp\n"
+	"	popq %rsi\n"
+	"	popq %rdi\n"
+	"	testq %rax, %rax\n"
+	"	je 2f\n"
+	"1:	jmp *%rax\n"
+	"2:	jmp preload_dlsym\n"
 	".size dlsym, .-dlsym\n");
 #elif defined(__aarch64__)
 __asm__(".text\n"
@@ -143,12 +182,20 @@ __asm__(".text\n"
 	"	bti c\n"
 #endif
 	"	cmn x0, #1\n"
-	"	b.ne 1f\n"
+	"	b.ne 2f\n"
 	"	adrp x16, preload_next_dlsym\n"
 	"	ldr x16, [x16, #:lo12:preload_next_dlsym]\n"
-	"	cbz x16, 1f\n"
-	"	br x16\n"
-	"1:	b preload_dlsym\n"
+	"	cbnz x16, 1f\n"
+	"	stp x29, x30, [sp, #-32]!\n"
+	"	mov x29, sp\n"
+	"	stp x0, x1, [sp, #16]\n"
+	"	bl preload_next_dlsym_get\n"
+	"	mov x16, x0\n"
+	"	ldp x0, x1, [sp, #16]\n"
+	"	ldp x29, x30, [sp], #32\n"
+	"	cbz x16, 2f\n"
+	"1:	br x16\n"
+	"2:	b preload_dlsym\n"
 	".size dlsym, .-dlsym\n");
 #else
 PRELOAD_EXPORT void *dlsym(void *handle, const char *name)

@@ -135,6 +135,10 @@ static void attach(struct preload_device *d, int ordinal)
 	bool open = fail_open();
 
 	memset(&d->acct, 0, sizeof(d->acct));
+	for (unsigned int i = 0; i < PRELOAD_POOLS; i++)
+		atomic_store_explicit(&d->pools[i], NULL, memory_order_relaxed);
+	atomic_store_explicit(&d->current_pool_known, false, memory_order_relaxed);
+	atomic_store_explicit(&d->pool_slack, 0, memory_order_relaxed);
 	st = describe(&d->acct.m, ordinal);
 	if (!st)
 		st = configure(&d->acct, (unsigned int)ordinal);
@@ -207,8 +211,10 @@ CUresult preload_charge(struct preload_device *d, uint64_t n)
 		return state == PRELOAD_DEV_CLOSED ? refuse_closed(d, n) : CUDA_SUCCESS;
 	if (budget_charge(&d->acct, n, &remaining))
 		goto admitted;
-	/* The dead may hold what is missing: one more try after a reclaim. */
+	/* The dead may hold what is missing, and the driver's pools may keep
+	 * it: one more try after a reclaim and a trim. */
 	budget_member_reclaim_dead(&d->acct.m);
+	preload_pools_give_back(d);
 	if (budget_charge(&d->acct, n, &remaining))
 		goto admitted;
 	budget_member_refusal(&d->acct.m, PRELOAD_WHO, n, remaining, "", sentence, sizeof(sentence));

@@ -175,6 +175,10 @@ static CUresult alloc_async(bool ptsz, CUdeviceptr *dptr, size_t bytes, CUstream
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	rc = real(dptr, bytes, stream);
+	if (d && rc == CUDA_SUCCESS) {
+		preload_pool_seen(d, NULL);
+		preload_pools_tick(d);
+	}
 	return settle(d, rc, rc == CUDA_SUCCESS ? *dptr : 0, PRELOAD_PTR, bytes);
 }
 
@@ -193,6 +197,10 @@ static CUresult alloc_from_pool_async(bool ptsz, CUdeviceptr *dptr, size_t bytes
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	rc = real(dptr, bytes, pool, stream);
+	if (d && rc == CUDA_SUCCESS) {
+		preload_pool_seen(d, pool);
+		preload_pools_tick(d);
+	}
 	return settle(d, rc, rc == CUDA_SUCCESS ? *dptr : 0, PRELOAD_PTR, bytes);
 }
 
@@ -201,11 +209,16 @@ static CUresult free_async(bool ptsz, CUdeviceptr dptr, CUstream stream)
 	cu_mem_free_async_fn real = REAL_PTSZ(PRELOAD_MEM_FREE_ASYNC, cu_mem_free_async_fn,
 					      ptsz);
 	struct held h;
+	CUresult rc;
 
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	h = take(dptr, PRELOAD_PTR);
-	return give_back(dptr, PRELOAD_PTR, h, real(dptr, stream));
+	rc = give_back(dptr, PRELOAD_PTR, h, real(dptr, stream));
+	/* A free is when a pool starts to keep memory. */
+	if (h.known && rc == CUDA_SUCCESS && preload_device_at(h.device))
+		preload_pools_tick(preload_device_at(h.device));
+	return rc;
 }
 
 PRELOAD_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream stream)

@@ -13,8 +13,11 @@ preload_libxdm_preload_la_SOURCES = \
 	preload/hooks.c \
 	preload/table.c \
 	preload/devices.c \
-	preload/nvml.c
+	preload/nvml.c \
+	preload/pools.c
 preload_libxdm_preload_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
 	-export-symbols-regex '^(cu[A-Z][A-Za-z_0-9]*|nvmlDeviceGetMemoryInfo(_v2)?|dlsym)$$'
 preload_libxdm_preload_la_LIBADD = lib/budget_segment/libbudget_segment.la libxdm.la -ldl -lrt
 
+
+dist_man_MANS += man/xdm-preload.7

@@ -138,9 +138,17 @@ enum preload_device_state {
 	PRELOAD_DEV_GONE,	/* the process is leaving: not charged */
 };
 
+#define PRELOAD_POOLS 8
+#define PRELOAD_POOL_LOOK_EVERY 64
+
 struct preload_device {
 	_Atomic int state;		/* enum preload_device_state */
 	_Atomic bool refusing;		/* in a burst of refusals: said once */
+	/* pools.c: the driver pools seen on this device, and their slack */
+	_Atomic(CUmemoryPool) pools[PRELOAD_POOLS];
+	_Atomic bool current_pool_known;
+	_Atomic bool looking;
+	_Atomic uint64_t pool_slack;	/* bytes charged for what the pools keep */
 	struct budget_account acct;	/* its segment and its threads' credit */
 	char why[512];			/* the attach failure, for CLOSED refusals */
 };
@@ -180,7 +188,17 @@ struct preload_device *preload_device_by_uuid(const char *uuid);
 PRELOAD_EXPORT int nvmlDeviceGetMemoryInfo(void *device, void *memory);
 PRELOAD_EXPORT int nvmlDeviceGetMemoryInfo_v2(void *device, void *memory);
 
-/* ---- message.c ----------------------------------------------------------- */
+/* ---- pools.c: what the driver's pools keep -------------------------------- */
+
+/* A stream-ordered allocation drew on pool (NULL: the device's current one). */
+void preload_pool_seen(struct preload_device *d, CUmemoryPool pool);
+/* A stream-ordered call: every PRELOAD_POOL_LOOK_EVERY of a thread, charge
+ * the pools' slack as it is now. */
+void preload_pools_tick(struct preload_device *d);
+/* About to refuse: trim the pools and give back their slack; true if any. */
+bool preload_pools_give_back(struct preload_device *d);
+
+/* ---- state.c ------------------------------------------------------------- */
 
 /* One line on stderr, "xdm-preload: ...\n", in one write. */
 __attribute__((format(printf, 1, 2))) void preload_say(const char *fmt, ...);

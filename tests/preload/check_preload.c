@@ -545,6 +545,36 @@ START_TEST(test_fail_closed_and_open)
 }
 END_TEST
 
+/*
+ * A driver pool that keeps freed memory (a release threshold): its slack
+ * is charged at the shim's next look, and given back, the pool trimmed,
+ * before the budget refuses anyone of this process.
+ */
+START_TEST(test_pool_slack)
+{
+	const char *extra[] = { "XDM_PRELOAD_LIMIT=64M", "FAKE_CUDA_POOL_KEEP=1", NULL };
+	const char *args[] = { "async:16M", "free:0", "asyncpairs:40:1M", "hold", "alloc:60M",
+			       "used:0", "hold", NULL };
+	struct user u;
+
+	user_start(&u, extra, args);
+	user_expect(&u, "async 16777216 0");
+	user_expect(&u, "free 0 0");
+	/* 81 stream-ordered calls: the pool was looked at, 16M kept. */
+	user_expect(&u, "asyncpairs 0");
+	user_expect(&u, "hold");
+	ck_assert_uint_eq(used_of(0), 16 * MIB);
+	user_release(&u);
+	/* 60M fits only once the pool gave back what it kept. */
+	user_expect(&u, "alloc 62914560 0");
+	user_expect(&u, "used 0 62914560");
+	user_expect(&u, "hold");
+	ck_assert_uint_eq(used_of(0), 60 * MIB);
+	user_release(&u);
+	ck_assert_int_eq(user_wait(&u), 0);
+}
+END_TEST
+
 /* A fork child charges a slot of its own, and its exit leaves the parent's. */
 START_TEST(test_fork_child_own_slot)
 {
@@ -657,6 +687,7 @@ static Suite *preload_suite(void)
 	tcase_add_test(tc, test_fail_closed_and_open);
 	tcase_add_test(tc, test_threads_exact);
 	tcase_add_test(tc, test_fork_child_own_slot);
+	tcase_add_test(tc, test_pool_slack);
 	tcase_add_test(tc, test_rtld_next_of_another_interposer);
 	tcase_add_test(tc, test_credit_auto);
 	suite_add_tcase(s, tc);

@@ -18,6 +18,10 @@
  * the driver, the list ends at its first entry that is not a device (or
  * names one twice).  Device handles are the ordinals the program sees;
  * the hooks of fake_cuda.h take a physical index only in fakeCudaUsed.
+ * With FAKE_CUDA_POOL_KEEP=1 a pool keeps what its blocks give back, as a
+ * driver pool with a release threshold does: the device's used count keeps
+ * it, a pooled allocation reuses it first, and cuMemPoolTrimTo releases
+ * it; the pool's reserved attribute is its used and its kept bytes.
  *
  * Each body is a static function with its exported ABI name as an alias.
  * cuGetProcAddress hands out the static's address: a real driver's table
@@ -90,6 +94,7 @@ static atomic_ullong fake_ncalls[FN_COUNT];
 struct CUmemPoolHandle_st {
 	int phys;
 	unsigned long long used;	/* bytes of its live allocations */
+	unsigned long long kept;	/* freed and kept (FAKE_CUDA_POOL_KEEP) */
 };
 
 enum fake_kind {
@@ -113,6 +118,7 @@ static struct {
 	unsigned long long total;		/* bytes of each */
 	int nvisible;
 	int visible[FAKE_MAX_DEVICES];		/* ordinal -> physical */
+	bool pool_keep;				/* FAKE_CUDA_POOL_KEEP=1 */
 	unsigned long long used[FAKE_MAX_DEVICES];
 	struct CUmemPoolHandle_st pools[FAKE_MAX_DEVICES];
 	struct fake_alloc *live;		/* unordered */
@@ -208,6 +214,8 @@ static void fake_setup(void)
 		fake_bad_env("FAKE_CUDA_TOTAL", s);
 	for (i = 0; i < fake.ndev; i++)
 		fake.pools[i].phys = i;
+	s = getenv("FAKE_CUDA_POOL_KEEP");
+	fake.pool_keep = s && !strcmp(s, "1");
 	s = getenv("CUDA_VISIBLE_DEVICES");
 	if (s) {
 		fake_parse_visible(s);
@@ -244,9 +252,13 @@ static CUresult fake_charge(int phys, size_t bytes, enum fake_kind kind,
 {
 	struct fake_alloc *a;
 	CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+	size_t reuse = 0;
 
 	pthread_mutex_lock(&fake.lock);
-	if (bytes > fake.total - fake.used[phys])
+	/* A pool lends what it kept before it asks the device for more. */
+	if (pool)
+		reuse = bytes < pool->kept ? bytes : (size_t)pool->kept;
+	if (bytes - reuse > fake.total - fake.used[phys])
 		goto out;
 	if (fake.nlive == fake.cap) {
 		size_t cap = fake.cap ? 2 * fake.cap : 64;
@@ -266,9 +278,11 @@ static CUresult fake_charge(int phys, size_t bytes, enum fake_kind kind,
 	fake.live[fake.nlive++] = (struct fake_alloc){
 		.key = *key, .bytes = bytes, .phys = phys, .kind = kind, .pool = pool,
 	};
-	fake.used[phys] += bytes;
-	if (pool)
+	fake.used[phys] += bytes - reuse;
+	if (pool) {
 		pool->used += bytes;
+		pool->kept -= reuse;
+	}
 	rc = CUDA_SUCCESS;
 out:
 	pthread_mutex_unlock(&fake.lock);
@@ -291,9 +305,13 @@ static CUresult fake_uncharge(unsigned long long key, bool handle)
 		a = &fake.live[i];
 		if (a->key != key || (a->kind == FAKE_HANDLE) != handle)
 			continue;
-		fake.used[a->phys] -= a->bytes;
-		if (a->pool)
+		if (a->pool) {
 			a->pool->used -= a->bytes;
+			if (fake.pool_keep)
+				a->pool->kept += a->bytes;
+		}
+		if (!a->pool || !fake.pool_keep)
+			fake.used[a->phys] -= a->bytes;
 		*a = fake.live[--fake.nlive];
 		rc = CUDA_SUCCESS;
 		break;
@@ -557,7 +575,7 @@ static CUresult fake_device_get_default_mem_pool(CUmemoryPool *pool, CUdevice de
 	return rc;
 }
 
-/* The fake keeps nothing in reserve: a pool's reserve is what it lends. */
+/* A pool's reserve is what it lends and what it kept. */
 static CUresult fake_mem_pool_get_attribute(CUmemoryPool pool, int attr, void *value)
 {
 	struct CUmemPoolHandle_st *p;
@@ -570,15 +588,30 @@ static CUresult fake_mem_pool_get_attribute(CUmemoryPool pool, int attr, void *v
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&fake.lock);
 	v = p->used;
+	if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+		v += p->kept;
 	pthread_mutex_unlock(&fake.lock);
 	memcpy(value, &v, sizeof(v));
 	return CUDA_SUCCESS;
 }
 
+/* Gives back kept bytes until the pool reserves at most keep. */
 static CUresult fake_mem_pool_trim_to(CUmemoryPool pool, size_t keep)
 {
+	struct CUmemPoolHandle_st *p;
+	unsigned long long room, release;
+
 	fake_count(FN_cuMemPoolTrimTo);
-	return fake_pool(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	p = fake_pool(pool);
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake.lock);
+	room = keep > p->used ? keep - p->used : 0;
+	release = p->kept > room ? p->kept - room : 0;
+	p->kept -= release;
+	fake.used[p->phys] -= release;
+	pthread_mutex_unlock(&fake.lock);
+	return CUDA_SUCCESS;
 }
 
 /* ---- physical allocations by handle ------------------------------------ */

@@ -37,6 +37,9 @@
  *   nvml:P, nvml2:P    -> nvml RC FREE TOTAL USED, nvml2 RC FREE TOTAL USED
  *                         RESERVED: nvmlDeviceGetMemoryInfo (_v2) of NVML's
  *                         device P, from libnvidia-ml.so.1 by dlopen
+ *   asyncpairs:N:SIZE  -> asyncpairs RC: N cuMemAllocAsync/cuMemFreeAsync
+ *                         pairs of SIZE on this thread; RC is the first
+ *                         failure, or 0
  *   fork:SIZE          -> fork SIZE STATUS: a child (fork without exec)
  *                         allocates SIZE with cuMemAlloc, prints child
  *                         SIZE RC and exits(0) holding it; STATUS is its
@@ -448,6 +451,19 @@ static void op_module(size_t bytes)
 	say("module %zu %d", bytes, module_alloc(bytes));
 }
 
+static void op_async_pairs(unsigned long long n, size_t bytes)
+{
+	CUresult rc = CUDA_SUCCESS;
+	CUdeviceptr p;
+
+	for (unsigned long long i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+		rc = drv.alloc_async(&p, bytes, NULL);
+		if (rc == CUDA_SUCCESS)
+			rc = drv.free_async(p, NULL);
+	}
+	say("asyncpairs %d", rc);
+}
+
 static void op_fork(size_t bytes)
 {
 	CUdeviceptr p;
@@ -572,6 +588,10 @@ static void run_op(const char *op)
 		if (!parse_args(args, v, 1))
 			goto usage;
 		op_nvml(v[0], op[4] == '2');
+	} else if (op_is(op, "asyncpairs", &args)) {
+		if (!parse_args(args, v, 2))
+			goto usage;
+		op_async_pairs(v[0], v[1]);
 	} else if (op_is(op, "fork", &args)) {
 		if (!parse_args(args, v, 1))
 			goto usage;

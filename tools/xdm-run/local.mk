@@ -7,3 +7,4 @@ tools/xdm-run/xdm-run: $(srcdir)/tools/xdm-run/xdm-run.in Makefile
 	$(AM_V_GEN)$(MKDIR_P) tools/xdm-run && \
 	sed -e 's|@libdir[@]|$(libdir)|g' $(srcdir)/tools/xdm-run/xdm-run.in > $@.tmp && \
 	chmod +x $@.tmp && mv $@.tmp $@
+dist_man_MANS += man/xdm-run.1

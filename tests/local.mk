@@ -393,6 +393,17 @@ preload_tests = tests/preload/check_preload
 TESTS += $(preload_tests)
 check_PROGRAMS += $(preload_tests)
 tests_preload_check_preload_LDADD = lib/budget_segment/libbudget_segment.la $(LDADD) -lrt
+# The shim declares the driver's ABI itself (preload/cuda_abi.h): where the
+# toolkit's cuda.h is, its values and layouts are checked against it at
+# compile time; the program links no driver.
+if HAVE_CUDA
+TESTS += tests/preload/check_cuda_abi
+check_PROGRAMS += tests/preload/check_cuda_abi
+tests_preload_check_cuda_abi_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_preload_check_cuda_abi_LDADD =
+else
+EXTRA_DIST += tests/preload/check_cuda_abi.c
+endif
 
 # ---- out of tree, against the installed xdm --------------------------------
 # Builds examples/example.c with nothing but the installed headers and

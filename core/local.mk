@@ -23,6 +23,7 @@ core_libxdmcore_la_SOURCES = \
 	core/native.c \
 	core/tags.c \
 	core/version.c \
+	core/uuid.c \
 	core/stream_frees.c \
 	core/tree.h \
 	core/tree.c \

@@ -53,17 +53,6 @@ static const char *env(const char *name)
 	return v && *v ? v : NULL;
 }
 
-/* The UUID as the budget adaptor names it: 8-4-4-4-12 lowercase hex. */
-static void format_uuid(const CUuuid *u, char *out, size_t len)
-{
-	const unsigned char *b = (const unsigned char *)u->bytes;
-
-	snprintf(out, len,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		 b[13], b[14], b[15]);
-}
-
 /* What the driver says of the device: its UUID and its memory. */
 static enum xdm_status describe(struct budget_member *m, int ordinal)
 {
@@ -86,7 +75,7 @@ static enum xdm_status describe(struct budget_member *m, int ordinal)
 	if (rc != CUDA_SUCCESS)
 		return xdm_error_set_driver(rc, PRELOAD_WHO ": the driver cannot describe "
 					    "device %d (error %d)", ordinal, rc);
-	format_uuid(&uuid, m->uuid, sizeof(m->uuid));
+	xdm_uuid_format((const unsigned char *)uuid.bytes, m->uuid, sizeof(m->uuid));
 	m->device_total = total;
 	return XDM_OK;
 }

@@ -27,16 +27,6 @@ int cuda_show_u64(char *buf, size_t len, uint64_t value)
 	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
 }
 
-static void cuda_format_uuid(const CUuuid *u, char *out, size_t len)
-{
-	const unsigned char *b = (const unsigned char *)u->bytes;
-
-	snprintf(out, len,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		 b[13], b[14], b[15]);
-}
-
 /* Find the device of p->ordinal and read its name, UUID and memory. */
 static enum xdm_status cuda_describe(struct cuda_platform *p)
 {
@@ -64,7 +54,7 @@ static enum xdm_status cuda_describe(struct cuda_platform *p)
 	rc = d->DeviceGetUuid(&uuid, p->dev);
 	if (rc != CUDA_SUCCESS)
 		return cuda_fail(d, rc, "cuda: cuDeviceGetUuid(device %u)", p->ordinal);
-	cuda_format_uuid(&uuid, p->uuid, sizeof(p->uuid));
+	xdm_uuid_format((const unsigned char *)uuid.bytes, p->uuid, sizeof(p->uuid));
 	rc = d->DeviceTotalMem(&total, p->dev);
 	if (rc != CUDA_SUCCESS)
 		return cuda_fail(d, rc, "cuda: cuDeviceTotalMem(device %u)", p->ordinal);

@@ -463,6 +463,15 @@ XDM_API enum xdm_status xdm_ipc_close(struct xdm_runtime *rt, uint64_t ptr, xdm_
  */
 XDM_API enum xdm_status xdm_parse_size(const char *text, uint64_t percent_base, uint64_t *out);
 
+/*
+ * A device's 16 UUID bytes as xdm writes a UUID everywhere (struct
+ * xdm_device_info, the budget's segment names): lowercase hex in the
+ * 8-4-4-4-12 form, NUL-terminated.  The cuda platform and the preload
+ * shim both name a GPU so, and must agree to the byte: one budget per
+ * GPU depends on it.  len: at least 37.
+ */
+XDM_API void xdm_uuid_format(const unsigned char bytes[16], char *out, size_t len);
+
 XDM_API const char *xdm_version(void);
 
 #ifdef __cplusplus

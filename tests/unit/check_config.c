@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_config.c - the xdm.conf parser, config loading and xdm_parse_size().
+ * check_config.c - the xdm.conf parser, config loading, xdm_parse_size()
+ * and xdm_uuid_format().
  *
  * Links core/libxdmcore.la, not libxdm, because the parser's functions are
  * internal to the library.
@@ -775,6 +776,21 @@ static void size_bad(const char *text, uint64_t base, const char *shown, const c
 		ck_assert_msg(strstr(msg(), why), "message '%s' does not say '%s'", msg(), why);
 }
 
+/* xdm_uuid_format: the one way a GPU's UUID is written (segment names). */
+START_TEST(test_uuid_format)
+{
+	const unsigned char b[16] = { 0x5f, 0x3c, 0x8b, 0x9e, 0x01, 0xa2, 0xb3, 0xc4,
+				      0xd5, 0xe6, 0xf7, 0x08, 0x19, 0x2a, 0x3b, 0xff };
+	char out[40], small[9];
+
+	memset(out, 'x', sizeof(out));
+	xdm_uuid_format(b, out, sizeof(out));
+	ck_assert_str_eq(out, "5f3c8b9e-01a2-b3c4-d5e6-f708192a3bff");
+	xdm_uuid_format(b, small, sizeof(small));
+	ck_assert_str_eq(small, "5f3c8b9e");
+}
+END_TEST
+
 START_TEST(test_size_plain)
 {
 	ck_assert_uint_eq(size_ok("0", 0), 0);
@@ -965,6 +981,7 @@ static Suite *config_suite(void)
 	tcase_add_test(load, test_sample_config_parses);
 	suite_add_tcase(s, load);
 
+	tcase_add_test(size, test_uuid_format);
 	tcase_add_test(size, test_size_plain);
 	tcase_add_test(size, test_size_suffixes);
 	tcase_add_test(size, test_size_fractions);

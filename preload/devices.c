@@ -128,6 +128,7 @@ static void attach(struct preload_device *d, int ordinal)
 		atomic_store_explicit(&d->pools[i], NULL, memory_order_relaxed);
 	atomic_store_explicit(&d->current_pool_known, false, memory_order_relaxed);
 	atomic_store_explicit(&d->pool_slack, 0, memory_order_relaxed);
+	atomic_store_explicit(&d->last_look_ns, 0, memory_order_relaxed);
 	st = describe(&d->acct.m, ordinal);
 	if (!st)
 		st = configure(&d->acct, (unsigned int)ordinal);

@@ -11,8 +11,11 @@
  * carries a charge for its pools' slack: the bytes a pool reserves minus
  * the bytes it lends, read from the driver's pool attributes.
  *
- * Reading them is two driver calls per pool, so it is done at a bounded
- * rate: every PRELOAD_POOL_LOOK_EVERY stream-ordered calls of a thread,
+ * Reading them is two driver calls per pool, and the driver's attribute
+ * reads are slow (looking every 64th call of a thread made an H200's
+ * cuMemAllocAsync pair twice as slow), so it is done at a bounded rate:
+ * at most once per PRELOAD_POOL_LOOK_NS per device, the clock itself read
+ * only every PRELOAD_POOL_LOOK_EVERY stream-ordered calls of a thread;
  * and whenever the budget is about to refuse, when the pools are first
  * trimmed (cuMemPoolTrimTo) so that what they keep goes back to the
  * device and to the budget before anyone is refused.  Between two looks
@@ -134,9 +137,16 @@ static bool look(struct preload_device *d, bool trim)
 void preload_pools_tick(struct preload_device *d)
 {
 	static _Thread_local unsigned int calls;
+	uint64_t now, last;
 
-	if (++calls % PRELOAD_POOL_LOOK_EVERY == 0)
-		look(d, false);
+	if (++calls % PRELOAD_POOL_LOOK_EVERY)
+		return;
+	now = budget_now_ns();
+	last = atomic_load_explicit(&d->last_look_ns, memory_order_relaxed);
+	if (last && now - last < PRELOAD_POOL_LOOK_NS)
+		return;
+	atomic_store_explicit(&d->last_look_ns, now, memory_order_relaxed);
+	look(d, false);
 }
 
 bool preload_pools_give_back(struct preload_device *d)

@@ -139,7 +139,10 @@ enum preload_device_state {
 };
 
 #define PRELOAD_POOLS 8
+/* A thread asks the clock every PRELOAD_POOL_LOOK_EVERY stream-ordered
+ * calls; a device's pools are looked at most once per PRELOAD_POOL_LOOK_NS. */
 #define PRELOAD_POOL_LOOK_EVERY 64
+#define PRELOAD_POOL_LOOK_NS 10000000ull
 
 struct preload_device {
 	_Atomic int state;		/* enum preload_device_state */
@@ -148,6 +151,7 @@ struct preload_device {
 	_Atomic(CUmemoryPool) pools[PRELOAD_POOLS];
 	_Atomic bool current_pool_known;
 	_Atomic bool looking;
+	_Atomic uint64_t last_look_ns;	/* CLOCK_MONOTONIC of the last look */
 	_Atomic uint64_t pool_slack;	/* bytes charged for what the pools keep */
 	struct budget_account acct;	/* its segment and its threads' credit */
 	char why[512];			/* the attach failure, for CLOSED refusals */
@@ -192,8 +196,9 @@ PRELOAD_EXPORT int nvmlDeviceGetMemoryInfo_v2(void *device, void *memory);
 
 /* A stream-ordered allocation drew on pool (NULL: the device's current one). */
 void preload_pool_seen(struct preload_device *d, CUmemoryPool pool);
-/* A stream-ordered call: every PRELOAD_POOL_LOOK_EVERY of a thread, charge
- * the pools' slack as it is now. */
+/* A stream-ordered call: charge the pools' slack as it is now, at most
+ * once per PRELOAD_POOL_LOOK_NS (the clock read every
+ * PRELOAD_POOL_LOOK_EVERY calls of a thread). */
 void preload_pools_tick(struct preload_device *d);
 /* About to refuse: trim the pools and give back their slack; true if any. */
 bool preload_pools_give_back(struct preload_device *d);

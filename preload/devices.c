@@ -228,22 +228,15 @@ void preload_uncharge(struct preload_device *d, uint64_t n)
 
 void preload_clip_info(struct preload_device *d, size_t *free_bytes, size_t *total_bytes)
 {
-	struct budget_shm *s;
+	struct budget_member *m = &d->acct.m;
 	uint64_t limit, room;
 
 	if (atomic_load_explicit(&d->state, memory_order_acquire) != PRELOAD_DEV_READY)
 		return;
-	s = d->acct.m.shm;
-	limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
-	room = budget_room(&s->used, &s->limit);
-	if (d->acct.m.group) {
-		struct budget_group *g = d->acct.m.group;
-		uint64_t glimit = atomic_load_explicit(&g->limit, memory_order_relaxed);
-		uint64_t groom = budget_room(&g->used, &g->limit);
-
-		limit = glimit < limit ? glimit : limit;
-		room = groom < room ? groom : room;
-	}
+	limit = atomic_load_explicit(&m->shm->limit, memory_order_relaxed);
+	if (m->group && atomic_load_explicit(&m->group->limit, memory_order_relaxed) < limit)
+		limit = atomic_load_explicit(&m->group->limit, memory_order_relaxed);
+	room = budget_member_room(m);
 	if (limit < *total_bytes)
 		*total_bytes = (size_t)limit;
 	if (room < *free_bytes)

@@ -72,7 +72,7 @@ struct held {
 
 static struct held take(uint64_t key, enum preload_kind kind)
 {
-	struct held h = { .known = false };
+	struct held h = { 0 };
 
 	h.known = preload_untrack(key, kind, &h.bytes, &h.device);
 	return h;
@@ -162,6 +162,17 @@ PRELOAD_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 /* ---- the stream-ordered calls, each also in its per-thread variant ------ */
 
+/* A stream-ordered allocation answered: its pool is known and looked at. */
+static CUresult settle_pooled(struct preload_device *d, CUresult rc, CUdeviceptr *dptr,
+			      CUmemoryPool pool, uint64_t bytes)
+{
+	if (d && rc == CUDA_SUCCESS) {
+		preload_pool_seen(d, pool);
+		preload_pools_tick(d);
+	}
+	return settle(d, rc, rc == CUDA_SUCCESS ? *dptr : 0, PRELOAD_PTR, bytes);
+}
+
 static CUresult alloc_async(bool ptsz, CUdeviceptr *dptr, size_t bytes, CUstream stream)
 {
 	cu_mem_alloc_async_fn real = REAL_PTSZ(PRELOAD_MEM_ALLOC_ASYNC, cu_mem_alloc_async_fn,
@@ -175,11 +186,7 @@ static CUresult alloc_async(bool ptsz, CUdeviceptr *dptr, size_t bytes, CUstream
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	rc = real(dptr, bytes, stream);
-	if (d && rc == CUDA_SUCCESS) {
-		preload_pool_seen(d, NULL);
-		preload_pools_tick(d);
-	}
-	return settle(d, rc, rc == CUDA_SUCCESS ? *dptr : 0, PRELOAD_PTR, bytes);
+	return settle_pooled(d, rc, dptr, NULL, bytes);
 }
 
 static CUresult alloc_from_pool_async(bool ptsz, CUdeviceptr *dptr, size_t bytes,
@@ -197,17 +204,14 @@ static CUresult alloc_from_pool_async(bool ptsz, CUdeviceptr *dptr, size_t bytes
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	rc = real(dptr, bytes, pool, stream);
-	if (d && rc == CUDA_SUCCESS) {
-		preload_pool_seen(d, pool);
-		preload_pools_tick(d);
-	}
-	return settle(d, rc, rc == CUDA_SUCCESS ? *dptr : 0, PRELOAD_PTR, bytes);
+	return settle_pooled(d, rc, dptr, pool, bytes);
 }
 
 static CUresult free_async(bool ptsz, CUdeviceptr dptr, CUstream stream)
 {
 	cu_mem_free_async_fn real = REAL_PTSZ(PRELOAD_MEM_FREE_ASYNC, cu_mem_free_async_fn,
 					      ptsz);
+	struct preload_device *d;
 	struct held h;
 	CUresult rc;
 
@@ -216,8 +220,9 @@ static CUresult free_async(bool ptsz, CUdeviceptr dptr, CUstream stream)
 	h = take(dptr, PRELOAD_PTR);
 	rc = give_back(dptr, PRELOAD_PTR, h, real(dptr, stream));
 	/* A free is when a pool starts to keep memory. */
-	if (h.known && rc == CUDA_SUCCESS && preload_device_at(h.device))
-		preload_pools_tick(preload_device_at(h.device));
+	d = h.known && rc == CUDA_SUCCESS ? preload_device_at(h.device) : NULL;
+	if (d)
+		preload_pools_tick(d);
 	return rc;
 }
 

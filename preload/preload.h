@@ -5,10 +5,11 @@
  * sits.
  *
  * libxdm-preload.so is loaded into programs that know nothing of xdm, by
- * LD_PRELOAD.  It has no handle to hand around, so its state is one
- * process-wide struct (state.c), the shim's equivalent of libxdm's runtime
- * table: the driver's real entry points, the devices it has charged, and
- * the table of live allocations.
+ * LD_PRELOAD.  It has no handle to hand around, so its state is static,
+ * each piece in the one file that owns it: the calls and their real entry
+ * points (hooks.c, driver.c), the devices it has charged (devices.c), the
+ * table of live allocations (table.c), and the C library's dlsym with the
+ * callers known to be xdm modules (dlsym.c).
  */
 #ifndef XDM_PRELOAD_H
 #define XDM_PRELOAD_H

@@ -158,9 +158,7 @@ static uint64_t ahead_of(struct budget_account *b, struct budget_credit *c, uint
 		want = n;
 	if (want > BUDGET_CREDIT_AUTO_MAX)
 		want = BUDGET_CREDIT_AUTO_MAX;
-	left = budget_room(&b->m.shm->used, &b->m.shm->limit);
-	if (b->m.group && budget_room(&b->m.group->used, &b->m.group->limit) < left)
-		left = budget_room(&b->m.group->used, &b->m.group->limit);
+	left = budget_member_room(&b->m);
 	left = left > n ? (left - n) >> BUDGET_CREDIT_AUTO_SHARE : 0;
 	return want < left ? want : left;
 }

@@ -522,6 +522,18 @@ static inline uint64_t budget_room(_Atomic uint64_t *usage, _Atomic uint64_t *li
 	return used < limit ? limit - used : 0;
 }
 
+/* The room a member has: its device's, or its group's if that is less. */
+static inline uint64_t budget_member_room(const struct budget_member *m)
+{
+	uint64_t room = budget_room(&m->shm->used, &m->shm->limit);
+	uint64_t group_room;
+
+	if (!m->group)
+		return room;
+	group_room = budget_room(&m->group->used, &m->group->limit);
+	return group_room < room ? group_room : room;
+}
+
 /* ---- credit.c and credit_thread.c: per-thread credit ------------------- */
 
 /*

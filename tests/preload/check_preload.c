@@ -31,6 +31,8 @@
 
 #include <check.h>
 
+#include <xdm/xdm.h>
+
 #include "lib/budget_segment/segment.h"
 #include "tests/lib/testutil.h"
 
@@ -185,17 +187,14 @@ static int stderr_lines_with(const struct user *u, const char *what)
 
 /* ---- the budget from outside --------------------------------------------- */
 
-/* The fake's device p (physical index) is named as the shim names it. */
+/* The fake's device p (physical index), named as xdm names a GPU. */
 static void fake_uuid(int p, char *out, size_t len)
 {
 	unsigned char b[16] = { 0xfa, 0xce, (unsigned char)p };
 
 	for (int i = 3; i < 16; i++)
 		b[i] = (unsigned char)(p + 1);
-	snprintf(out, len,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		 b[13], b[14], b[15]);
+	xdm_uuid_format(b, out, len);
 }
 
 /* The segment of physical device p in this test's directory, or NULL. */

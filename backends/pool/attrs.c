@@ -119,6 +119,7 @@ SHOW(granule, p->granule)
 SHOW(given_back, load(&p->given_back))
 SHOW(joins, load(&p->joins))
 SHOW(trim_ms, load(&p->params.trim_ms))
+SHOW(keep, (uint64_t)p->params.keep)
 SHOW(split, p->split)
 
 /* Writing 0 starts a new peak from what is reserved now. */
@@ -284,6 +285,8 @@ const struct xdm_attr pool_attrs[] = {
 	  given_back_show, NULL },
 	{ "joins", 0444, "chunks joined to a neighbour in the address space so far", joins_show,
 	  NULL },
+	{ "keep", 0444, "the keep parameter: 1 when only a destroy or a write to trim gives "
+	  "chunks back", keep_show, NULL },
 	{ "trim_ms", 0644, "milliseconds between the trimmer's passes; 0: no trimmer (a write "
 	  "stops it, and starts it again at the new period)", trim_ms_show, trim_ms_store },
 	{ "split", 0444, "blocks up to this size live in chunks apart from larger ones, bytes; "

@@ -386,7 +386,8 @@ static enum xdm_status grow_span(struct pool *p, struct pool_arena *a, uint64_t 
 	if (within_max(p, max, want) && grow(p, a, want, 0) == XDM_OK)
 		return XDM_OK;
 	/* Refused: every arena's idle granules back, what is pending reaped, once more. */
-	trim_locked(p);
+	if (!p->params.keep)
+		trim_locked(p);
 	xdm_up_reap_pending(xdm_layer_upstream(p->self));
 	want = granule_round(p, size);
 	if (!within_max(p, max, want))
@@ -423,7 +424,8 @@ static enum xdm_status refill_locked(struct pool *p, struct pool_arena *a, uint6
 	if (within_max(p, max, want) && grow(p, a, want, 0) == XDM_OK)
 		return XDM_OK;
 	/* The bound or the upstream refused: make room, then ask for exactly size. */
-	trim_locked(p);
+	if (!p->params.keep)
+		trim_locked(p);
 	if (!within_max(p, max, size))
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: %" PRIu64 " bytes on stream %u "
 				     "do not fit: %" PRIu64 " bytes reserved of max %" PRIu64, size,

@@ -55,6 +55,10 @@ static const struct xdm_param_spec pool_params[] = {
 	  "milliseconds between trims by a thread of the pool, which give idle memory back "
 	  "without any call; 0: no thread; default 1000 over a virtual-memory upstream, 0 "
 	  "otherwise" },
+	{ "keep", XDM_PARAM_BOOL, "false",
+	  "true: chunks go back to the upstream only when the pool is destroyed or trim is "
+	  "written, never by a reap, a refused growth or a trimmer (memory a captured CUDA "
+	  "graph replays into must stay where the capture found it)" },
 	{ "tcache", XDM_PARAM_SIZE, NULL,
 	  "bytes of freed blocks each thread keeps per stream, in front of the arenas, so that "
 	  "a pair it serves takes no lock; blocks up to this size are kept; 0: no thread "
@@ -92,10 +96,14 @@ static enum xdm_status pool_configure(struct pool_params *pp, const struct xdm_p
 		return xdm_error_set(XDM_E_CONFIG, "pool: release must be 'grow', 'free' or "
 				     "'trim', not '%s'", release ? release : "");
 	pp->release = (enum pool_release)rel;
+	pp->keep = xdm_params_bool(params, "keep");
 	if (xdm_params_has(params, "trim_ms"))
 		pp->trim_ms = xdm_params_uint(params, "trim_ms");
 	else
-		pp->trim_ms = granule ? 1000 : 0;
+		pp->trim_ms = granule && !pp->keep ? 1000 : 0;
+	if (pp->keep && (pp->trim_ms || pp->release != POOL_RELEASE_TRIM))
+		return xdm_error_set(XDM_E_CONFIG, "pool: keep=true gives nothing back by itself: "
+				     "it takes neither trim_ms nor release=grow|free");
 	pp->initial = pool_round(xdm_params_size(params, "initial"));
 	pp->chunk_max = pool_round(xdm_params_size(params, "chunk_max"));
 	pp->max = xdm_params_size(params, "max");
@@ -362,7 +370,7 @@ static enum xdm_status pool_reap_pending(struct xdm_layer *self)
 {
 	struct pool *p = pool_of(self);
 
-	if (!p->granule)
+	if (!p->granule && !p->params.keep)
 		pool_trim(p);
 	return xdm_up_reap_pending(xdm_layer_upstream(self));
 }

@@ -166,6 +166,7 @@ struct pool_params {
 	_Atomic uint64_t trim_ms;
 	uint64_t split;			/* small-block arenas up to this size; 0: none */
 	uint64_t tcache;		/* bytes a thread caches per arena; 0: no caches */
+	bool keep;			/* only a destroy or a write to trim gives back */
 };
 
 struct pool {

@@ -49,7 +49,8 @@ static void *trimmer(void *arg)
 		if (p->trimmer_stop)
 			break;
 		pthread_mutex_unlock(&p->trim_lock);
-		pool_trim_idle(p);
+		if (!p->params.keep)
+			pool_trim_idle(p);
 		xdm_up_reap_pending(xdm_layer_upstream(p->self));
 		pthread_mutex_lock(&p->trim_lock);
 	}

@@ -696,6 +696,39 @@ START_TEST(reap_pending_trims)
 }
 END_TEST
 
+/*
+ * keep=true (a CUDA graph's private pool): neither a reap nor a refused
+ * growth gives a chunk back, since a replay still writes where the capture
+ * found its blocks; only a write to trim (or the pool's end) does.
+ */
+START_TEST(keep_holds_chunks_until_trim_is_written)
+{
+	struct xdm_runtime *rt = pool_runtime("pool keep=true max=512K chunk=256K | host");
+	struct xdm_block a, b, big;
+
+	ck_assert_uint_eq(POOL(rt, "keep"), 1);
+	TU_OK(xdm_allocate(rt, 256 * KIB, 0, "a", &a));
+	TU_OK(xdm_allocate(rt, 256 * KIB, 1, "b", &b));
+	TU_OK(xdm_deallocate(rt, &a));
+	TU_OK(xdm_deallocate(rt, &b));
+	TU_OK(xdm_reap_pending(rt));
+	ck_assert_uint_eq(POOL(rt, "trimmed"), 0);
+	ck_assert_uint_eq(POOL(rt, "chunks"), 2);
+	ck_assert_uint_eq(HOST(rt, "bytes_outstanding"), 512 * KIB);
+	/* Without keep this growth would trim both idle chunks to fit max. */
+	ck_assert_int_eq(xdm_allocate(rt, 512 * KIB, 2, "big", &big), XDM_E_OUT_OF_MEMORY);
+	ck_assert_uint_eq(POOL(rt, "trimmed"), 0);
+	ck_assert_uint_eq(POOL(rt, "reserved"), 512 * KIB);
+	store(rt, "trim", "1");
+	ck_assert_uint_eq(POOL(rt, "trimmed"), 2);
+	ck_assert_uint_eq(POOL(rt, "reserved"), 0);
+	TU_OK(xdm_allocate(rt, 512 * KIB, 2, "big", &big));
+	TU_OK(xdm_deallocate(rt, &big));
+	store(rt, "trim", "1");
+	finish(rt);
+}
+END_TEST
+
 START_TEST(chunk_with_a_live_block_is_never_trimmed)
 {
 	struct xdm_runtime *rt = pool_runtime("pool chunk=1M | host");
@@ -912,6 +945,8 @@ START_TEST(bad_parameters_are_config_errors)
 		{ "pool small_max=2M | host", "small_max" },
 		{ "pool small_max=128 | host", "small_max" },
 		{ "pool chunk=0 | host", "chunk" },
+		{ "pool keep=true trim_ms=10 | host", "keep" },
+		{ "pool keep=maybe | host", "keep" },
 		{ "pool", "backend" },
 	};
 
@@ -1362,6 +1397,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(growth, trim_gives_every_idle_chunk_back);
 	tcase_add_test(growth, reap_pending_trims);
 	tcase_add_test(growth, chunk_with_a_live_block_is_never_trimmed);
+	tcase_add_test(growth, keep_holds_chunks_until_trim_is_written);
 	tcase_add_test(growth, max_bounds_the_pool_and_the_refusal_leaks_nothing);
 	tcase_add_test(growth, max_gives_idle_chunks_of_other_streams_back_to_make_room);
 	tcase_add_test(growth, max_store_bounds_the_next_growth);

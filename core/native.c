@@ -237,6 +237,19 @@ enum xdm_status xdm_native_free(struct xdm_runtime *rt, void *ptr, void *native_
 	return st_free ? st_free : st;
 }
 
+enum xdm_status xdm_native_release(struct xdm_runtime *rt, void *ptr)
+{
+	struct xdm_block b;
+
+	if (!rt)
+		return xdm_error_set(XDM_E_INVALID, "xdm_native_release: runtime is NULL");
+	if (!ptr)
+		return XDM_OK;
+	if (!native_block(rt, ptr, &b))
+		return not_a_block(rt, "xdm_native_release", ptr);
+	return xdm_deallocate(rt, &b);
+}
+
 enum xdm_status xdm_native_record_use(struct xdm_runtime *rt, void *ptr, void *native_stream)
 {
 	enum xdm_status st;

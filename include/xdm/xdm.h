@@ -318,6 +318,14 @@ XDM_API enum xdm_status xdm_native_allocate(struct xdm_runtime *rt, size_t bytes
  */
 XDM_API enum xdm_status xdm_native_free(struct xdm_runtime *rt, void *ptr, void *native_stream);
 /*
+ * Free the live block at ptr on its own stream, after every use recorded:
+ * for a framework's deleter, which is handed the pointer alone (torch's
+ * DataPtr).  One registry lookup, as xdm_native_free() on the block's own
+ * stream.  NULL ptr is a no-op; a pointer that is no live block of this
+ * runtime is INVALID, and nothing is freed.
+ */
+XDM_API enum xdm_status xdm_native_release(struct xdm_runtime *rt, void *ptr);
+/*
  * The block at ptr is used on native_stream (torch's record_stream): its
  * free waits for the work queued there so far.
  */

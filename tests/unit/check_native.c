@@ -227,6 +227,38 @@ START_TEST(free_on_own_stream_does_not_wait)
 }
 END_TEST
 
+/* release frees on the block's own stream, after a recorded use; twice is INVALID. */
+START_TEST(release_frees_on_own_stream_after_recorded_uses)
+{
+	struct xdm_runtime *rt = make("host");
+	struct xdm_stats stats;
+	struct tu_gate gate;
+	xdm_stream_id def;
+	void *p, *h5;
+
+	TU_OK(xdm_stream_handle(rt, 5, &h5));
+	TU_OK(xdm_native_allocate(rt, 4096, NULL, NULL, &p));
+	TU_OK(xdm_native_stream(rt, NULL, &def));
+	tu_gate_init(&gate);
+	tu_gate_hold(rt, 5, &gate);
+	TU_OK(xdm_native_record_use(rt, p, h5));
+	TU_OK(xdm_native_release(rt, p));
+	xdm_runtime_stats(rt, &stats);
+	ck_assert_uint_eq(stats.blocks_outstanding, 0);
+	tu_sleep_ms(50);
+	ck_assert_uint_eq(layer_number(rt, 0, "frees"), 0);
+	tu_gate_open(&gate);
+	TU_OK(xdm_stream_synchronize(rt, 5));
+	TU_OK(xdm_stream_synchronize(rt, def));
+	TU_OK(xdm_reap_pending(rt));
+	ck_assert_uint_eq(layer_number(rt, 0, "frees"), 1);
+	ck_assert_int_eq(xdm_native_release(rt, p), XDM_E_INVALID);
+	TU_OK(xdm_native_release(rt, NULL));
+	ck_assert_int_eq(xdm_native_release(NULL, p), XDM_E_INVALID);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
 /* record_use (torch's record_stream) holds the free as well. */
 START_TEST(record_use_holds_the_free)
 {
@@ -421,6 +453,7 @@ static Suite *native_suite(void)
 	tcase_add_test(tc, free_on_other_stream_waits);
 	tcase_add_test(tc, free_on_own_stream_does_not_wait);
 	tcase_add_test(tc, record_use_holds_the_free);
+	tcase_add_test(tc, release_frees_on_own_stream_after_recorded_uses);
 	tcase_add_test(tc, untracked_stack_frees_on_other_stream);
 	tcase_add_test(tc, concurrent_first_sight);
 	tcase_add_test(tc, tags_are_interned);

@@ -48,6 +48,7 @@ Importing this module does not import torch; ``use`` does.
 
 import atexit
 import ctypes
+import functools
 import os
 import sys
 import tempfile
@@ -208,6 +209,22 @@ def use(ordinal=None, config=None, stack=None):
         _state["config"] = chosen
 
 
+def _declare(glue):
+    """The glue module's C entry points, typed."""
+    glue.xdm_torch_built_for.restype = ctypes.c_char_p
+    glue.xdm_torch_built_for.argtypes = []
+    glue.xdm_torch_install.restype = ctypes.c_int
+    glue.xdm_torch_install.argtypes = []
+    glue.xdm_torch_install_error.restype = ctypes.c_char_p
+    glue.xdm_torch_install_error.argtypes = []
+    glue.xdm_torch_free_failures.restype = ctypes.c_uint64
+    glue.xdm_torch_free_failures.argtypes = []
+    glue.xdm_torch_recorded_uses.restype = ctypes.c_uint64
+    glue.xdm_torch_recorded_uses.argtypes = []
+    glue.xdm_torch_empty_cache.restype = None
+    glue.xdm_torch_empty_cache.argtypes = []
+
+
 def _install(path):
     import torch
 
@@ -216,27 +233,18 @@ def _install(path):
                            % torch.__version__)
     if torch.cuda.is_initialized():
         raise InvalidArgument(_too_late("torch.cuda is initialized already"))
-    allocator = torch.cuda.memory.CUDAPluggableAllocator(path, ALLOC_FN, FREE_FN)
-    try:
-        torch.cuda.memory.change_current_allocator(allocator)
-    except RuntimeError as e:
-        if "already initialized" not in str(e):
-            raise
-        raise InvalidArgument(_too_late("torch's CUDA allocator is initialized "
-                                        "already")) from None
+    # torch is imported: its libraries are loaded, and the glue binds to them.
     glue = ctypes.CDLL(path)
-    glue.xdm_torch_install_hooks.restype = ctypes.c_int
-    glue.xdm_torch_install_hooks.argtypes = []
-    glue.xdm_torch_free_failures.restype = ctypes.c_uint64
-    glue.xdm_torch_free_failures.argtypes = []
-    glue.xdm_torch_empty_cache.restype = None
-    glue.xdm_torch_empty_cache.argtypes = []
-    hooks = glue.xdm_torch_install_hooks()
-    if hooks < 0:
-        print("xdm.torch: torch's current allocator is not the pluggable one just "
-              "installed; record_stream, empty_cache and the memory fraction do not "
-              "reach xdm", file=sys.stderr)
-    _state.update(path=path, glue=glue, allocator=allocator, hooks=hooks)
+    _declare(glue)
+    _check_torch_version(glue.xdm_torch_built_for().decode(), torch.__version__)
+    if glue.xdm_torch_install() != 0:
+        why = glue.xdm_torch_install_error().decode(errors="replace")
+        if "initialized" in why:
+            raise InvalidArgument(_too_late("torch's CUDA allocator is initialized "
+                                            "already"))
+        raise NotSupported("xdm.torch.use: torch refused xdm as its allocator: %s" % why)
+    _extend_memory_stats(torch)
+    _state.update(path=path, glue=glue, allocator=True, hooks=1)
 
 
 def _too_late(why):
@@ -250,17 +258,10 @@ def installed():
 
 
 def hooks():
-    """Whether torch's record_stream, empty_cache and memory-fraction hooks
-    reach xdm: True, or a sentence saying why not (None before use)."""
-    h = _state["hooks"]
-    if h is None:
-        return None
-    if h > 0:
-        return True
-    if h == 0:
-        return ("this build of %s has no access to torch's hooks (libtorch_cuda "
-                "did not export them at configure time)" % LIBRARY)
-    return "torch's current allocator was not xdm's pluggable one"
+    """Whether torch's record_stream, empty_cache and memory fraction reach
+    xdm: True once ``use`` installed xdm (the glue implements torch's whole
+    allocator interface), None before."""
+    return None if _state["hooks"] is None else True
 
 
 def free_failures():
@@ -297,37 +298,46 @@ def _device(device):
     return _device(None) if index is None else _ordinal(index, "device")
 
 
-def _pool_layer(rt):
+def _budget_keys(ordinal):
+    """xdm's own keys for torch's memory_stats: the budget's limit, use and
+    what remains, where the device's stack has a budget."""
+    rt = _runtime(ordinal)
     layers = rt.layers
-    return layers.index("pool") if "pool" in layers else None
+    if "budget" not in layers:
+        return {}
+    layer = layers.index("budget")
+    keys = {}
+    for attr in ("limit", "used", "remaining"):
+        keys["xdm.budget.%s_bytes" % attr] = int(rt.layer_attr(layer, attr).split()[0])
+    return keys
+
+
+def _extend_memory_stats(torch):
+    """torch.cuda.memory_stats (and memory_summary, which reads it) also
+    carry the budget's keys (``xdm.budget.limit_bytes``, ``used_bytes``,
+    ``remaining_bytes``)."""
+    original = torch.cuda.memory.memory_stats
+    if getattr(original, "_xdm_extended", False):
+        return
+
+    @functools.wraps(original)
+    def memory_stats(device=None):
+        stats = original(device)
+        stats.update(_budget_keys(torch.cuda.memory._get_device_index(device,
+                                                                      optional=True)))
+        return stats
+
+    memory_stats._xdm_extended = True
+    torch.cuda.memory.memory_stats = memory_stats
+    torch.cuda.memory_stats = memory_stats
 
 
 def memory_stats(device=None):
-    """torch.cuda.memory_stats' keys that xdm can fill honestly, for the
-    runtime of device.
+    """torch.cuda.memory_stats of device, with xdm's budget keys: every
+    figure is read from xdm's runtimes (xdm-torch(7) says which)."""
+    import torch
 
-    allocated_bytes.all.current/peak: bytes of live blocks (the runtime's
-    bytes_outstanding and bytes_peak, the peak sampled as xdm-fs(7) says);
-    allocation.all.current/allocated/freed: blocks; num_ooms: allocations
-    the runtime refused; reserved_bytes.all.current/peak: what the stack's
-    pool holds from below it (its reserved and reserved_peak), present
-    only when the stack has a pool.
-    """
-    rt = _runtime(_device(device))
-    s = rt.stats()
-    stats = {
-        "allocated_bytes.all.current": s.bytes_outstanding,
-        "allocated_bytes.all.peak": s.bytes_peak,
-        "allocation.all.current": s.blocks_outstanding,
-        "allocation.all.allocated": s.allocs,
-        "allocation.all.freed": s.frees,
-        "num_ooms": s.failures,
-    }
-    pool = _pool_layer(rt)
-    if pool is not None:
-        stats["reserved_bytes.all.current"] = int(rt.layer_attr(pool, "reserved"))
-        stats["reserved_bytes.all.peak"] = int(rt.layer_attr(pool, "reserved_peak"))
-    return stats
+    return torch.cuda.memory_stats(_device(device))
 
 
 def memory_allocated(device=None):
@@ -341,25 +351,10 @@ def max_memory_allocated(device=None):
 
 
 def memory_reserved(device=None):
-    """Bytes the pool holds from below it; without a pool, what the stack
-    holds for live and not yet reaped blocks."""
-    stats = memory_stats(device)
-    if "reserved_bytes.all.current" in stats:
-        return stats["reserved_bytes.all.current"]
-    return _runtime(_device(device)).bytes_outstanding
+    """Bytes the device's runtimes hold from the memory below them."""
+    return memory_stats(device)["reserved_bytes.all.current"]
 
 
 def max_memory_reserved(device=None):
-    """The most bytes the pool held at once; without a pool, the peak of
-    live bytes."""
-    stats = memory_stats(device)
-    return stats.get("reserved_bytes.all.peak", stats["allocated_bytes.all.peak"])
-
-
-def reset_peak_reserved(device=None):
-    """Start the pool's reserved peak again from what it holds now."""
-    rt = _runtime(_device(device))
-    pool = _pool_layer(rt)
-    if pool is None:
-        raise NotSupported("xdm.torch: the stack '%s' has no pool" % rt.stack)
-    rt.set_layer_attr(pool, "reserved_peak", "0")
+    """The most bytes they held at once."""
+    return memory_stats(device)["reserved_bytes.all.peak"]

@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: MIT
+/*
+ * history.cpp - torch's memory history and snapshots
+ * (torch.cuda.memory._record_memory_history, _snapshot, _dump_snapshot,
+ * which torch.cuda._memory_viz and pytorch.org/memory_viz read), the OOM
+ * observers and the trace trackers, over xdm.
+ *
+ * One model of a snapshot for all of xdm, the one xdmctl snapshot draws
+ * from a logging adaptor's CSV (xdmctl(1), SNAPSHOT): xdm hands out blocks
+ * and keeps no split segments, so every live block is a segment of its
+ * own, wholly allocated, and the events are the ones the caching allocator
+ * would have recorded for such a segment:
+ *
+ *	an allocation   segment_alloc, alloc
+ *	a free          free_requested, free_completed, segment_free
+ *	a refusal       oom (addr: the bytes the device has free)
+ *
+ * The segments are read from the runtimes' registries when torch asks
+ * (the device's and the private pools'), never from a list kept here; the
+ * trace is the history torch asked to record, with the stack torch's
+ * context recorder gives and the block's xdm tag as its user metadata.
+ */
+#include "config.h"
+
+#include <deque>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/util/ApproximateClock.h>
+
+#include "glue.hpp"
+
+namespace xdm_torch {
+
+namespace {
+
+using trace_entry = c10::CachingDeviceAllocator::TraceEntry;
+
+struct history_state {
+	std::mutex lock;
+	bool enabled = false;
+	cca::CreateContextFn recorder = nullptr;
+	cca::RecordContext when = cca::RecordContext::NEVER;
+	size_t max_entries = 0;
+	std::vector<std::deque<trace_entry>> traces;
+	/* The context of each live block allocated while stacks were kept. */
+	std::unordered_map<void *, std::shared_ptr<c10::GatheredContext>> contexts;
+	std::vector<cca::OutOfMemoryObserver> oom_observers;
+	std::vector<cca::AllocatorTraceTracker> trackers;
+};
+
+/* Made once and never destroyed: torch frees tensors during exit. */
+history_state &state()
+{
+	static history_state *h = new history_state;
+	return *h;
+}
+
+/* enabled or a tracker: the allocation paths look only at this. */
+std::atomic<bool> any_tracing;
+
+void update_tracing(history_state &h)
+{
+	any_tracing.store(h.enabled || !h.trackers.empty(), std::memory_order_release);
+}
+
+std::string tag_metadata(const char *tag)
+{
+	return std::string("xdm tag: ") + (tag ? tag : "untagged");
+}
+
+/* Under the lock: keep an event, and tell the trackers. */
+void add_locked(history_state &h, trace_entry::Action action, int device, size_t addr,
+		size_t size, cudaStream_t stream, MempoolId_t pool,
+		std::shared_ptr<c10::GatheredContext> context, const char *tag)
+{
+	trace_entry e(action, static_cast<c10::DeviceIndex>(device), addr, size, stream, pool,
+		      c10::getApproximateTime(), std::move(context), "", tag_metadata(tag));
+
+	for (const auto &tracker : h.trackers)
+		tracker(e);
+	if (!h.enabled || h.max_entries == 0 || device < 0)
+		return;
+	if (h.traces.size() <= static_cast<size_t>(device))
+		h.traces.resize(device + 1);
+	auto &trace = h.traces[device];
+	trace.push_back(std::move(e));
+	while (trace.size() > h.max_entries)
+		trace.pop_front();
+}
+
+std::shared_ptr<c10::GatheredContext> gather(history_state &h, cca::RecordContext at_least)
+{
+	if (!h.enabled || !h.recorder || h.when < at_least)
+		return nullptr;
+	return h.recorder();
+}
+
+void collect(const xdm_block *b, void *arg)
+{
+	static_cast<std::vector<xdm_block> *>(arg)->push_back(*b);
+}
+
+/* A runtime's live blocks as segments of one block each. */
+void add_segments(history_state &h, xdm_runtime *rt, MempoolId_t pool,
+		  std::vector<c10::CachingDeviceAllocator::SegmentInfo> &out)
+{
+	std::vector<xdm_block> blocks;
+	int device = static_cast<int>(xdm_runtime_ordinal(rt));
+
+	if (xdm_runtime_for_each_block(rt, collect, &blocks) != XDM_OK)
+		throw_xdm_error("listing the blocks of runtime " +
+				std::string(xdm_runtime_name(rt)));
+	for (const xdm_block &b : blocks) {
+		void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr));
+		c10::CachingDeviceAllocator::SegmentInfo s;
+		c10::CachingDeviceAllocator::BlockInfo block;
+		void *handle = nullptr;
+
+		xdm_stream_handle(rt, b.stream, &handle);
+		s.device = static_cast<c10::DeviceIndex>(device);
+		s.address = static_cast<size_t>(b.ptr);
+		s.total_size = s.requested_size = s.allocated_size = s.active_size = b.bytes;
+		s.stream = handle;
+		/* torch's own line between its small and large pools. */
+		s.is_large = b.bytes > (1u << 20);
+		s.owner_private_pool_id = pool;
+		block.size = block.requested_size = b.bytes;
+		block.allocated = block.active = true;
+		auto ctx = h.contexts.find(ptr);
+		if (ctx != h.contexts.end())
+			block.context_when_allocated = s.context_when_allocated = ctx->second;
+		s.blocks.push_back(block);
+		out.push_back(std::move(s));
+	}
+}
+
+} // namespace
+
+bool tracing()
+{
+	return any_tracing.load(std::memory_order_acquire);
+}
+
+void record_history(bool enabled, cca::CreateContextFn recorder, size_t max_entries,
+		    cca::RecordContext when, bool clear)
+{
+	history_state &h = state();
+	std::lock_guard<std::mutex> hold(h.lock);
+
+	h.enabled = enabled;
+	h.recorder = enabled ? recorder : nullptr;
+	h.when = enabled ? when : cca::RecordContext::NEVER;
+	h.max_entries = enabled ? max_entries : 0;
+	if (clear || !enabled) {
+		h.traces.clear();
+		h.contexts.clear();
+	}
+	for (auto &trace : h.traces)
+		while (trace.size() > h.max_entries)
+			trace.pop_front();
+	update_tracing(h);
+}
+
+bool history_enabled()
+{
+	history_state &h = state();
+	std::lock_guard<std::mutex> hold(h.lock);
+
+	return h.enabled;
+}
+
+void trace_alloc(int device, void *ptr, size_t size, cudaStream_t stream, MempoolId_t pool)
+{
+	const char *tag = xdm_thread_tag();
+	history_state &h = state();
+	std::lock_guard<std::mutex> hold(h.lock);
+	auto context = gather(h, cca::RecordContext::STATE);
+	auto logged = h.when >= cca::RecordContext::ALLOC ? context : nullptr;
+	size_t addr = reinterpret_cast<size_t>(ptr);
+
+	if (context)
+		h.contexts[ptr] = context;
+	add_locked(h, trace_entry::SEGMENT_ALLOC, device, addr, size, stream, pool, logged, tag);
+	add_locked(h, trace_entry::ALLOC, device, addr, size, stream, pool, logged, tag);
+}
+
+void trace_free(int device, void *ptr, size_t size, cudaStream_t stream, MempoolId_t pool,
+		const char *tag)
+{
+	history_state &h = state();
+	std::lock_guard<std::mutex> hold(h.lock);
+	auto context = gather(h, cca::RecordContext::ALL);
+	size_t addr = reinterpret_cast<size_t>(ptr);
+
+	h.contexts.erase(ptr);
+	add_locked(h, trace_entry::FREE_REQUESTED, device, addr, size, stream, pool, context, tag);
+	add_locked(h, trace_entry::FREE_COMPLETED, device, addr, size, stream, pool, context, tag);
+	add_locked(h, trace_entry::SEGMENT_FREE, device, addr, size, stream, pool, context, tag);
+}
+
+void trace_oom(int device, size_t size, cudaStream_t stream, MempoolId_t pool)
+{
+	history_state &h = state();
+	size_t free_bytes = 0, total = 0;
+
+	{
+		c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+
+		if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess)
+			(void)cudaGetLastError();
+	}
+	std::lock_guard<std::mutex> hold(h.lock);
+	add_locked(h, trace_entry::OOM, device, free_bytes, size, stream, pool,
+		   gather(h, cca::RecordContext::STATE), xdm_thread_tag());
+}
+
+void attach_oom_observer(cca::OutOfMemoryObserver observer)
+{
+	history_state &h = state();
+	std::lock_guard<std::mutex> hold(h.lock);
+
+	h.oom_observers.push_back(std::move(observer));
+}
+
+void attach_trace_tracker(cca::AllocatorTraceTracker tracker)
+{
+	history_state &h = state();
+	std::lock_guard<std::mutex> hold(h.lock);
+
+	h.trackers.push_back(std::move(tracker));
+	update_tracing(h);
+}
+
+/*
+ * Observers run without the lock (torch's call Python); a budget refusal
+ * reaches them as any other: "allocated" is what the device's runtimes
+ * hold, the device's free and total are the driver's.
+ */
+void tell_oom_observers(int device)
+{
+	history_state &h = state();
+	std::vector<cca::OutOfMemoryObserver> observers;
+	size_t free_bytes = 0, total = 0;
+	uint64_t held = 0;
+
+	{
+		std::lock_guard<std::mutex> hold(h.lock);
+		observers = h.oom_observers;
+	}
+	if (observers.empty())
+		return;
+	for (const owned_runtime &o : device_runtimes(device)) {
+		xdm_stats s;
+
+		xdm_runtime_stats(o.rt, &s);
+		held += s.bytes_outstanding;
+	}
+	{
+		c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+
+		if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess)
+			(void)cudaGetLastError();
+	}
+	for (const auto &observer : observers)
+		observer(device, held, total, free_bytes);
+}
+
+cca::SnapshotInfo snapshot(MempoolId_t pool, bool include_traces)
+{
+	history_state &h = state();
+	cca::SnapshotInfo info;
+
+	int devices = 0;
+
+	for (int d = 0; d < XDM_MAX_DEVICES; d++) {
+		std::vector<owned_runtime> runtimes = device_runtimes(d);
+
+		if (runtimes.empty())
+			continue;
+		devices = d + 1;
+		std::lock_guard<std::mutex> hold(h.lock);
+		for (const owned_runtime &o : runtimes)
+			if (pool == MempoolId_t{0, 0} || o.pool == pool)
+				add_segments(h, o.rt, o.pool, info.segments);
+	}
+	std::lock_guard<std::mutex> hold(h.lock);
+	/* One list per device below the last one used, as torch gives it. */
+	if (include_traces) {
+		for (auto &trace : h.traces)
+			info.device_traces.emplace_back(trace.begin(), trace.end());
+		if (info.device_traces.size() < static_cast<size_t>(devices))
+			info.device_traces.resize(devices);
+	}
+	info.config_metadata.last_allocator_settings = "xdm";
+	return info;
+}
+
+} // namespace xdm_torch

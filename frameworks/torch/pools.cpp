@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pools.cpp - torch's memory pools (CUDA graphs' private pools, MemPool)
+ * as private xdm runtimes.
+ *
+ * torch gives every graph capture a pool of its own (or one the user
+ * shares between captures), and every torch.cuda.MemPool one: memory that
+ * only allocations routed there may reuse.  Without it two graphs replayed
+ * concurrently would share scratch memory and overwrite each other.  Under
+ * xdm a pool is a private runtime of the device (xdm_runtime_create), so
+ * it is under the same budget and shows in the tree beside the device's
+ * runtime ("0.1", "0.2", ...).  Its stack is the device stack's adaptors
+ * (budget, logging, guard) over "pool keep=true" on plain device memory:
+ * a pool that keeps its chunks until it is trimmed or destroyed, because a
+ * graph replays into the addresses its capture was given even after every
+ * block of the capture was freed.  Its base is cuda_direct (cuMemAlloc),
+ * or the device's own cuda_vmm layer where the stack has one; never the
+ * stream-ordered cuda_async, whose cuMemAllocAsync on a capturing stream
+ * would become memory owned by the graph.
+ *
+ * Routes: beginAllocateToPool opens one (the pool, and a filter torch
+ * gives: "this stream is capturing into my graph", or "this thread");
+ * allocations whose stream a route accepts go to its pool, the newest
+ * route first, as torch does.  While any route is open, xdm's calls run in
+ * relaxed capture mode on their thread, and the trimmers of the device
+ * runtimes' pools are paused: torch captures in global mode, where another
+ * thread's call that may synchronize breaks the capture.
+ */
+#include "config.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <c10/util/Exception.h>
+
+#include "glue.hpp"
+
+namespace xdm_torch {
+
+namespace {
+
+struct open_route {
+	int device;
+	MempoolId_t id;
+	std::function<bool(cudaStream_t)> filter;
+};
+
+/* A trimmer paused while routes are open, with the period to restore. */
+struct paused_trimmer {
+	xdm_runtime *rt;
+	uint32_t layer;
+	std::string period;
+};
+
+struct pool_table {
+	std::mutex lock;
+	std::map<std::pair<int, MempoolId_t>, private_pool> pools;
+	std::vector<open_route> routes;
+	std::vector<paused_trimmer> paused;
+};
+
+/* Made once and never destroyed: torch releases pools during exit. */
+pool_table &table()
+{
+	static pool_table *t = new pool_table;
+	return *t;
+}
+
+/* routes.size() and pools.size(), read without the lock on the hot paths. */
+std::atomic<int> open_routes;
+std::atomic<int> live_pools;
+
+std::string pool_name(MempoolId_t id)
+{
+	return "(" + std::to_string(id.first) + ", " + std::to_string(id.second) + ")";
+}
+
+/* The layer named after the first word of a stack spec's layer text. */
+std::string layer_word(const std::string &layer)
+{
+	size_t start = layer.find_first_not_of(' ');
+	size_t end;
+
+	if (start == std::string::npos)
+		return "";
+	end = layer.find(' ', start);
+	return layer.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+std::string trimmed(const std::string &s)
+{
+	size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
+
+	return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+/*
+ * The private stack of a pool of the device: the adaptors of the device's
+ * stack, then a pool that keeps its chunks over plain device memory.
+ */
+std::string private_stack(xdm_runtime *device_rt)
+{
+	char spec[1024] = "";
+	std::string stack, base = "cuda_direct", text;
+	size_t at = 0;
+
+	if (xdm_runtime_stack_spec(device_rt, spec, sizeof(spec)) != XDM_OK)
+		throw_xdm_error("reading the stack of runtime " +
+				std::string(xdm_runtime_name(device_rt)));
+	text = spec;
+	while (at <= text.size()) {
+		size_t bar = text.find('|', at);
+		std::string layer = trimmed(text.substr(at, bar == std::string::npos ?
+							     std::string::npos : bar - at));
+		std::string word = layer_word(layer);
+
+		if (word == "budget" || word == "logging" || word == "guard")
+			stack += layer + " | ";
+		else if (word == "cuda_vmm")
+			base = layer;
+		if (bar == std::string::npos)
+			break;
+		at = bar + 1;
+	}
+	/* 2M chunks: a graph's pool holds what its capture used, not a device's worth. */
+	return stack + "pool keep=true chunk=2M | " + base;
+}
+
+private_pool *find_locked(pool_table &t, int device, MempoolId_t id)
+{
+	auto it = t.pools.find({device, id});
+
+	return it == t.pools.end() ? nullptr : &it->second;
+}
+
+private_pool &create_locked(pool_table &t, int device, MempoolId_t id)
+{
+	xdm_runtime *device_rt = runtime_of(device);
+	std::string stack = private_stack(device_rt);
+	xdm_runtime *rt = nullptr;
+
+	if (xdm_runtime_create(static_cast<uint32_t>(device), nullptr, stack.c_str(), &rt) !=
+	    XDM_OK)
+		throw_xdm_error("the private pool " + pool_name(id) + " of " +
+				device_name(device) + " (stack '" + stack + "')");
+	private_pool &p = t.pools[{device, id}];
+	p = {id, device, rt, 0};
+	live_pools.fetch_add(1, std::memory_order_release);
+	return p;
+}
+
+size_t live_blocks(xdm_runtime *rt)
+{
+	xdm_stats s;
+
+	xdm_runtime_stats(rt, &s);
+	return s.blocks_outstanding;
+}
+
+/*
+ * A released pool gives its memory back: all of it (the runtime goes)
+ * once no block of it lives, else its wholly free chunks.  Under the lock.
+ */
+void drain_locked(pool_table &t, int device, MempoolId_t id)
+{
+	private_pool *p = find_locked(t, device, id);
+
+	if (!p || p->use_count > 0)
+		return;
+	if (live_blocks(p->rt) == 0) {
+		if (xdm_runtime_destroy(p->rt) != XDM_OK) {
+			std::fprintf(stderr, "xdm: the private pool %s of %s is kept: %s\n",
+				     pool_name(id).c_str(), device_name(device).c_str(),
+				     xdm_last_error_message());
+			return;
+		}
+		t.pools.erase({device, id});
+		live_pools.fetch_sub(1, std::memory_order_release);
+		return;
+	}
+	int pool = layer_index(p->rt, "pool");
+	if (pool >= 0)
+		xdm_layer_attr_store(p->rt, static_cast<uint32_t>(pool), "trim", "1");
+}
+
+/* Stop the trimmers of the device runtimes' pools (the first route opens). */
+void pause_trimmers_locked(pool_table &t)
+{
+	for (int d = 0; d < XDM_MAX_DEVICES; d++) {
+		xdm_runtime *rt = built_runtime(d);
+		char period[32];
+		int pool;
+
+		if (!rt)
+			continue;
+		pool = layer_index(rt, "pool");
+		if (pool < 0 || xdm_layer_attr_show(rt, static_cast<uint32_t>(pool), "trim_ms",
+						   period, sizeof(period)) != XDM_OK)
+			continue;
+		std::string value = trimmed(std::string(period).substr(0, std::string(period)
+								       .find('\n')));
+		if (value == "0")
+			continue;
+		if (xdm_layer_attr_store(rt, static_cast<uint32_t>(pool), "trim_ms", "0") == XDM_OK)
+			t.paused.push_back({rt, static_cast<uint32_t>(pool), value});
+	}
+}
+
+/* Start them again at their periods (the last route closed). */
+void resume_trimmers_locked(pool_table &t)
+{
+	for (const paused_trimmer &p : t.paused)
+		if (xdm_layer_attr_store(p.rt, p.layer, "trim_ms", p.period.c_str()) != XDM_OK)
+			std::fprintf(stderr, "xdm: the pool trimmer of runtime %s stays stopped: "
+				     "%s\n", xdm_runtime_name(p.rt), xdm_last_error_message());
+	t.paused.clear();
+}
+
+void collect_block(const xdm_block *b, void *arg)
+{
+	static_cast<std::vector<void *> *>(arg)->push_back(
+		reinterpret_cast<void *>(static_cast<uintptr_t>(b->ptr)));
+}
+
+} // namespace
+
+bool routes_open()
+{
+	return open_routes.load(std::memory_order_acquire) > 0;
+}
+
+xdm_runtime *route(int device, cudaStream_t stream, MempoolId_t *pool)
+{
+	xdm_runtime *rt = runtime_of(device);
+
+	if (!routes_open())
+		return rt;
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	for (auto it = t.routes.rbegin(); it != t.routes.rend(); ++it) {
+		if (it->device != device || !it->filter(stream))
+			continue;
+		private_pool *p = find_locked(t, device, it->id);
+		if (p) {
+			*pool = p->id;
+			return p->rt;
+		}
+	}
+	return rt;
+}
+
+xdm_runtime *pool_runtime(int device, MempoolId_t id)
+{
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	private_pool *p = find_locked(t, device, id);
+
+	return p ? p->rt : nullptr;
+}
+
+std::vector<owned_runtime> device_runtimes(int device)
+{
+	std::vector<owned_runtime> all;
+	xdm_runtime *rt = built_runtime(device);
+
+	if (rt)
+		all.push_back({rt, {0, 0}});
+	if (live_pools.load(std::memory_order_acquire) == 0)
+		return all;
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	for (auto &entry : t.pools)
+		if (entry.second.device == device)
+			all.push_back({entry.second.rt, entry.second.id});
+	return all;
+}
+
+xdm_runtime *owner_of(void *ptr, xdm_block *out, MempoolId_t *pool)
+{
+	for (int d = 0; d < XDM_MAX_DEVICES; d++) {
+		xdm_runtime *rt = built_runtime(d);
+
+		if (rt && xdm_native_lookup(rt, ptr, out) == XDM_OK) {
+			if (pool)
+				*pool = {0, 0};
+			return rt;
+		}
+	}
+	if (live_pools.load(std::memory_order_acquire) == 0)
+		return nullptr;
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	for (auto &entry : t.pools)
+		if (xdm_native_lookup(entry.second.rt, ptr, out) == XDM_OK) {
+			if (pool)
+				*pool = entry.second.id;
+			return entry.second.rt;
+		}
+	return nullptr;
+}
+
+bool release_anywhere(void *ptr, int hint_device)
+{
+	xdm_runtime *hint = built_runtime(hint_device);
+
+	if (hint && xdm_native_release(hint, ptr) == XDM_OK)
+		return true;
+	for (int d = 0; d < XDM_MAX_DEVICES; d++) {
+		xdm_runtime *rt = built_runtime(d);
+
+		if (rt && rt != hint && xdm_native_release(rt, ptr) == XDM_OK)
+			return true;
+	}
+	if (live_pools.load(std::memory_order_acquire) == 0)
+		return false;
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	for (auto &entry : t.pools)
+		if (xdm_native_release(entry.second.rt, ptr) == XDM_OK)
+			return true;
+	return false;
+}
+
+void create_or_incref_pool(int device, MempoolId_t id)
+{
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	private_pool *p = find_locked(t, device, id);
+
+	if (!p)
+		p = &create_locked(t, device, id);
+	p->use_count++;
+}
+
+void begin_allocate_to_pool(int device, MempoolId_t id, std::function<bool(cudaStream_t)> filter)
+{
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	private_pool *p = find_locked(t, device, id);
+
+	for (const open_route &r : t.routes)
+		TORCH_CHECK(r.device != device || r.id != id, "xdm: beginAllocateToPool: pool ",
+			    pool_name(id), " of ", device_name(device), " has a route open already");
+	if (!p)
+		p = &create_locked(t, device, id);
+	p->use_count++;
+	if (t.routes.empty())
+		pause_trimmers_locked(t);
+	t.routes.push_back({device, id, std::move(filter)});
+	open_routes.store(static_cast<int>(t.routes.size()), std::memory_order_release);
+}
+
+void end_allocate_to_pool(int device, MempoolId_t id)
+{
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	auto it = std::find_if(t.routes.begin(), t.routes.end(), [&](const open_route &r) {
+		return r.device == device && r.id == id;
+	});
+
+	TORCH_CHECK(it != t.routes.end(), "xdm: endAllocateToPool: no route to pool ",
+		    pool_name(id), " of ", device_name(device), " is open");
+	t.routes.erase(it);
+	open_routes.store(static_cast<int>(t.routes.size()), std::memory_order_release);
+	if (t.routes.empty())
+		resume_trimmers_locked(t);
+}
+
+void release_pool(int device, MempoolId_t id)
+{
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	private_pool *p = find_locked(t, device, id);
+
+	TORCH_CHECK(p, "xdm: releasePool: ", device_name(device), " has no pool ", pool_name(id));
+	TORCH_CHECK(p->use_count > 0, "xdm: releasePool: pool ", pool_name(id),
+		    " was released already");
+	p->use_count--;
+}
+
+int pool_use_count(int device, MempoolId_t id)
+{
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	private_pool *p = find_locked(t, device, id);
+
+	TORCH_CHECK(p, "xdm: getPoolUseCount: ", device_name(device), " has no pool ",
+		    pool_name(id));
+	return p->use_count;
+}
+
+bool pool_live_allocations_are(int device, MempoolId_t id, const std::unordered_set<void *> &expected)
+{
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	private_pool *p = find_locked(t, device, id);
+	std::vector<void *> live;
+
+	TORCH_CHECK(p, "xdm: checkPoolLiveAllocations: ", device_name(device), " has no pool ",
+		    pool_name(id));
+	if (xdm_runtime_for_each_block(p->rt, collect_block, &live) != XDM_OK)
+		throw_xdm_error("listing the blocks of pool " + pool_name(id));
+	if (live.size() != expected.size())
+		return false;
+	for (void *ptr : live)
+		if (!expected.count(ptr))
+			return false;
+	return true;
+}
+
+void empty_cache(MempoolId_t id)
+{
+	pool_table &t = table();
+
+	/* Inside a capture nothing is given back: the graph may use it. */
+	if (routes_open())
+		return;
+	if (id == MempoolId_t{0, 0}) {
+		for (int d = 0; d < XDM_MAX_DEVICES; d++) {
+			xdm_runtime *rt = built_runtime(d);
+
+			if (rt && xdm_reap_pending(rt) != XDM_OK)
+				std::fprintf(stderr, "xdm: emptying the cache of %s: %s\n",
+					     device_name(d).c_str(), xdm_last_error_message());
+		}
+	}
+	std::lock_guard<std::mutex> hold(t.lock);
+	std::vector<std::pair<int, MempoolId_t>> released;
+	for (auto &entry : t.pools)
+		if (entry.second.use_count == 0 && (id == MempoolId_t{0, 0} || entry.second.id == id))
+			released.push_back(entry.first);
+	for (auto &key : released)
+		drain_locked(t, key.first, key.second);
+}
+
+relaxed_capture::relaxed_capture() : switched(false), previous(cudaStreamCaptureModeRelaxed)
+{
+	if (!routes_open())
+		return;
+	switched = cudaThreadExchangeStreamCaptureMode(&previous) == cudaSuccess;
+}
+
+relaxed_capture::~relaxed_capture()
+{
+	if (switched)
+		cudaThreadExchangeStreamCaptureMode(&previous);
+}
+
+} // namespace xdm_torch

@@ -184,6 +184,13 @@ XDM_HIDDEN void xdm_stream_pool_fini(struct xdm_runtime *rt);
 /* The native handle of a stream id, or NULL (after struct xdm_runtime: inline). */
 static inline void *xdm_stream_native(struct xdm_runtime *rt, xdm_stream_id stream);
 
+/*
+ * The graph capture stream is part of (ops.stream_capture): 0 for none, the
+ * same number for every stream of one capture.  Unknown streams and
+ * platform errors read as UINT64_MAX, a capture: nothing is then queried.
+ */
+XDM_HIDDEN uint64_t xdm_stream_capture(struct xdm_runtime *rt, xdm_stream_id stream);
+
 /* Count use events a block's track takes (+1) or lets go of (-1). */
 static inline void xdm_stream_events_held(struct xdm_stream_pool *pool, xdm_stream_id stream,
 					  int64_t delta)
@@ -226,6 +233,7 @@ struct xdm_use_event {
 	void *event;
 	xdm_stream_id stream;
 	struct xdm_runtime *rt;
+	uint64_t capture;	/* the graph capture it was recorded in; 0: none */
 };
 
 #define XDM_INLINE_READS 4

@@ -282,6 +282,11 @@ enum xdm_status xdm_layer_memcpy(struct xdm_layer *self, uint64_t dst, uint64_t 
 	return rt->platform.ops->memcpy_async(&rt->platform, dst, src, bytes, s);
 }
 
+uint64_t xdm_layer_stream_capture(struct xdm_layer *self, xdm_stream_id stream)
+{
+	return xdm_stream_capture(self->rt, stream);
+}
+
 enum xdm_status xdm_layer_stream_order(struct xdm_layer *self, xdm_stream_id waiter,
 				       xdm_stream_id signaler)
 {
@@ -297,6 +302,15 @@ enum xdm_status xdm_layer_stream_order(struct xdm_layer *self, xdm_stream_id wai
 		return bad_stream(signaler);
 	if (waiter == signaler)
 		return XDM_OK;
+	/*
+	 * A wait on an event of another capture (or of none) from a captured
+	 * stream ends that capture; one on a captured event from a stream
+	 * outside makes that stream join it.  Either breaks the capture.
+	 */
+	if (xdm_stream_capture(rt, waiter) != xdm_stream_capture(rt, signaler))
+		return xdm_error_set(XDM_E_STREAM_MISUSE, "streams %u and %u are not in the same "
+				     "graph capture: one cannot wait for the other", waiter,
+				     signaler);
 	st = xdm_event_get(rt, &event);
 	if (st)
 		return st;

@@ -14,6 +14,10 @@
  * that went back to the pool and was marked again is not removed by a prune
  * that saw its earlier use.  Frees without cross-stream uses cost nothing
  * here and are not counted.
+ *
+ * Nor are frees on a stream that is being captured into a graph: an event
+ * recorded there is part of the capture, and querying it would end the
+ * capture with an error.  The list is only ever a count for a reader.
  */
 #include "config.h"
 
@@ -135,7 +139,7 @@ void xdm_pending_free_mark(struct xdm_runtime *rt, xdm_stream_id stream)
 	enum push_result pushed = NO_MEMORY;
 	void *ev;
 
-	if (!p || xdm_event_get(rt, &ev) != XDM_OK)
+	if (!p || xdm_stream_capture(rt, stream) || xdm_event_get(rt, &ev) != XDM_OK)
 		return;
 	if (rt->platform.ops->event_record(&rt->platform, ev, rt->streams.slots[stream].handle) ==
 	    XDM_OK)

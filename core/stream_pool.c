@@ -95,6 +95,19 @@ unlock:
 	return st;
 }
 
+uint64_t xdm_stream_capture(struct xdm_runtime *rt, xdm_stream_id stream)
+{
+	const struct xdm_ops *ops = rt->platform.ops;
+	void *s = xdm_stream_native(rt, stream);
+	uint64_t capture = UINT64_MAX;
+
+	if (!ops->stream_capture)
+		return 0;
+	if (!s || ops->stream_capture(&rt->platform, s, &capture) != XDM_OK)
+		return UINT64_MAX;
+	return capture;
+}
+
 enum xdm_status xdm_stream_synchronize(struct xdm_runtime *rt, xdm_stream_id stream)
 {
 	void *s = xdm_stream_native(rt, stream);

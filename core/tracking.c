@@ -20,6 +20,16 @@
  * owner keeps it with the block like any other use, naming the user, so
  * that the free on the owner's stream waits for it (a stream may wait on an
  * event of another device) and the event goes back to the user's pool.
+ *
+ * Graph capture (doc/design.md, "CUDA graph capture").  Each use remembers
+ * the capture its event was recorded in.  A wait from a stream of the same
+ * capture (or of none, for an event of none) is queued as always.  A use
+ * captured into a graph runs only when the graph is launched, which its
+ * caller orders: a stream outside that capture does not wait for it (the
+ * wait would pull the stream into the capture, or end it).  A captured
+ * stream that must follow a use outside its capture cannot wait for it
+ * either (that ends the capture): the host waits for the use's event
+ * instead, once, so that the block is free of it in real time.
  */
 #include "config.h"
 
@@ -33,14 +43,31 @@ static struct xdm_runtime *use_rt(struct xdm_runtime *owner, const struct xdm_us
 	return use->rt ? use->rt : owner;
 }
 
-/* Make waiter, a stream of wrt, wait on a use of one of owner's blocks. */
+/* A use outside the capture of the stream that must follow it (cap). */
+static enum xdm_status wait_across_capture(struct xdm_runtime *owner, uint64_t cap,
+					   const struct xdm_use_event *use)
+{
+	struct xdm_runtime *from = use_rt(owner, use);
+
+	if (!cap || use->capture)
+		return XDM_OK;	/* the use is captured: it runs when its graph does */
+	return from->platform.ops->event_synchronize(&from->platform, use->event);
+}
+
+/*
+ * Make waiter, a stream of wrt in capture cap (xdm_stream_capture), wait on
+ * a use of one of owner's blocks.
+ */
 static enum xdm_status queue_wait(struct xdm_runtime *owner, struct xdm_runtime *wrt,
-				  xdm_stream_id waiter, const struct xdm_use_event *use)
+				  xdm_stream_id waiter, uint64_t cap,
+				  const struct xdm_use_event *use)
 {
 	enum xdm_status st;
 
 	if (use_rt(owner, use) == wrt && use->stream == waiter)
 		return XDM_OK;
+	if (cap != use->capture)
+		return wait_across_capture(owner, cap, use);
 	st = wrt->platform.ops->stream_wait_event(&wrt->platform, xdm_stream_native(wrt, waiter),
 						  use->event);
 	if (st == XDM_OK)
@@ -151,7 +178,7 @@ static void put_spent(struct xdm_runtime *rt, struct spent_events *sp)
  * write.  Called under the shard lock with a spare event from the pool.
  */
 static enum xdm_status order_after_owner(struct xdm_runtime *rt, struct xdm_reg_entry *e,
-					 void *event)
+					 void *event, uint64_t cap)
 {
 	enum xdm_status st;
 
@@ -161,7 +188,7 @@ static enum xdm_status order_after_owner(struct xdm_runtime *rt, struct xdm_reg_
 		return st;
 	atomic_fetch_add_explicit(&rt->counters.events, 1, memory_order_relaxed);
 	xdm_stream_events_held(&rt->streams, e->block.stream, 1);
-	e->track.last_write = (struct xdm_use_event){ event, e->block.stream, NULL };
+	e->track.last_write = (struct xdm_use_event){ event, e->block.stream, NULL, cap };
 	e->track.has_write = true;
 	return XDM_OK;
 }
@@ -175,10 +202,12 @@ static enum xdm_status prepare_use(struct xdm_runtime *owner, struct xdm_block_i
 	struct xdm_reg_entry *e;
 	void *spare = NULL;
 	enum xdm_status st;
+	uint64_t cap;
 
 	st = check_use(user, use_stream, access);
 	if (st)
 		return st;
+	cap = xdm_stream_capture(user, use_stream);
 relock:
 	e = lock_entry(owner, id, &shard);
 	if (!e) {
@@ -194,17 +223,18 @@ relock:
 				return st;
 			goto relock;
 		}
-		st = order_after_owner(owner, e, spare);
+		st = order_after_owner(owner, e, spare,
+				       xdm_stream_capture(owner, e->block.stream));
 		if (st)
 			goto unlock;
 		spare = NULL;
 	}
 	/* Reads and writes alike must follow the last write. */
 	if (e->track.has_write)
-		st = queue_wait(owner, user, use_stream, &e->track.last_write);
+		st = queue_wait(owner, user, use_stream, cap, &e->track.last_write);
 	/* A writer must also follow every outstanding reader. */
 	for (uint32_t i = 0; st == XDM_OK && (access & XDM_ACCESS_WRITE) && i < e->track.nreads; i++)
-		st = queue_wait(owner, user, use_stream, &e->track.reads[i]);
+		st = queue_wait(owner, user, use_stream, cap, &e->track.reads[i]);
 unlock:
 	xdm_spin_unlock(&shard->lock);
 out:
@@ -229,8 +259,10 @@ enum xdm_status xdm_track_peer_prepare(struct xdm_runtime *owner, struct xdm_blo
 static bool add_read(struct xdm_use_track *t, const struct xdm_use_event *use,
 		     struct spent_events *sp)
 {
+	/* A captured read does not follow a real one on its stream: both stay. */
 	for (uint32_t i = 0; i < t->nreads; i++) {
-		if (t->reads[i].stream == use->stream && t->reads[i].rt == use->rt) {
+		if (t->reads[i].stream == use->stream && t->reads[i].rt == use->rt &&
+		    t->reads[i].capture == use->capture) {
 			spend(sp, &t->reads[i]);
 			t->reads[i] = *use;
 			return true;
@@ -282,6 +314,7 @@ static enum xdm_status record_use(struct xdm_runtime *owner, struct xdm_block_id
 	st = check_use(user, use_stream, access);
 	if (st)
 		return st;
+	use.capture = xdm_stream_capture(user, use_stream);
 	st = xdm_event_get(user, &use.event);
 	if (st)
 		return st;
@@ -348,16 +381,17 @@ bool xdm_track_supported(struct xdm_layer *self)
 enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struct xdm_block *b,
 				  struct xdm_use_track *t)
 {
+	uint64_t cap = xdm_stream_capture(rt, b->stream);
 	enum xdm_status st = XDM_OK, st2;
 
 	/* Queue every wait even if one fails: each is one more safe edge. */
 	if (t->has_write) {
-		st = queue_wait(rt, rt, b->stream, &t->last_write);
+		st = queue_wait(rt, rt, b->stream, cap, &t->last_write);
 		xdm_use_put(rt, &t->last_write);
 		t->has_write = false;
 	}
 	for (uint32_t i = 0; i < t->nreads; i++) {
-		st2 = queue_wait(rt, rt, b->stream, &t->reads[i]);
+		st2 = queue_wait(rt, rt, b->stream, cap, &t->reads[i]);
 		if (st == XDM_OK)
 			st = st2;
 		xdm_use_put(rt, &t->reads[i]);

@@ -276,7 +276,8 @@ gpu_suites = \
 	tests/gpu/check_peer_cuda \
 	tests/gpu/check_pool_cuda \
 	tests/gpu/check_pool_vmm_cuda \
-	tests/gpu/check_guard_cuda
+	tests/gpu/check_guard_cuda \
+	tests/gpu/check_capture_cuda
 check_PROGRAMS += $(gpu_suites) tests/gpu/cuda_oob
 TESTS += $(gpu_suites) tests/gpu/sanitizer_gate.sh tests/gpu/budget_gpu.sh \
 	tests/gpu/devices_gpu.sh tests/gpu/containers_gpu.sh
@@ -306,6 +307,10 @@ tests_gpu_check_pool_vmm_cuda_LDADD = $(gpu_ldadd)
 tests_gpu_check_guard_cuda_CPPFLAGS = $(gpu_cppflags)
 tests_gpu_check_guard_cuda_LDFLAGS = $(test_exec_flags)
 tests_gpu_check_guard_cuda_LDADD = $(gpu_ldadd)
+# CUDA graph capture: private runtimes in a global-mode capture.
+tests_gpu_check_capture_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_check_capture_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_capture_cuda_LDADD = $(gpu_ldadd)
 # The planted out-of-bounds write that the sanitizer gate must catch.
 tests_gpu_cuda_oob_CPPFLAGS = $(gpu_cppflags)
 tests_gpu_cuda_oob_LDFLAGS = $(test_exec_flags)

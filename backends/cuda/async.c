@@ -20,7 +20,8 @@
  * reap_pending reads queued before it synchronizes the stream, then moves
  * done up to that value (never down): a free queued during the synchronize
  * stays pending for the next reap, and two reaps of one stream at once
- * cannot count the same bytes twice.
+ * cannot count the same bytes twice.  A stream being captured into a graph
+ * is passed over: see cuda_async_reap_pending().
  *
  * Both stream-ordered calls run without the context rule's check on the
  * runtime's own streams: the driver needs a current context for them only
@@ -409,7 +410,16 @@ static enum xdm_status cuda_async_reap_pending(struct xdm_layer *self)
 		uint64_t queued = atomic_load_explicit(&cs->queued, memory_order_acquire);
 		uint64_t done = atomic_load_explicit(&cs->done, memory_order_acquire);
 
+		uint64_t cap = 0;
+
 		if (queued == done)
+			continue;
+		/*
+		 * A stream being captured into a graph runs nothing until the
+		 * graph is launched, and synchronizing it would end the capture
+		 * with an error: its frees stay pending for a reap after it.
+		 */
+		if (cuda_capture_of(ca->p, xdm_layer_stream(self, i), &cap) != XDM_OK || cap)
 			continue;
 		/* Everything queued up to `queued` is behind this point. */
 		st = xdm_layer_stream_synchronize(self, i);

@@ -54,6 +54,7 @@
 	X(StreamSynchronize, cuStreamSynchronize)		\
 	X(StreamQuery, cuStreamQuery)				\
 	X(StreamGetCtx, cuStreamGetCtx)				\
+	X(StreamGetCaptureInfo, cuStreamGetCaptureInfo)		\
 	X(StreamWaitEvent, cuStreamWaitEvent)			\
 	X(EventCreate, cuEventCreate)				\
 	X(EventDestroy, cuEventDestroy)				\

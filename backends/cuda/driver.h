@@ -54,6 +54,8 @@ struct cuda_driver {
 	CUresult (*StreamSynchronize)(CUstream hStream);
 	CUresult (*StreamQuery)(CUstream hStream);
 	CUresult (*StreamGetCtx)(CUstream hStream, CUcontext *pctx);
+	/* Its arguments changed with the toolkit (edge data since 12.3): as cuda.h says. */
+	__typeof__(&cuStreamGetCaptureInfo) StreamGetCaptureInfo;
 	CUresult (*StreamWaitEvent)(CUstream hStream, CUevent hEvent, unsigned int Flags);
 	CUresult (*EventCreate)(CUevent *phEvent, unsigned int Flags);
 	CUresult (*EventDestroy)(CUevent hEvent);

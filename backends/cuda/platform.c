@@ -157,4 +157,5 @@ const struct xdm_ops cuda_platform_ops = {
 	.memset_async = cuda_memset_async,
 	.memcpy_async = cuda_memcpy_async,
 	.stream_resolve = cuda_stream_resolve,
+	.stream_capture = cuda_stream_capture,
 };

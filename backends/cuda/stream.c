@@ -329,3 +329,51 @@ enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void *
 	*canonical = handle;
 	return XDM_OK;
 }
+
+/*
+ * Whether s is being captured into a graph, and by which capture sequence
+ * (the driver's id, unique in the process).  cuStreamGetCaptureInfo only
+ * reads the stream's state: it is one of the calls a capture allows, on the
+ * captured stream and from any thread.  The legacy stream answers
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a blocking stream captures: it is
+ * then part of that capture as far as any use of it goes.  An invalidated
+ * capture is still one (its streams stay unusable until it ends), of an id
+ * the driver no longer tells: UINT64_MAX.
+ */
+enum xdm_status cuda_capture_of(const struct cuda_platform *p, CUstream s, uint64_t *capture)
+{
+	CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+	cuuint64_t id = 0;
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	*capture = UINT64_MAX;
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+#if CUDA_VERSION >= 12030
+	rc = p->drv.StreamGetCaptureInfo(s, &status, &id, NULL, NULL, NULL, NULL);
+#else
+	rc = p->drv.StreamGetCaptureInfo(s, &status, &id, NULL, NULL, NULL);
+#endif
+	cuda_ctx_leave(p, restore);
+	if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+		return XDM_OK;
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuStreamGetCaptureInfo(stream %p)", (void *)s);
+	if (status == CU_STREAM_CAPTURE_STATUS_NONE)
+		*capture = 0;
+	else if (status == CU_STREAM_CAPTURE_STATUS_ACTIVE && id && id != UINT64_MAX)
+		*capture = id;
+	return XDM_OK;
+}
+
+enum xdm_status cuda_stream_capture(struct xdm_layer *self, void *stream, uint64_t *capture)
+{
+	if (!capture)
+		return cuda_null("stream_capture", "output");
+	if (!stream)
+		return cuda_null("stream_capture", "stream");
+	return cuda_capture_of(cuda_of(self), stream, capture);
+}

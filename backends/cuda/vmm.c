@@ -392,8 +392,21 @@ static enum xdm_status cuda_vmm_release(struct cuda_vmm *v, uint64_t first, uint
 	const struct cuda_driver *d = &v->p->drv;
 	struct cuda_vmm_release *r;
 	enum xdm_status st;
+	uint64_t cap = 0;
 	CUresult rc;
 
+	/*
+	 * On a stream being captured into a graph the release would follow
+	 * work that runs only when the graph does, and asking the stream (or
+	 * the event) ends the capture with an error: the range stays mapped.
+	 */
+	st = cuda_capture_of(v->p, s, &cap);
+	if (st)
+		return st;
+	if (cap)
+		return xdm_error_set(XDM_E_STREAM_MISUSE, "cuda_vmm: stream %u is being captured "
+				     "into a graph: 0x%" PRIx64 " (%zu bytes) stays mapped",
+				     block->stream, block->ptr, block->bytes);
 	/*
 	 * A stream with nothing left to run (the queried state includes the
 	 * waits the core queued for uses on other streams) has finished every

@@ -176,7 +176,12 @@ static uint64_t trim_some(struct pool *p, bool idle_only)
 		struct pool_arena *a = pool_arena_at(p, i);
 		struct pool_chunk *idle = NULL, *c;
 
-		if (!a)
+		/*
+		 * Memory of a stream being captured into a graph stays: its
+		 * release would be captured too, and its blocks may be the
+		 * graph's.  The next trim after the capture takes it.
+		 */
+		if (!a || xdm_layer_stream_capture(p->self, a->stream))
 			continue;
 		if (p->granule) {
 			n += give_back_arena(p, a, idle_only ? idle_bytes(a) : UINT64_MAX);

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 5
+#define XDM_ABI_MINOR 6
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -233,6 +233,19 @@ struct xdm_ops {
 				      size_t bytes, uint64_t *ptr, void **cookie);
 	/* Platform: undo one ipc_import, once the work that used it is done. */
 	void (*ipc_unmap)(struct xdm_layer *self, uint64_t ptr, size_t bytes, void *cookie);
+
+	/* ABI 1.6: platform */
+	/*
+	 * Whether stream is being captured into a graph (CUDA's stream
+	 * capture): *capture is 0 when it is not, else a number that is the
+	 * same for every stream of one capture sequence and differs between
+	 * sequences (UINT64_MAX where the platform cannot tell which).  While
+	 * a capture is on, work queued on its streams does not run: the core
+	 * then never queries or synchronizes what it records there, and never
+	 * orders a stream after work of another capture.  An error reads as
+	 * capturing.  NULL: the platform has no capture, every stream answers 0.
+	 */
+	enum xdm_status (*stream_capture)(struct xdm_layer *self, void *stream, uint64_t *capture);
 	/* append new members here, and bump XDM_ABI_MINOR */
 };
 
@@ -423,10 +436,18 @@ XDM_API enum xdm_status xdm_layer_memcpy(struct xdm_layer *self, uint64_t dst, u
  * event from the runtime's pool, recorded on signaler and waited on by
  * waiter, never a host synchronization.  Nothing is queued when the two are
  * the same stream.  A backend that hands memory from one stream to another
- * calls this before the new stream may touch it.
+ * calls this before the new stream may touch it.  Two streams that are not
+ * in the same graph capture (one captured and the other not, or two
+ * captures) cannot be ordered so: XDM_E_STREAM_MISUSE, nothing queued.
  */
 XDM_API enum xdm_status xdm_layer_stream_order(struct xdm_layer *self, xdm_stream_id waiter,
 					       xdm_stream_id signaler);
+/*
+ * ABI 1.6: the graph capture stream is part of (ops.stream_capture): 0 for
+ * none.  A layer must not give memory back on a captured stream (the
+ * release would become part of the graph) nor ask it what it has run.
+ */
+XDM_API uint64_t xdm_layer_stream_capture(struct xdm_layer *self, xdm_stream_id stream);
 
 /* The core's block-use tracking, for backends whose frees are stream-ordered. */
 XDM_API enum xdm_status xdm_track_record(struct xdm_layer *self, const struct xdm_block *block,

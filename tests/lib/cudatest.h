@@ -46,7 +46,17 @@
 	X(cuDeviceCanAccessPeer)	\
 	X(cuMemGetAccess)		\
 	X(cuMemPoolGetAccess)		\
-	X(cuPointerGetAttribute)
+	X(cuPointerGetAttribute)		\
+	X(cuStreamBeginCapture)		\
+	X(cuStreamEndCapture)		\
+	X(cuStreamIsCapturing)		\
+	X(cuThreadExchangeStreamCaptureMode) \
+	X(cuGraphInstantiateWithFlags)	\
+	X(cuGraphLaunch)		\
+	X(cuGraphExecDestroy)		\
+	X(cuGraphDestroy)		\
+	X(cuMemsetD32Async)		\
+	X(cuMemcpyDtoDAsync)
 
 struct ct_driver {
 #define CT_MEMBER(fn) __typeof__(fn) *fn;

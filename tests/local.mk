@@ -251,6 +251,7 @@ EXTRA_DIST += tests/python/install_check.sh
 # The framework tests (pytest) skip where python3 has no torch with CUDA.
 TESTS += tests/gpu/gpu_python.sh
 EXTRA_DIST += tests/gpu/gpu_python.sh tests/gpu/conftest.py tests/gpu/test_torch.py \
+	tests/gpu/test_torch_parity.py \
 	tests/gpu/test_shared_budget.py tests/gpu/test_cupy_numba.py \
 	tests/gpu/test_pytest_workers.py tests/gpu/test_preload.py tests/gpu/preload_rt_user.c
 # The multi-process budget with a CUDA stack; two processes seeing two GPUs

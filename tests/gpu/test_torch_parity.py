@@ -1,0 +1,312 @@
+"""Everyday torch features under xdm, each beside a control under torch's
+own caching allocator: the same program runs twice (MODE "torch" and MODE
+"xdm"), each in a python of its own (conftest.Child), and the answers are
+compared.  A feature that raised under xdm's earlier pluggable glue (memory
+statistics, cuDNN's benchmark mode, CUDA graphs and their private pools,
+MemPool, torch.compile's reduce-overhead, memory history and snapshots)
+fails here if it raises, or answers differently from torch's allocator.
+"""
+
+import pytest
+
+from conftest import run
+
+PREAMBLE = '''
+MODE = %r
+if MODE == "xdm":
+    import xdm.torch
+    xdm.torch.use(stack=%r, ordinal=0)
+import torch
+'''
+
+STACK = "pool | cuda_async"
+MB = 1 << 20
+
+
+def both(code, stack=STACK, env=None, timeout=300):
+    """The program's RESULT fields under torch's allocator and under xdm."""
+    out = {}
+    for mode in ("torch", "xdm"):
+        out[mode] = run((PREAMBLE % (mode, stack)) + code, env=env, timeout=timeout)
+    return out["torch"], out["xdm"]
+
+
+def test_memory_statistics_answer_as_under_torch():
+    """memory_allocated and its peak, reset_peak_memory_stats, the counts
+    and memory_summary, after known allocations; under xdm the figures
+    equal xdm's own counters."""
+    ctrl, xdm = both('''
+        base = torch.cuda.memory_allocated()
+        xs = [torch.empty(MB_, dtype=torch.uint8, device="cuda") for _ in range(3)]
+        grown = torch.cuda.memory_allocated() - base
+        peak_before = torch.cuda.max_memory_allocated()
+        del xs[0]
+        after_free = torch.cuda.memory_allocated() - base
+        torch.cuda.reset_peak_memory_stats()
+        peak_after_reset = torch.cuda.max_memory_allocated() - base
+        stats = torch.cuda.memory_stats()
+        torch.cuda.reset_accumulated_memory_stats()
+        again = torch.cuda.memory_stats()
+        summary = torch.cuda.memory_summary()
+        fields = dict(grown=grown, after_free=after_free, peak_before=peak_before - base,
+                      peak_after_reset=peak_after_reset,
+                      reserved=torch.cuda.memory_reserved(),
+                      count=stats["allocation.all.current"],
+                      allocated_total=stats["allocation.all.allocated"],
+                      allocated_after_reset=again["allocation.all.allocated"],
+                      keys=sorted(k for k in stats if not k.startswith("xdm.")),
+                      summary_lines=len(summary.splitlines()),
+                      accel=torch.accelerator.memory_allocated(0) - base)
+        if MODE == "xdm":
+            s = xdm.runtime(0).stats()
+            fields.update(xdm_bytes=s.bytes_outstanding, xdm_blocks=s.blocks_outstanding,
+                          torch_bytes=torch.cuda.memory_allocated(),
+                          torch_blocks=stats["allocation.all.current"],
+                          has_xdm_keys=sorted(k for k in stats if k.startswith("xdm.")))
+        report("RESULT", **fields)
+    '''.replace("MB_", str(MB)))
+    for r in (ctrl, xdm):
+        assert r["grown"] == 3 * MB, r
+        assert r["after_free"] == 2 * MB, r
+        assert r["peak_before"] >= 3 * MB, r
+        assert r["peak_after_reset"] == 2 * MB, r
+        assert r["reserved"] >= 2 * MB, r
+        assert r["allocated_after_reset"] == 0, r
+        assert r["accel"] == 2 * MB, r
+        assert r["summary_lines"] > 10, r
+    assert xdm["keys"] == ctrl["keys"]
+    assert xdm["torch_bytes"] == xdm["xdm_bytes"], xdm
+    assert xdm["torch_blocks"] == xdm["xdm_blocks"], xdm
+
+
+def test_budget_keys_in_memory_stats(budget_key):
+    _, xdm = both('''
+        x = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+        s = torch.cuda.memory_stats()
+        report("RESULT", limit=s.get("xdm.budget.limit_bytes"),
+               used=s.get("xdm.budget.used_bytes"), left=s.get("xdm.budget.remaining_bytes"))
+    ''', stack="budget key=%s limit=64M | pool | cuda_async" % budget_key)
+    assert xdm["limit"] == 64 * MB, xdm
+    assert xdm["used"] >= 8 * MB and xdm["left"] == xdm["limit"] - xdm["used"], xdm
+
+
+def test_cudnn_benchmark_conv_forward_and_backward():
+    ctrl, xdm = both('''
+        torch.manual_seed(0)
+        torch.backends.cudnn.benchmark = True
+        conv = torch.nn.Conv2d(16, 32, 3, padding=1).cuda()
+        x = torch.randn(8, 16, 64, 64, device="cuda", requires_grad=True)
+        y = conv(x)
+        y.sum().backward()
+        report("RESULT", out=float(y.double().sum()), grad=float(x.grad.double().sum()))
+    ''')
+    assert xdm["out"] == pytest.approx(ctrl["out"], rel=1e-3)
+    assert xdm["grad"] == pytest.approx(ctrl["grad"], rel=1e-3)
+
+
+GRAPHS = '''
+def captured(pool=None):
+    static_in = torch.ones(1 << 20, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            (static_in * 2 + 1).sum()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, pool=pool):
+        tmp = static_in * 3
+        tmp2 = tmp + 1
+        static_out = (tmp2 * 2).sum()
+    return g, static_in, static_out
+'''
+
+
+def test_graph_capture_and_replay():
+    ctrl, xdm = both(GRAPHS + '''
+        g, x, out = captured()
+        x.fill_(2.0)
+        g.replay()
+        torch.cuda.synchronize()
+        first = float(out)
+        x.fill_(5.0)
+        g.replay()
+        torch.cuda.synchronize()
+        report("RESULT", first=first, second=float(out), pool=list(g.pool()))
+    ''')
+    assert ctrl["first"] == xdm["first"] == 14.0 * (1 << 20)
+    assert ctrl["second"] == xdm["second"] == 32.0 * (1 << 20)
+
+
+def test_concurrent_replay_of_graphs_in_their_own_pools():
+    """Two graphs captured in pools of their own, replayed concurrently on
+    two streams, must not share scratch memory."""
+    ctrl, xdm = both('''
+        n = 1 << 22
+        a = torch.zeros(n, device="cuda")
+        b = torch.zeros(n, device="cuda")
+        graphs = []
+        for src, value in ((a, 3.0), (b, 7.0)):
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                with torch.cuda.graph(g):
+                    scratch = torch.full((n,), value, device="cuda")
+                    for _ in range(20):
+                        scratch = scratch * 1.0 + 0.0
+                    src.copy_(scratch)
+            torch.cuda.current_stream().wait_stream(s)
+            graphs.append(g)
+        s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+        for _ in range(10):
+            with torch.cuda.stream(s1):
+                graphs[0].replay()
+            with torch.cuda.stream(s2):
+                graphs[1].replay()
+        torch.cuda.synchronize()
+        report("RESULT", a=float(a.double().sum()), b=float(b.double().sum()),
+               pools=[list(g.pool()) for g in graphs])
+    ''')
+    n = 1 << 22
+    for r in (ctrl, xdm):
+        assert r["a"] == 3.0 * n and r["b"] == 7.0 * n, r
+
+
+def test_oom_inside_a_capture_raises_and_the_process_goes_on(budget_key):
+    _, xdm = both('''
+        s = torch.cuda.Stream()
+        g = torch.cuda.CUDAGraph()
+        err = None
+        try:
+            with torch.cuda.stream(s):
+                with torch.cuda.graph(g):
+                    torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        except torch.OutOfMemoryError as e:
+            err = str(e)
+        except RuntimeError as e:
+            err = "RuntimeError: " + str(e)
+        torch.cuda.synchronize()
+        g2 = torch.cuda.CUDAGraph()
+        x = torch.ones(1024, device="cuda")
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(g2):
+                y = x * 2
+        g2.replay()
+        torch.cuda.synchronize()
+        report("RESULT", err=err, after=float(y.sum()))
+    ''', stack="budget key=%s limit=64M | pool | cuda_async" % budget_key)
+    assert xdm["err"] and not xdm["err"].startswith("RuntimeError"), xdm
+    assert xdm["after"] == 2048.0, xdm
+
+
+def test_mempool_routes_allocations_and_counts_its_users():
+    ctrl, xdm = both('''
+        pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(pool):
+            inside = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
+            uses_inside = pool.use_count()
+        outside = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
+        seg = torch.cuda.memory.memory_snapshot(pool.id)
+        addresses = [s["address"] for s in seg]
+        in_pool = any(a <= inside.data_ptr() < a + s["total_size"]
+                      for a, s in zip(addresses, seg))
+        out_pool = any(a <= outside.data_ptr() < a + s["total_size"]
+                       for a, s in zip(addresses, seg))
+        report("RESULT", uses_inside=uses_inside, uses_after=pool.use_count(),
+               in_pool=in_pool, out_pool=out_pool)
+    ''')
+    for r in (ctrl, xdm):
+        assert r["in_pool"] and not r["out_pool"], r
+    assert xdm["uses_inside"] == ctrl["uses_inside"]
+    assert xdm["uses_after"] == ctrl["uses_after"]
+
+
+def test_compile_reduce_overhead_gives_eager_answers():
+    ctrl, xdm = both('''
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
+                                    torch.nn.Linear(512, 256)).cuda()
+        fast = torch.compile(model, mode="reduce-overhead")
+        outs = []
+        with torch.no_grad():
+            for i in range(5):
+                x = torch.full((64, 256), float(i) / 10, device="cuda")
+                outs.append(float(fast(x).double().sum()))
+            eager = float(model(x).double().sum())
+        report("RESULT", outs=outs, eager=eager)
+    ''', timeout=600)
+    assert xdm["outs"][-1] == pytest.approx(xdm["eager"], rel=1e-4)
+    assert xdm["outs"] == pytest.approx(ctrl["outs"], rel=1e-4)
+
+
+def test_memory_history_and_snapshot():
+    ctrl, xdm = both('''
+        torch.cuda.memory._record_memory_history(max_entries=1000)
+        keep = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
+        gone = torch.empty(5 << 20, dtype=torch.uint8, device="cuda")
+        gone_ptr = gone.data_ptr()
+        del gone
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        trace = snap["device_traces"][0]
+        actions = [(e["action"], e["addr"]) for e in trace]
+        blocks = [b for s in snap["segments"] for b in s["blocks"]
+                  if b["state"] == "active_allocated"]
+        live = any(s["address"] <= keep.data_ptr() < s["address"] + s["total_size"]
+                   for s in snap["segments"])
+        from torch.cuda import _memory_viz
+        plot = _memory_viz.trace_plot(snap)
+        frames = any(e.get("frames") for e in trace)
+        report("RESULT", alloc=("alloc", keep.data_ptr()) in actions,
+               freed=("free_requested", gone_ptr) in actions, live=live,
+               frames=frames, plot=len(plot) > 1000, blocks=len(blocks) >= 1)
+    ''')
+    for r in (ctrl, xdm):
+        assert r["alloc"] and r["freed"] and r["live"] and r["plot"] and r["blocks"], r
+    assert xdm["frames"] == ctrl["frames"]
+
+
+def test_oom_observer_hears_a_budget_refusal(budget_key):
+    _, xdm = both('''
+        heard = []
+        torch._C._cuda_attach_out_of_memory_observer(
+            lambda device, alloc, total, free: heard.append(device))
+        try:
+            torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
+        except torch.OutOfMemoryError:
+            pass
+        report("RESULT", heard=heard, ooms=torch.cuda.memory_stats()["num_ooms"])
+    ''', stack="budget key=%s limit=32M | pool | cuda_async" % budget_key)
+    assert xdm["heard"] == [0], xdm
+    assert xdm["ooms"] >= 1, xdm
+
+
+def test_ipc_refusal_names_the_missing_feature():
+    _, xdm = both('''
+        import torch.multiprocessing as mp
+        x = torch.ones(16, device="cuda")
+        err = None
+        try:
+            x.untyped_storage()._share_cuda_()
+        except RuntimeError as e:
+            err = str(e)
+        report("RESULT", err=err)
+    ''')
+    assert xdm["err"] and "Share blocks between processes" in xdm["err"], xdm
+
+
+def test_two_gpu_copy_without_peers_written():
+    ctrl, xdm = both('''
+        if torch.cuda.device_count() < 2:
+            report("RESULT", skip=True)
+        else:
+            x = torch.arange(1 << 20, dtype=torch.float32, device="cuda:0")
+            y = x.to("cuda:1")
+            z = y.to("cuda:0")
+            report("RESULT", skip=False, same=bool(torch.equal(x, z)),
+                   sum=float(y.double().sum()))
+    ''')
+    if ctrl["skip"]:
+        pytest.skip("one GPU")
+    assert xdm["same"] and xdm["sum"] == ctrl["sum"], xdm

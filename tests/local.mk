@@ -242,7 +242,7 @@ EXTRA_DIST += tests/python/python_tests.sh tests/python/conftest.py \
 	tests/python/test_imports.py tests/python/test_frameworks.py \
 	tests/python/test_library_search.py tests/python/test_packaging.py \
 	tests/python/test_sitedir.py tests/python/test_pytest_plugin.py \
-	tests/python/test_ipc.py
+	tests/python/test_ipc.py tests/python/test_torch_conf.py
 # make install and pip install, checked by tests/ci.sh (not by make check:
 # it installs, into DESTDIR and a venv).
 EXTRA_DIST += tests/python/install_check.sh

@@ -35,9 +35,16 @@ What torch offers under a pluggable allocator, and what xdm adds:
   pluggable allocator: use this module's ``memory_stats``,
   ``memory_allocated``, ``memory_reserved`` and their ``max_`` forms,
   which read the xdm runtime and its pool;
-- CUDA graphs' private memory pools, ``torch.cuda.MemPool``, IPC of CUDA
-  tensors between processes and ``expandable_segments`` are torch's
-  caching allocator's and are not served.
+- CUDA graphs' private memory pools, ``torch.cuda.MemPool`` and IPC of
+  CUDA tensors between processes are torch's caching allocator's and are
+  not served;
+- torch's allocator settings, ``PYTORCH_ALLOC_CONF`` (or
+  ``PYTORCH_CUDA_ALLOC_CONF``), are read by ``use``: those with an xdm
+  equivalent change the stack (``expandable_segments:True`` makes its base
+  ``cuda_vmm``, ``backend:cudaMallocAsync`` ``cuda_async``,
+  ``per_process_memory_fraction:F`` sets the pool's ``max``), the others
+  are told on stderr; ``alloc_conf_plan()`` shows what they mean
+  (``xdm.torch_conf``).
 
 The module is looked for in ``$XDM_TORCH_LIBRARY``, then beside xdm's
 modules (``xdm.find_module``: ``$XDM_MODULE_PATH``, then the installed
@@ -48,6 +55,7 @@ Importing this module does not import torch; ``use`` does.
 
 import atexit
 import ctypes
+import dataclasses
 import functools
 import os
 import sys
@@ -55,8 +63,9 @@ import tempfile
 import threading
 
 from . import _lib
+from . import torch_conf as _torch_conf
 from . import tree as _tree
-from .errors import InvalidArgument, NotSupported
+from .errors import InvalidArgument, NotSupported, XdmError
 from .runtime import runtime as _runtime
 
 LIBRARY = "libxdm-torch.so"
@@ -71,6 +80,7 @@ _state = {
     "hooks": None,      # what xdm_torch_install_hooks() answered
     "config": None,     # the XDM_CONFIG use() chose, if any
 }
+_said = set()           # the lines told on stderr, each told once
 
 
 def _candidates():
@@ -174,6 +184,14 @@ def use(ordinal=None, config=None, stack=None):
     config once, when the process's first runtime is built: both raise
     InvalidArgument if one was built already from another file.
 
+    torch's allocator settings in PYTORCH_ALLOC_CONF (else
+    PYTORCH_CUDA_ALLOC_CONF) are applied to the stack given, or to the
+    default stack when neither config nor a configured file gives one;
+    a config file's stacks are left as they are.  What each setting
+    becomes, and the warnings told once on stderr, are
+    ``alloc_conf_plan()``'s; a setting torch refuses raises
+    InvalidArgument here too.
+
     Calling use again changes nothing (and refuses a new config or stack).
     Raises NotSupported when the glue module is missing or torch sees no
     CUDA device, InvalidArgument when torch's allocator is initialized.
@@ -184,6 +202,7 @@ def use(ordinal=None, config=None, stack=None):
         raise InvalidArgument("xdm.torch.use: give a config file or a stack, not both")
     if config is not None and not isinstance(config, (str, os.PathLike)):
         raise InvalidArgument("xdm.torch.use: config is a path, not %r" % (config,))
+    stack = _apply_alloc_conf(config, stack)
     with _lock:
         if _state["allocator"] is not None:
             if config is not None or stack is not None:
@@ -207,6 +226,112 @@ def use(ordinal=None, config=None, stack=None):
             _runtime(ordinal)
         _install(path)
         _state["config"] = chosen
+
+
+def alloc_conf_text(environ=None):
+    """(name, text) of the allocator settings torch reads from environ
+    (os.environ by default): PYTORCH_ALLOC_CONF, else the older
+    PYTORCH_CUDA_ALLOC_CONF, as torch looks; (None, None) when neither is
+    set."""
+    environ = os.environ if environ is None else environ
+    for name in _torch_conf.ENV_NAMES:
+        if name in environ:
+            return name, environ[name]
+    return None, None
+
+
+def _config_file():
+    """The configuration file the runtimes' stacks would come from, or None
+    when it is the embedded default (whose devices get the platform's
+    default stack)."""
+    env = os.environ.get("XDM_CONFIG")
+    if env:
+        return env
+    try:
+        source = _config_source()
+    except (OSError, XdmError):
+        return None     # it does not load: building the runtime says why
+    return None if source == "<embedded>" else source
+
+
+def alloc_conf_plan(text=None, stack=None, config=None):
+    """What torch's allocator settings mean for use(stack=stack,
+    config=config): an xdm.torch_conf.AllocConfPlan, or None when there
+    are none.
+
+    text: the settings (None: read PYTORCH_ALLOC_CONF, else
+    PYTORCH_CUDA_ALLOC_CONF, as torch does).  With neither stack nor config
+    the plan applies to the configuration xdm would read: a file named by
+    XDM_CONFIG or installed in $(sysconfdir) keeps its stacks (and the
+    plan says so), the embedded default's stack is changed.  Raises
+    InvalidArgument, naming the entry, for settings torch refuses.
+    """
+    source = _torch_conf.ENV_NAMES[0]
+    from_env = text is None
+    if from_env:
+        source, text = alloc_conf_text()
+        if text is None:
+            return None
+    if config is not None:
+        config = os.fspath(config)
+    elif stack is None:
+        config = _config_file()
+    plan = _torch_conf.plan(text, stack=stack, config=config, source=source)
+    other = _torch_conf.ENV_NAMES[1]
+    if from_env and source != other and os.environ.get(other, text) != text:
+        plan = dataclasses.replace(plan, infos=plan.infos + (
+            "%s is set too and is not read: torch reads %s first"
+            % (other, source),))
+    return plan
+
+
+def _say(line):
+    """line on stderr, prefixed xdm.torch:, once per process."""
+    if line not in _said:
+        _said.add(line)
+        print("xdm.torch: " + line, file=sys.stderr)
+
+
+def _apply_alloc_conf(config, stack):
+    """The stack use() goes on with, torch's allocator settings
+    (PYTORCH_ALLOC_CONF) applied: stack itself, or the stack they make
+    (from the default stack when stack is None and no file is
+    configured).  Tells each change and warning once on stderr.  Nothing
+    once torch allocates through xdm: its configuration is set."""
+    if _state["allocator"] is not None:
+        return stack
+    if stack is not None and not isinstance(stack, str):
+        return stack    # _stack_config refuses it
+    plan = alloc_conf_plan(stack=stack, config=config)
+    if plan is None:
+        return stack
+    for line in plan.changes + plan.warnings:
+        _say(line)
+    return plan.stack if plan.stack_changed else stack
+
+
+def _check_torch_version(built_for, running):
+    """Refuse to run the glue under another torch than the one it was
+    compiled against: a C++ module built for one torch calls into its
+    libraries by their layout, which another release changes.
+
+    built_for: the torch version the glue was built against; running: the
+    running torch's ``torch.__version__``.  Both are compared whole, the
+    local part included (2.11.0+cu130 is not 2.11.0+cu128).  Returns
+    nothing when they are equal; raises InvalidArgument otherwise.
+    """
+    built = str(built_for).strip() if built_for is not None else ""
+    run = str(running).strip() if running is not None else ""
+    if not built or not run:
+        raise InvalidArgument(
+            "xdm.torch: cannot compare torch versions (built against %r, running "
+            "%r); rebuild xdm with ./configure --with-torch against this torch"
+            % (built_for, running))
+    if built != run:
+        raise InvalidArgument(
+            "xdm.torch: %s was built against torch %s but this process runs torch "
+            "%s; rebuild xdm with ./configure --with-torch against this torch"
+            % (LIBRARY, built, run))
 
 
 def _declare(glue):

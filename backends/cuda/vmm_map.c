@@ -110,7 +110,7 @@ static enum xdm_status cuda_vmm_grant_mapped(struct cuda_vmm *v, const CUmemAcce
 	uint64_t g = v->vr.granule;
 
 	for (uint64_t i = 0; i < v->vr.count;) {
-		uint64_t first = i;
+		uint64_t first = i, addr = vrange_addr(&v->vr, i);
 		CUresult rc;
 
 		if (v->vr.state[i] == VR_FREE) {
@@ -119,13 +119,12 @@ static enum xdm_status cuda_vmm_grant_mapped(struct cuda_vmm *v, const CUmemAcce
 		}
 		while (i < v->vr.count && v->vr.state[i] != VR_FREE)
 			i++;
-		rc = d->MemSetAccess(vrange_addr(&v->vr, first), (i - first) * g, add, nadd);
+		rc = d->MemSetAccess(addr, (i - first) * g, add, nadd);
 		if (rc != CUDA_SUCCESS)
 			return cuda_fail(d, rc, "cuda_vmm: cuMemSetAccess(0x%" PRIx64 ", %" PRIu64
 					 " bytes) for %u more device%s on CUDA device %u; "
-					 "mappings before it may have been granted", vrange_addr(
-					 &v->vr, first), (i - first) * g, nadd, nadd == 1 ? "" : "s",
-					 v->p->ordinal);
+					 "mappings below it may have been granted", addr,
+					 (i - first) * g, nadd, nadd == 1 ? "" : "s", v->p->ordinal);
 	}
 	return XDM_OK;
 }

@@ -55,6 +55,11 @@ void xdm_error_clear(void)
 	memset(&last_error, 0, sizeof(last_error));
 }
 
+void xdm_error_restore(const struct xdm_error *saved)
+{
+	last_error = *saved;
+}
+
 /* Every setter starts from a clean record so no stale payload survives. */
 static void set_message(enum xdm_status code, const char *fmt, va_list ap)
 {

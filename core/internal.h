@@ -24,6 +24,11 @@
 
 /* ---- errors (error.c) ---------------------------------------------- */
 
+/*
+ * Put back a copy of the thread's error taken before a call that must
+ * leave it alone (a module's attribute handler may set one).
+ */
+XDM_HIDDEN void xdm_error_restore(const struct xdm_error *saved);
 /* Prefix the thread's error message with "source:line:col: ". */
 XDM_HIDDEN void xdm_error_locate(const char *source, unsigned int line, unsigned int col);
 

@@ -429,6 +429,20 @@ enum xdm_status xdm_runtime_stack_spec(struct xdm_runtime *rt, char *buf, size_t
 	return XDM_OK;
 }
 
+/* A store's refusal, with the handler's own sentence when it left one. */
+static enum xdm_status store_refused(const char *attr, const char *value, int n)
+{
+	const struct xdm_error *e = xdm_last_error();
+	char why[sizeof(e->message)];
+
+	if (e->code == XDM_OK)
+		return xdm_error_set(XDM_E_INVALID, "attribute '%s': '%s' rejected: %s", attr,
+				     value, strerror(-n));
+	snprintf(why, sizeof(why), "%s", e->message);
+	return xdm_error_set(XDM_E_INVALID, "attribute '%s': '%s' rejected: %s (%s)", attr, value,
+			     strerror(-n), why);
+}
+
 static enum xdm_status find_attr(struct xdm_runtime *rt, uint32_t index, const char *name,
 				 const struct xdm_attr **out)
 {
@@ -467,6 +481,7 @@ enum xdm_status xdm_layer_attr_show(struct xdm_runtime *rt, uint32_t index, cons
 enum xdm_status xdm_layer_attr_store(struct xdm_runtime *rt, uint32_t index, const char *attr,
 				     const char *value)
 {
+	struct xdm_error saved;
 	const struct xdm_attr *a;
 	enum xdm_status st;
 	int n;
@@ -478,9 +493,48 @@ enum xdm_status xdm_layer_attr_store(struct xdm_runtime *rt, uint32_t index, con
 		return xdm_error_set(XDM_E_NOT_SUPPORTED, "attribute '%s' is read-only", attr);
 	if (!value)
 		return xdm_error_set(XDM_E_INVALID, "attribute '%s': NULL value", attr);
+	/*
+	 * A handler may say why in the thread's error: start it clean to
+	 * tell its sentence from an older one, which a success puts back.
+	 */
+	saved = *xdm_last_error();
+	xdm_error_clear();
 	n = a->store(&rt->layers[index], value, strlen(value));
 	if (n < 0)
-		return xdm_error_set(XDM_E_INVALID, "attribute '%s': '%s' rejected: %s", attr, value,
-				     strerror(-n));
+		return store_refused(attr, value, n);
+	xdm_error_restore(&saved);
+	return XDM_OK;
+}
+
+/* The layers that own memory a peer needs a grant for offer `peers`, writable. */
+static bool grants_peers(struct xdm_runtime *rt, uint32_t index)
+{
+	const struct xdm_attr *a;
+
+	for (a = rt->layers[index].ops->attrs; a && a->name; a++)
+		if (!strcmp(a->name, "peers"))
+			return a->store && (a->mode & 0200);
+	return false;
+}
+
+enum xdm_status xdm_runtime_grant_peer(struct xdm_runtime *rt, uint32_t peer)
+{
+	enum xdm_status st;
+	char value[16];
+
+	if (!rt)
+		return null_runtime("xdm_runtime_grant_peer");
+	if (peer >= XDM_MAX_DEVICES)
+		return xdm_error_set(XDM_E_INVALID, "xdm_runtime_grant_peer: device %u is past the "
+				     "largest ordinal xdm serves, %d", peer, XDM_MAX_DEVICES - 1);
+	snprintf(value, sizeof(value), "%u", peer);
+	for (uint32_t i = 0; i < rt->nlayers; i++) {
+		if (!grants_peers(rt, i))
+			continue;
+		st = xdm_layer_attr_store(rt, i, "peers", value);
+		if (st)
+			return st;
+	}
+	/* None: the stack's memory needs no grant of xdm's (xdm.h says why). */
 	return XDM_OK;
 }

@@ -546,8 +546,13 @@ int xdm_tree_store(const char *path, const char *value, size_t len)
 		err = -EACCES;
 	if (!err && (len == 0 || strlen(copy) != len))
 		err = -EINVAL;
-	if (!err)
+	if (!err) {
+		/* Tree calls leave the thread's error alone; a handler may not. */
+		struct xdm_error saved = *xdm_last_error();
+
 		err = hit.attr->store(hit.dir.layer, copy, len);
+		xdm_error_restore(&saved);
+	}
 	tree_unlock();
 	free(copy);
 	return err > 0 ? 0 : err;

@@ -33,13 +33,20 @@
  *
  * With peers=, other devices are granted read and write on the pool once,
  * at init (cuMemPoolSetAccess): the grant is the pool's, so it covers every
- * allocation and costs the allocation path nothing.  It is only ever made
- * on a pool of the layer's own; see cuda_async_read_params().
+ * allocation, past and future, and costs the allocation path nothing.
+ * peers= is only ever granted on a pool of the layer's own; see
+ * cuda_async_read_params().  A write of the `peers` attribute grants more
+ * devices at run time, on whichever pool the layer has: that is the
+ * process asking, for a copy it is about to make (PyTorch's
+ * enablePeerAccess), and on the default pool it is the very grant
+ * PyTorch's own cudaMallocAsync allocator would make.  Grants are never
+ * taken back: memory a peer may be using stays reachable.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -57,7 +64,16 @@ struct cuda_async {
 	const struct cuda_platform *p;
 	CUmemoryPool pool;
 	bool own_pool;				/* created here, destroyed in fini */
-	struct cuda_peer_grant peers;		/* set at init, never changed */
+	/*
+	 * The peers granted, and those `all` left out: grown by writes of
+	 * `peers`, which grant_lock orders (the allocation path never takes
+	 * it: the pool's grant needs nothing of an allocation).  The
+	 * attributes read the copies, which are stored once a grant is made.
+	 */
+	pthread_mutex_t grant_lock;
+	struct cuda_peers peers;
+	atomic_uint_fast64_t peers_shown;
+	atomic_uint_fast64_t skipped_shown;
 	struct cuda_async_stream streams[XDM_MAX_STREAMS];
 };
 
@@ -184,8 +200,9 @@ static enum xdm_status cuda_async_read_params(const struct xdm_params *params, b
 	return XDM_OK;
 }
 
-/* Let the granted peers read and write every allocation of the pool. */
-static enum xdm_status cuda_async_grant(const struct cuda_async *ca)
+/* Let g's peers read and write every allocation of the pool, past and future. */
+static enum xdm_status cuda_async_grant(const struct cuda_async *ca,
+					const struct cuda_peer_grant *g)
 {
 	const struct cuda_platform *p = ca->p;
 	char who[4 * CUDA_PEERS_MAX] = "";
@@ -193,26 +210,34 @@ static enum xdm_status cuda_async_grant(const struct cuda_async *ca)
 	enum xdm_status st;
 	CUresult rc;
 
-	if (!ca->peers.n)
+	if (!g->n)
 		return XDM_OK;
 	st = cuda_ctx_enter(p, &restore);
 	if (st)
 		return st;
 	/* Only the peers: the owner's own access is the pool's from birth. */
-	rc = p->drv.MemPoolSetAccess(ca->pool, ca->peers.access, ca->peers.n);
+	rc = p->drv.MemPoolSetAccess(ca->pool, g->access, g->n);
 	cuda_ctx_leave(p, restore);
 	if (rc == CUDA_SUCCESS)
 		return XDM_OK;
-	if (cuda_peers_show(ca->peers.set.granted, who, sizeof(who)) > 0)
+	if (cuda_peers_show(g->set.granted, who, sizeof(who)) > 0)
 		who[strcspn(who, "\n")] = '\0';
 	return cuda_fail(&p->drv, rc, "cuda_async: cuMemPoolSetAccess(the pool of CUDA device %u, "
 			 "read and write for device%s %s)", p->ordinal,
-			 ca->peers.n == 1 ? "" : "s", who);
+			 g->n == 1 ? "" : "s", who);
+}
+
+static void cuda_async_set_peers(struct cuda_async *ca, const struct cuda_peers *set)
+{
+	ca->peers = *set;
+	atomic_store_explicit(&ca->peers_shown, set->granted, memory_order_relaxed);
+	atomic_store_explicit(&ca->skipped_shown, set->skipped, memory_order_relaxed);
 }
 
 static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_params *params)
 {
 	struct cuda_peers_request peers;
+	struct cuda_peer_grant grant;
 	struct cuda_platform *p;
 	struct cuda_async *ca;
 	enum xdm_status st;
@@ -240,9 +265,15 @@ static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_
 		atomic_init(&ca->streams[i].queued, 0);
 		atomic_init(&ca->streams[i].done, 0);
 	}
-	st = cuda_peers_grant_init(p, "cuda_async", &peers, &ca->peers);
+	atomic_init(&ca->peers_shown, 0);
+	atomic_init(&ca->skipped_shown, 0);
+	st = cuda_peers_grant_init(p, "cuda_async", &peers, &grant);
 	if (st)
 		goto err_free;
+	if (pthread_mutex_init(&ca->grant_lock, NULL)) {
+		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "cuda_async: cannot create its mutex");
+		goto err_free;
+	}
 
 	if (own) {
 		st = cuda_async_own_pool(ca);
@@ -253,19 +284,22 @@ static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_
 			       p->ordinal);
 	}
 	if (st)
-		goto err_free;
+		goto err_mutex;
 	st = cuda_async_configure(ca, params);
 	if (st)
 		goto err_pool;
-	st = cuda_async_grant(ca);
+	st = cuda_async_grant(ca, &grant);
 	if (st)
 		goto err_pool;
+	cuda_async_set_peers(ca, &grant.set);
 	xdm_layer_set_priv(self, ca);
 	return XDM_OK;
 
 err_pool:
 	if (ca->own_pool)
 		p->drv.MemPoolDestroy(ca->pool);
+err_mutex:
+	pthread_mutex_destroy(&ca->grant_lock);
 err_free:
 	free(ca);
 	return st;
@@ -284,6 +318,7 @@ static void cuda_async_fini(struct xdm_layer *self)
 	 */
 	if (ca->own_pool)
 		ca->p->drv.MemPoolDestroy(ca->pool);
+	pthread_mutex_destroy(&ca->grant_lock);
 	free(ca);
 	xdm_layer_set_priv(self, NULL);
 }
@@ -487,12 +522,41 @@ static int cuda_async_show_release_threshold(struct xdm_layer *self, char *buf, 
 
 static int cuda_async_show_peers(struct xdm_layer *self, char *buf, size_t len)
 {
-	return cuda_peers_show(cuda_async_of(self)->peers.set.granted, buf, len);
+	return cuda_peers_show(atomic_load_explicit(&cuda_async_of(self)->peers_shown,
+						    memory_order_relaxed), buf, len);
+}
+
+/*
+ * Grant the devices written (see cuda_peers_parse_write) on the pool, in
+ * addition to those granted already.  Everything is checked before the one
+ * cuMemPoolSetAccess, so a bad write grants nothing; the lock keeps two
+ * writes from each missing the other's devices in what is shown.
+ */
+static int cuda_async_store_peers(struct xdm_layer *self, const char *buf, size_t len)
+{
+	struct cuda_async *ca = cuda_async_of(self);
+	struct cuda_peers_request req;
+	struct cuda_peer_grant add;
+	struct cuda_peers after;
+	enum xdm_status st;
+
+	st = cuda_peers_parse_write("cuda_async", buf, len, &req);
+	if (st)
+		return cuda_peers_errno(st);
+	pthread_mutex_lock(&ca->grant_lock);
+	st = cuda_peers_grant_more(ca->p, "cuda_async", &req, &ca->peers, &after, &add);
+	if (!st)
+		st = cuda_async_grant(ca, &add);
+	if (!st)
+		cuda_async_set_peers(ca, &after);
+	pthread_mutex_unlock(&ca->grant_lock);
+	return st ? cuda_peers_errno(st) : 0;
 }
 
 static int cuda_async_show_peers_skipped(struct xdm_layer *self, char *buf, size_t len)
 {
-	return cuda_peers_show(cuda_async_of(self)->peers.set.skipped, buf, len);
+	return cuda_peers_show(atomic_load_explicit(&cuda_async_of(self)->skipped_shown,
+						    memory_order_relaxed), buf, len);
 }
 
 static const struct xdm_attr cuda_async_attrs[] = {
@@ -511,12 +575,16 @@ static const struct xdm_attr cuda_async_attrs[] = {
 	{ "release_threshold", 0444,
 	  "bytes the pool keeps reserved across synchronizations "
 	  "(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)", cuda_async_show_release_threshold, NULL },
-	{ "peers", 0444,
+	{ "peers", 0644,
 	  "ordinals of the other devices granted read and write on the pool (peers=), "
-	  "ascending, space separated; an empty line when none", cuda_async_show_peers, NULL },
+	  "ascending, space separated; an empty line when none.  A write ('1', '1,3' or "
+	  "'all') grants those devices too, on the pool the layer has (the default pool "
+	  "too); a grant is never taken back; the layer's own device is accepted and "
+	  "changes nothing; a device that is missing or cannot access this one refuses "
+	  "the whole write", cuda_async_show_peers, cuda_async_store_peers },
 	{ "peers_skipped", 0444,
-	  "ordinals that peers=all left out because they cannot access this device; an "
-	  "empty line when none", cuda_async_show_peers_skipped, NULL },
+	  "ordinals that peers=all (or a write of all) left out because they cannot access "
+	  "this device; an empty line when none", cuda_async_show_peers_skipped, NULL },
 	{ .name = NULL },
 };
 

@@ -99,9 +99,10 @@ enum xdm_status cuda_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t
 				  size_t bytes, void *stream);
 
 /*
- * The devices a layer's memory is granted to (peers=), with one access
- * descriptor per peer: read and write, for the peer's CUdevice, ascending
- * by ordinal.  The layer's own device is never among them.
+ * The devices a layer's memory is granted to (peers=, or a write of the
+ * `peers` attribute), with one access descriptor per peer: read and write,
+ * for the peer's CUdevice, ascending by ordinal.  The layer's own device is
+ * never among them.
  */
 struct cuda_peer_grant {
 	struct cuda_peers set;
@@ -119,6 +120,24 @@ struct cuda_peer_grant {
 enum xdm_status cuda_peers_grant_init(const struct cuda_platform *p, const char *layer,
 				      const struct cuda_peers_request *req,
 				      struct cuda_peer_grant *out);
+
+/*
+ * A write of the `peers` attribute, read (cuda_peers_parse_write) into req:
+ * ask the driver about the devices it names and check them as
+ * cuda_peers_extend does over `have`, the devices granted already.
+ * *after: the union, to be shown once granted; *add: only the devices not
+ * in have (add->set.granted), with their descriptors, for the backend to
+ * grant.  Nothing to grant is add->n == 0.  On failure *after is *have and
+ * *add is empty: XDM_E_CONFIG for a device that cannot be granted,
+ * XDM_E_DRIVER if the driver fails.
+ */
+enum xdm_status cuda_peers_grant_more(const struct cuda_platform *p, const char *layer,
+				      const struct cuda_peers_request *req,
+				      const struct cuda_peers *have, struct cuda_peers *after,
+				      struct cuda_peer_grant *add);
+
+/* An attribute store's answer for st: -EINVAL for a bad value, else -EIO. */
+int cuda_peers_errno(enum xdm_status st);
 
 /* Attributes print one decimal number and a newline. */
 int cuda_show_u64(char *buf, size_t len, uint64_t value);

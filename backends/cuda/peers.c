@@ -147,6 +147,54 @@ enum xdm_status cuda_peers_resolve(const char *layer, const struct cuda_peers_re
 			     (int)req->kind);
 }
 
+enum xdm_status cuda_peers_parse_write(const char *layer, const char *buf, size_t len,
+				       struct cuda_peers_request *out)
+{
+	/* The longest list, every ordinal once, is far shorter than this. */
+	char text[4 * CUDA_PEERS_MAX + 8];
+
+	memset(out, 0, sizeof(*out));
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (len >= sizeof(text))
+		return xdm_error_set(XDM_E_CONFIG, "%s: peers: a write of %zu bytes is longer "
+				     "than any list of device ordinals", layer, len);
+	if (memchr(buf, '\0', len))
+		return xdm_error_set(XDM_E_CONFIG, "%s: peers: a write holds a NUL byte", layer);
+	memcpy(text, buf, len);
+	text[len] = '\0';
+	/* parse reads NULL as none: an empty write must not pass as one. */
+	if (!strcmp(text, "none"))
+		return xdm_error_set(XDM_E_CONFIG, "%s: peers: a write grants the devices it "
+				     "names and never takes a grant back, so 'none' means "
+				     "nothing; write 'all' or ordinals like 1,2", layer);
+	return cuda_peers_parse(layer, text, out);
+}
+
+enum xdm_status cuda_peers_extend(const char *layer, const struct cuda_peers_request *req,
+				  const struct cuda_peers_machine *m, const struct cuda_peers *have,
+				  struct cuda_peers *out)
+{
+	struct cuda_peers_request r = *req;
+	struct cuda_peers more;
+	enum xdm_status st;
+
+	*out = *have;
+	/*
+	 * A caller that grants "device a may use device b's memory" for
+	 * every pair (PyTorch's enablePeerAccess) names b itself too: its
+	 * own device always has access, so that is no error at run time.
+	 */
+	if (r.kind == CUDA_PEERS_LIST && m->self < CUDA_PEERS_MAX)
+		r.listed &= ~(UINT64_C(1) << m->self);
+	st = cuda_peers_resolve(layer, &r, m, &more);
+	if (st)
+		return st;
+	out->granted = have->granted | more.granted;
+	out->skipped = (have->skipped | more.skipped) & ~out->granted;
+	return XDM_OK;
+}
+
 int cuda_peers_show(uint64_t set, char *buf, size_t len)
 {
 	size_t used = 0;

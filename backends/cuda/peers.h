@@ -68,6 +68,27 @@ enum xdm_status cuda_peers_resolve(const char *layer, const struct cuda_peers_re
 				   const struct cuda_peers_machine *m, struct cuda_peers *out);
 
 /*
+ * A write of the `peers` attribute: buf[0..len), a trailing newline allowed,
+ * read as peers= is ('all' or ordinals), except that 'none' is refused: a
+ * write only ever adds devices, so 'none' would ask for a revocation that
+ * never happens.  XDM_E_CONFIG with a sentence, as cuda_peers_parse.
+ */
+enum xdm_status cuda_peers_parse_write(const char *layer, const char *buf, size_t len,
+				       struct cuda_peers_request *out);
+
+/*
+ * A grant at run time, over what `have` granted already: *out is the union.
+ * As cuda_peers_resolve, except that the layer's own device, when listed,
+ * is accepted and adds nothing (it always has access), and that skipped
+ * keeps only devices still not granted.  On XDM_E_CONFIG (a listed device
+ * the machine lacks, or one that cannot access self) *out is *have: one bad
+ * ordinal changes nothing, so the caller may grant only on XDM_OK.
+ */
+enum xdm_status cuda_peers_extend(const char *layer, const struct cuda_peers_request *req,
+				  const struct cuda_peers_machine *m, const struct cuda_peers *have,
+				  struct cuda_peers *out);
+
+/*
  * The ordinals of set, ascending, separated by one space, and a newline
  * (just the newline for none): an attribute's value.  Its length, or
  * -EOVERFLOW when buf is too short.

@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "cuda_priv.h"
@@ -36,54 +37,61 @@ static enum xdm_status cuda_peer_can_access(const struct cuda_platform *p, const
 	return XDM_OK;
 }
 
-enum xdm_status cuda_peers_grant_init(const struct cuda_platform *p, const char *layer,
-				      const struct cuda_peers_request *req,
-				      struct cuda_peer_grant *out)
+/*
+ * What the driver says about the devices req may grant: how many the
+ * process sees, and which of them can reach p's device.  Only those
+ * devices are asked about; never p's own.
+ */
+static enum xdm_status cuda_peers_machine_read(const struct cuda_platform *p, const char *layer,
+					       const struct cuda_peers_request *req,
+					       struct cuda_peers_machine *m)
 {
 	const struct cuda_driver *d = &p->drv;
-	struct cuda_peers_machine m = { .self = p->ordinal };
 	enum xdm_status st;
 	uint32_t last;
 	int count = 0;
 	CUresult rc;
 
-	memset(out, 0, sizeof(*out));
-	if (req->kind == CUDA_PEERS_NONE)
-		return XDM_OK;
+	memset(m, 0, sizeof(*m));
+	m->self = p->ordinal;
 	rc = d->DeviceGetCount(&count);
 	if (rc != CUDA_SUCCESS)
 		return cuda_fail(d, rc, "%s: cuDeviceGetCount", layer);
-	m.count = count > 0 ? (uint32_t)count : 0;
-	last = m.count < CUDA_PEERS_MAX ? m.count : CUDA_PEERS_MAX;
-
-	/* Ask only about the devices the request could grant. */
+	m->count = count > 0 ? (uint32_t)count : 0;
+	last = m->count < CUDA_PEERS_MAX ? m->count : CUDA_PEERS_MAX;
 	for (uint32_t n = 0; n < last; n++) {
 		bool yes = false;
 
-		if (n == m.self || (req->kind == CUDA_PEERS_LIST &&
-				    !(req->listed & (UINT64_C(1) << n))))
+		if (n == m->self || (req->kind == CUDA_PEERS_LIST &&
+				     !(req->listed & (UINT64_C(1) << n))))
 			continue;
 		st = cuda_peer_can_access(p, layer, n, &yes);
 		if (st)
 			return st;
 		if (yes)
-			m.can_access |= UINT64_C(1) << n;
+			m->can_access |= UINT64_C(1) << n;
 	}
-	st = cuda_peers_resolve(layer, req, &m, &out->set);
-	if (st)
-		return st;
+	return XDM_OK;
+}
 
-	for (uint32_t n = 0; n < last; n++) {
+/* out->access: read and write for each device of set, ascending; out->n of them. */
+static enum xdm_status cuda_peers_describe(const struct cuda_platform *p, const char *layer,
+					   uint64_t set, struct cuda_peer_grant *out)
+{
+	const struct cuda_driver *d = &p->drv;
+
+	out->n = 0;
+	for (uint32_t n = 0; n < CUDA_PEERS_MAX; n++) {
 		CUmemAccessDesc *a = &out->access[out->n];
 		CUdevice dev = 0;
+		CUresult rc;
 
-		if (!(out->set.granted & (UINT64_C(1) << n)))
+		if (!(set & (UINT64_C(1) << n)))
 			continue;
 		rc = d->DeviceGet(&dev, (int)n);
 		if (rc != CUDA_SUCCESS) {
-			st = cuda_fail(d, rc, "%s: cuDeviceGet(%u)", layer, n);
-			memset(out, 0, sizeof(*out));
-			return st;
+			out->n = 0;
+			return cuda_fail(d, rc, "%s: cuDeviceGet(%u)", layer, n);
 		}
 		a->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 		a->location.id = (int)dev;
@@ -91,4 +99,56 @@ enum xdm_status cuda_peers_grant_init(const struct cuda_platform *p, const char 
 		out->n++;
 	}
 	return XDM_OK;
+}
+
+enum xdm_status cuda_peers_grant_init(const struct cuda_platform *p, const char *layer,
+				      const struct cuda_peers_request *req,
+				      struct cuda_peer_grant *out)
+{
+	struct cuda_peers_machine m;
+	enum xdm_status st;
+
+	memset(out, 0, sizeof(*out));
+	if (req->kind == CUDA_PEERS_NONE)
+		return XDM_OK;
+	st = cuda_peers_machine_read(p, layer, req, &m);
+	if (st)
+		return st;
+	st = cuda_peers_resolve(layer, req, &m, &out->set);
+	if (st)
+		return st;
+	st = cuda_peers_describe(p, layer, out->set.granted, out);
+	if (st)
+		memset(out, 0, sizeof(*out));
+	return st;
+}
+
+enum xdm_status cuda_peers_grant_more(const struct cuda_platform *p, const char *layer,
+				      const struct cuda_peers_request *req,
+				      const struct cuda_peers *have, struct cuda_peers *after,
+				      struct cuda_peer_grant *add)
+{
+	struct cuda_peers_machine m;
+	enum xdm_status st;
+
+	*after = *have;
+	memset(add, 0, sizeof(*add));
+	st = cuda_peers_machine_read(p, layer, req, &m);
+	if (st)
+		return st;
+	st = cuda_peers_extend(layer, req, &m, have, after);
+	if (st)
+		return st;
+	add->set.granted = after->granted & ~have->granted;
+	st = cuda_peers_describe(p, layer, add->set.granted, add);
+	if (st) {
+		*after = *have;
+		memset(add, 0, sizeof(*add));
+	}
+	return st;
+}
+
+int cuda_peers_errno(enum xdm_status st)
+{
+	return st == XDM_E_CONFIG || st == XDM_E_INVALID ? -EINVAL : -EIO;
 }

@@ -25,7 +25,10 @@
  *
  * With peers=, other devices are granted read and write on every mapping
  * too: each map's one cuMemSetAccess names them after the device itself.
- * Which devices is settled at init (peers_grant.c) and never changes.
+ * Which devices is settled at init (peers_grant.c), and a write of the
+ * `peers` attribute adds more: every mapping there is gets them, and so
+ * does every later one (cuda_vmm_grant() in vmm_map.c).  None is ever
+ * taken back.
  */
 #include "config.h"
 
@@ -123,6 +126,7 @@ err_free_va:
 static enum xdm_status cuda_vmm_init(struct xdm_layer *self, const struct xdm_params *params)
 {
 	struct cuda_peers_request peers;
+	struct cuda_peer_grant grant;
 	struct cuda_platform *p;
 	struct cuda_vmm *v;
 	CUcontext restore;
@@ -157,11 +161,14 @@ static enum xdm_status cuda_vmm_init(struct xdm_layer *self, const struct xdm_pa
 	atomic_init(&v->releasing, 0);
 	atomic_init(&v->maps, 0);
 	atomic_init(&v->releases, 0);
-	st = cuda_peers_grant_init(p, "cuda_vmm", &peers, &v->peers);
+	st = cuda_peers_grant_init(p, "cuda_vmm", &peers, &grant);
 	if (st)
 		goto err_free;
-	memcpy(&v->access[1], v->peers.access, v->peers.n * sizeof(v->access[0]));
-	v->naccess = 1 + v->peers.n;
+	memcpy(&v->access[1], grant.access, grant.n * sizeof(v->access[0]));
+	v->naccess = 1 + grant.n;
+	v->peers = grant.set;
+	atomic_init(&v->peers_shown, grant.set.granted);
+	atomic_init(&v->skipped_shown, grant.set.skipped);
 	if (pthread_mutex_init(&v->lock, NULL)) {
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "cuda_vmm: cannot create its mutex");
 		goto err_free;

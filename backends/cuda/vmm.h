@@ -41,12 +41,13 @@ struct cuda_vmm {
 	CUmemAllocationProp prop;	/* pinned memory of the device */
 	/*
 	 * What every cuMemSetAccess grants: read and write for the device
-	 * first, then for each peer of peers= (the grant is per mapping, so
-	 * each map must name them all).
+	 * first, then for each peer of peers= and of the writes of `peers`
+	 * since (the grant is per mapping, so each map must name them all).
+	 * Only ever appended to, under lock; see cuda_vmm_grant().
 	 */
 	CUmemAccessDesc access[1 + CUDA_PEERS_MAX];
 	uint32_t naccess;
-	struct cuda_peer_grant peers;	/* set at init, never changed */
+	struct cuda_peers peers;	/* the devices of access[1..], and skipped */
 	struct cuda_vmm_release *pending;	/* oldest first */
 	struct cuda_vmm_release **pending_tail;
 
@@ -57,6 +58,8 @@ struct cuda_vmm {
 	atomic_uint_fast64_t releasing;		/* bytes VR_RELEASING */
 	atomic_uint_fast64_t maps;		/* granules mapped since init */
 	atomic_uint_fast64_t releases;		/* granules released since init */
+	atomic_uint_fast64_t peers_shown;	/* peers.granted */
+	atomic_uint_fast64_t skipped_shown;	/* peers.skipped */
 };
 
 static inline struct cuda_vmm *cuda_vmm_of(struct xdm_layer *self)
@@ -90,6 +93,13 @@ enum xdm_status cuda_vmm_unmap(struct cuda_vmm *v, uint64_t first, uint64_t n);
  * queued.
  */
 enum xdm_status cuda_vmm_reap(struct cuda_vmm *v, bool wait);
+
+/*
+ * Grant the devices of req (a write of `peers`) read and write on every
+ * mapping there is and every one made from now on, in addition to those
+ * granted already; on failure nothing is added to what later maps grant.
+ */
+enum xdm_status cuda_vmm_grant(struct cuda_vmm *v, const struct cuda_peers_request *req);
 
 /* Refresh the attributes' counters from the granule map. */
 void cuda_vmm_publish(struct cuda_vmm *v);

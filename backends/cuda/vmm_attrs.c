@@ -5,9 +5,12 @@
  *
  * Each reads one atomic that the backend writes under its mutex, so a read
  * never waits on a map or a release, and every value is exact whenever no
- * call is in flight.  The peers are set at init and never change.
+ * call is in flight.  `peers` is the one that may be written: a grant,
+ * made under the mutex like a map (see cuda_vmm_grant()).
  */
 #include "config.h"
+
+#include <errno.h>
 
 #include "vmm.h"
 
@@ -53,12 +56,33 @@ static int releases_show(struct xdm_layer *self, char *buf, size_t len)
 
 static int peers_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return cuda_peers_show(cuda_vmm_of(self)->peers.set.granted, buf, len);
+	return cuda_peers_show(load(&cuda_vmm_of(self)->peers_shown), buf, len);
+}
+
+/* A grant to more devices; checked whole before any mapping is touched. */
+static int peers_store(struct xdm_layer *self, const char *buf, size_t len)
+{
+	struct cuda_vmm *v = cuda_vmm_of(self);
+	struct cuda_peers_request req;
+	CUcontext restore;
+	enum xdm_status st;
+
+	st = cuda_peers_parse_write("cuda_vmm", buf, len, &req);
+	if (st)
+		return cuda_peers_errno(st);
+	st = cuda_ctx_enter(v->p, &restore);
+	if (st)
+		return -EIO;
+	pthread_mutex_lock(&v->lock);
+	st = cuda_vmm_grant(v, &req);
+	pthread_mutex_unlock(&v->lock);
+	cuda_ctx_leave(v->p, restore);
+	return st ? cuda_peers_errno(st) : 0;
 }
 
 static int peers_skipped_show(struct xdm_layer *self, char *buf, size_t len)
 {
-	return cuda_peers_show(cuda_vmm_of(self)->peers.set.skipped, buf, len);
+	return cuda_peers_show(load(&cuda_vmm_of(self)->skipped_shown), buf, len);
 }
 
 const struct xdm_attr cuda_vmm_attrs[] = {
@@ -75,9 +99,13 @@ const struct xdm_attr cuda_vmm_attrs[] = {
 	{ "maps", 0444, "granules mapped since the layer was created", maps_show, NULL },
 	{ "releases", 0444, "granules unmapped and released since the layer was created",
 	  releases_show, NULL },
-	{ "peers", 0444, "ordinals of the other devices every mapping grants read and write "
-	  "(peers=), ascending, space separated; an empty line when none", peers_show, NULL },
-	{ "peers_skipped", 0444, "ordinals that peers=all left out because they cannot access "
-	  "this device; an empty line when none", peers_skipped_show, NULL },
+	{ "peers", 0644, "ordinals of the other devices every mapping grants read and write "
+	  "(peers=), ascending, space separated; an empty line when none.  A write ('1', "
+	  "'1,3' or 'all') grants those devices too, on every mapping made and every one to "
+	  "come; a grant is never taken back; the layer's own device is accepted and changes "
+	  "nothing; a device that is missing or cannot access this one refuses the whole "
+	  "write", peers_show, peers_store },
+	{ "peers_skipped", 0444, "ordinals that peers=all (or a write of all) left out because "
+	  "they cannot access this device; an empty line when none", peers_skipped_show, NULL },
 	{ .name = NULL },
 };

@@ -12,6 +12,8 @@
  * (measured), and it is the costliest call of the map (~50 us).  It names
  * the device and every peer of peers= in one call: a mapping starts with
  * no access for anyone, and access is the mapping's, not a context's.
+ * That is also why a grant at run time (cuda_vmm_grant) must reach every
+ * mapping already made as well as every later one.
  *
  * A release waits on the event recorded on the block's stream.  Unmapping
  * memory a kernel still uses is not a wrong result but a dead context
@@ -22,6 +24,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vmm.h"
 
@@ -92,6 +95,72 @@ enum xdm_status cuda_vmm_unmap(struct cuda_vmm *v, uint64_t first, uint64_t n)
 	}
 	atomic_fetch_add_explicit(&v->releases, done, memory_order_relaxed);
 	return st;
+}
+
+/*
+ * cuMemSetAccess for the descriptors `add` over every run of granules that
+ * has a mapping: handed out, or handed back and not yet unmapped (a kernel
+ * queued before the free may still use it).  Neighbouring mappings are
+ * granted in one call, as cuda_vmm_map does.
+ */
+static enum xdm_status cuda_vmm_grant_mapped(struct cuda_vmm *v, const CUmemAccessDesc *add,
+					     uint32_t nadd)
+{
+	const struct cuda_driver *d = &v->p->drv;
+	uint64_t g = v->vr.granule;
+
+	for (uint64_t i = 0; i < v->vr.count;) {
+		uint64_t first = i, addr = vrange_addr(&v->vr, i);
+		CUresult rc;
+
+		if (v->vr.state[i] == VR_FREE) {
+			i++;
+			continue;
+		}
+		while (i < v->vr.count && v->vr.state[i] != VR_FREE)
+			i++;
+		rc = d->MemSetAccess(addr, (i - first) * g, add, nadd);
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(d, rc, "cuda_vmm: cuMemSetAccess(0x%" PRIx64 ", %" PRIu64
+					 " bytes) for %u more device%s on CUDA device %u; "
+					 "mappings below it may have been granted", addr,
+					 (i - first) * g, nadd, nadd == 1 ? "" : "s", v->p->ordinal);
+	}
+	return XDM_OK;
+}
+
+/*
+ * Under lock and the context rule.  The ordering that keeps a concurrent
+ * map from missing the grant: cuda_vmm_map reads access[] under the same
+ * lock, and a granule's state leaves VR_FREE only under it, after its map.
+ * So a map either finished before this took the lock (its granules are not
+ * VR_FREE, and are granted below) or starts after this released it (it
+ * reads access[] with the new devices appended).  The existing mappings
+ * are granted first and access[] grows only once they all were: should
+ * the driver fail, later maps grant what they did before, and the write
+ * may be made again (a grant made twice is the same grant).
+ */
+enum xdm_status cuda_vmm_grant(struct cuda_vmm *v, const struct cuda_peers_request *req)
+{
+	struct cuda_peer_grant add;
+	struct cuda_peers after;
+	enum xdm_status st;
+
+	st = cuda_peers_grant_more(v->p, "cuda_vmm", req, &v->peers, &after, &add);
+	if (st)
+		return st;
+	if (add.n) {
+		st = cuda_vmm_grant_mapped(v, add.access, add.n);
+		if (st)
+			return st;
+		/* Each device is granted once, never the owner: this fits. */
+		memcpy(&v->access[v->naccess], add.access, add.n * sizeof(add.access[0]));
+		v->naccess += add.n;
+	}
+	v->peers = after;
+	atomic_store_explicit(&v->peers_shown, after.granted, memory_order_relaxed);
+	atomic_store_explicit(&v->skipped_shown, after.skipped, memory_order_relaxed);
+	return XDM_OK;
 }
 
 /* Whether r's stream has reached its event; with wait, wait until it has. */

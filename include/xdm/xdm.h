@@ -371,6 +371,27 @@ XDM_API enum xdm_status xdm_layer_attr_show(struct xdm_runtime *rt, uint32_t ind
 					    const char *attr, char *buf, size_t len);
 XDM_API enum xdm_status xdm_layer_attr_store(struct xdm_runtime *rt, uint32_t index,
 					     const char *attr, const char *value);
+/*
+ * Let device `peer` read and write the memory of rt's device from now on:
+ * what a framework asks before it copies between two devices (PyTorch's
+ * enablePeerAccess(peer, rt's device)).  Writes the ordinal to the
+ * writable `peers` attribute of each layer of rt that has one: cuda_async
+ * grants it on its memory pool, cuda_vmm on every mapping made and to come
+ * (xdm-cuda(7)).  A grant is never taken back while memory is mapped.
+ *
+ * XDM_OK when the layers with `peers` granted, or when no layer has one:
+ * such a stack owns no memory that needs a grant of xdm's.  cuda_direct's
+ * memory (cuMemAlloc) is reached by a peer once the peer's context has
+ * enabled peer access (cudaDeviceEnablePeerAccess, cuCtxEnablePeerAccess),
+ * which is the caller's to do, as it is for any cudaMalloc memory; the
+ * host platform has no peers.  A backend whose memory needs a grant offers
+ * `peers`, writable.  peer == rt's own device: XDM_OK, nothing changes.
+ * XDM_E_INVALID for a NULL rt, a peer past XDM_MAX_DEVICES - 1, or one a
+ * layer refuses (the process has no such device, or the driver says it
+ * cannot access rt's device), with the layer's sentence; a refused peer
+ * changes nothing.
+ */
+XDM_API enum xdm_status xdm_runtime_grant_peer(struct xdm_runtime *rt, uint32_t peer);
 
 /* ---- introspection tree ---------------------------------------------- */
 

@@ -23,6 +23,17 @@
  * sentence on stderr unless devices 0 and 1 exist and can access each
  * other.
  *
+ * A grant at run time, with no peers= in the stack: a block of device 0
+ * is first checked to be out of device 1's reach (as the driver reports
+ * it), then device 1 is granted through the `peers` attribute or
+ * xdm_runtime_grant_peer(), as PyTorch's enablePeerAccess does under xdm;
+ * the driver must then report read and write, and device 1's kernel must
+ * write the block.  For cuda_vmm, a mapping made before the grant and one
+ * made after both.  A write naming the device itself changes nothing; a
+ * bad one is refused and changes nothing.  The grant on the device's
+ * default pool (stack `cuda_async`) outlives its runtime, so that test
+ * runs last: test_no_grant_without_peers finds that pool untouched.
+ *
  * And the order: a slow kernel of device 1 writes a block of device 0
  * between xdm_prepare_peer_use and xdm_finish_peer_use; the block is freed
  * and taken again on device 0 at once, and device 0 writes it.  The free
@@ -135,12 +146,25 @@ static size_t count_on_device_0(const struct xdm_block *b, uint8_t v)
 	return same;
 }
 
+/* Device 1's kernel fills b; device 0 must read back what it wrote. */
+static void device_1_writes(struct xdm_runtime *rt1, const struct xdm_block *b, const char *what)
+{
+	size_t same;
+
+	zero_on_device_0(b);
+	CU_OK(ct_fill(ct_stream(rt1, 0), ct_dev(b), BLOCK, P));
+	TU_OK(xdm_stream_synchronize(rt1, 0));
+	same = count_on_device_0(b, P);
+	ck_assert_msg(same == BLOCK, "%s: %zu of %zu bytes written by device 1 read back as "
+		      "0x%02x on device 0", what, same, BLOCK, P);
+	printf("%s: device 1 wrote a block of device 0, which read it back\n", what);
+}
+
 static void write_from_device_1(const char *stack, bool from_pool)
 {
 	uint32_t layer = backend_layer(stack);
 	struct xdm_runtime *rt0, *rt1;
 	struct xdm_block b;
-	size_t same;
 
 	CU_OK(ct_ctx_current());
 	TU_OK(xdm_runtime_create(1, "cuda", "cuda_async", &rt1));
@@ -155,13 +179,7 @@ static void write_from_device_1(const char *stack, bool from_pool)
 	ck_assert_uint_eq(access_for(&b, from_pool, 1), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 	ck_assert_uint_eq(access_for(&b, from_pool, 0), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 
-	zero_on_device_0(&b);
-	CU_OK(ct_fill(ct_stream(rt1, 0), ct_dev(&b), BLOCK, P));
-	TU_OK(xdm_stream_synchronize(rt1, 0));
-	same = count_on_device_0(&b, P);
-	ck_assert_msg(same == BLOCK, "%s: %zu of %zu bytes written by device 1 read back as "
-		      "0x%02x on device 0", stack, same, BLOCK, P);
-	printf("%s: device 1 wrote a block of device 0, which read it back\n", stack);
+	device_1_writes(rt1, &b, stack);
 
 	TU_OK(xdm_deallocate(rt0, &b));
 	ct_sync_all(rt0);
@@ -310,6 +328,162 @@ START_TEST(test_the_free_waits_for_a_peer_kernel)
 }
 END_TEST
 
+/* ---- the grant at run time --------------------------------------------- */
+
+static void expect_access(const struct xdm_block *b, bool from_pool, int who,
+			  unsigned long long want, const char *what)
+{
+	unsigned long long got = access_for(b, from_pool, who);
+
+	ck_assert_msg(got == want, "%s: device %d has access 0x%llx to 0x%" PRIx64 ", not 0x%llx",
+		      what, who, got, b->ptr, want);
+}
+
+/* Free b and wait until the runtime has it all back. */
+static void give_back(struct xdm_runtime *rt, struct xdm_block *b)
+{
+	TU_OK(xdm_deallocate(rt, b));
+	ct_sync_all(rt);
+	TU_OK(xdm_reap_pending(rt));
+}
+
+/* Writes the driver refuses, or that name the device itself: nothing changes. */
+static void writes_that_change_nothing(struct xdm_runtime *rt, uint32_t layer,
+				       const char *peers)
+{
+	char value[16];
+	int n = 0;
+
+	CU_OK(ct_drv.cuDeviceGetCount(&n));
+	TU_OK(xdm_layer_attr_store(rt, layer, "peers", "0"));
+	TU_OK(xdm_runtime_grant_peer(rt, 0));
+	expect_attr(rt, layer, "peers", peers);
+	snprintf(value, sizeof(value), "1,%d", n);
+	ck_assert_int_eq(xdm_layer_attr_store(rt, layer, "peers", value), XDM_E_INVALID);
+	ck_assert_msg(strstr(xdm_last_error_message(), "which this process does not have"),
+		      "%s", xdm_last_error_message());
+	ck_assert_int_eq(xdm_runtime_grant_peer(rt, (uint32_t)n), XDM_E_INVALID);
+	ck_assert_int_eq(xdm_layer_attr_store(rt, layer, "peers", "none"), XDM_E_INVALID);
+	ck_assert_int_eq(xdm_layer_attr_store(rt, layer, "peers", "one"), XDM_E_INVALID);
+	expect_attr(rt, layer, "peers", peers);
+}
+
+/*
+ * stack (a cuda_async one, no peers=) on device 0: a block out of device
+ * 1's reach until device 1 is granted, by a write of the attribute or by
+ * xdm_runtime_grant_peer().
+ */
+static void grant_async(const char *stack, bool by_attr)
+{
+	uint32_t layer = backend_layer(stack);
+	struct xdm_runtime *rt0, *rt1;
+	struct xdm_block b, later;
+
+	CU_OK(ct_ctx_current());
+	TU_OK(xdm_runtime_create(1, "cuda", "cuda_async", &rt1));
+	TU_OK(xdm_runtime_create(0, "cuda", stack, &rt0));
+	expect_attr(rt0, layer, "peers", "\n");
+	TU_OK(xdm_allocate(rt0, BLOCK, 0, "before", &b));
+	ct_sync_all(rt0);
+	expect_access(&b, true, 1, CU_MEM_ACCESS_FLAGS_PROT_NONE, stack);
+	writes_that_change_nothing(rt0, layer, "\n");
+	expect_access(&b, true, 1, CU_MEM_ACCESS_FLAGS_PROT_NONE, stack);
+
+	if (by_attr)
+		TU_OK(xdm_layer_attr_store(rt0, layer, "peers", "1\n"));
+	else
+		TU_OK(xdm_runtime_grant_peer(rt0, 1));
+	expect_attr(rt0, layer, "peers", "1\n");
+	expect_access(&b, true, 1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, stack);
+	expect_access(&b, true, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, stack);
+	device_1_writes(rt1, &b, stack);
+	/* The pool's grant covers what it hands out later too. */
+	TU_OK(xdm_allocate(rt0, 4 * BLOCK, 0, "after", &later));
+	ct_sync_all(rt0);
+	expect_access(&later, true, 1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, stack);
+	device_1_writes(rt1, &later, stack);
+	/* Granted again: nothing new, no error. */
+	TU_OK(xdm_runtime_grant_peer(rt0, 1));
+	writes_that_change_nothing(rt0, layer, "1\n");
+
+	give_back(rt0, &later);
+	give_back(rt0, &b);
+	TU_OK(xdm_runtime_destroy(rt0));
+	TU_OK(xdm_runtime_destroy(rt1));
+}
+
+START_TEST(test_grant_at_run_time_async_own_pool)
+{
+	grant_async("cuda_async pool=own", true);
+	grant_async("pool | cuda_async pool=own", false);
+}
+END_TEST
+
+/*
+ * cuda_vmm: access is each mapping's.  A block mapped before the grant
+ * must get it, one mapped after must be born with it; and one handed back
+ * but not yet unmapped does not matter to the test.
+ */
+static void grant_vmm(const char *stack, bool by_attr)
+{
+	uint32_t layer = backend_layer(stack);
+	struct xdm_runtime *rt0, *rt1;
+	struct xdm_block before, after;
+
+	CU_OK(ct_ctx_current());
+	TU_OK(xdm_runtime_create(1, "cuda", "cuda_async", &rt1));
+	TU_OK(xdm_runtime_create(0, "cuda", stack, &rt0));
+	expect_attr(rt0, layer, "peers", "\n");
+	TU_OK(xdm_allocate(rt0, BLOCK, 0, "before", &before));
+	ct_sync_all(rt0);
+	expect_access(&before, false, 1, CU_MEM_ACCESS_FLAGS_PROT_NONE, stack);
+	writes_that_change_nothing(rt0, layer, "\n");
+	expect_access(&before, false, 1, CU_MEM_ACCESS_FLAGS_PROT_NONE, stack);
+
+	if (by_attr)
+		TU_OK(xdm_layer_attr_store(rt0, layer, "peers", "1"));
+	else
+		TU_OK(xdm_runtime_grant_peer(rt0, 1));
+	expect_attr(rt0, layer, "peers", "1\n");
+	expect_access(&before, false, 1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, stack);
+	expect_access(&before, false, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, stack);
+	device_1_writes(rt1, &before, stack);
+
+	/* Past the first block's granules, and under pool past its chunk: a new mapping. */
+	TU_OK(xdm_allocate(rt0, 256 * MIB, 0, "after", &after));
+	ct_sync_all(rt0);
+	ck_assert_uint_ne(after.ptr, before.ptr);
+	expect_access(&after, false, 1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, stack);
+	expect_access(&after, false, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, stack);
+	device_1_writes(rt1, &after, stack);
+	writes_that_change_nothing(rt0, layer, "1\n");
+
+	give_back(rt0, &after);
+	give_back(rt0, &before);
+	TU_OK(xdm_runtime_destroy(rt0));
+	TU_OK(xdm_runtime_destroy(rt1));
+}
+
+START_TEST(test_grant_at_run_time_vmm)
+{
+	grant_vmm("cuda_vmm reserve=1G", true);
+	grant_vmm("cuda_vmm reserve=1G", false);
+	grant_vmm("pool | cuda_vmm reserve=1G", false);
+}
+END_TEST
+
+/*
+ * The stack PyTorch gets by default: cuda_async on the device's default
+ * pool.  A grant there is the pool's for the rest of the process, as
+ * PyTorch's own cudaMallocAsync allocator would make it: this test is the
+ * suite's last.
+ */
+START_TEST(test_grant_at_run_time_async_default_pool)
+{
+	grant_async("cuda_async", false);
+}
+END_TEST
+
 static Suite *peer_cuda_suite(void)
 {
 	Suite *s = suite_create("peer_cuda");
@@ -323,6 +497,10 @@ static Suite *peer_cuda_suite(void)
 	tcase_add_test(tc, test_grant_by_name);
 	tcase_add_test(tc, test_refused_by_name);
 	tcase_add_test(tc, test_the_free_waits_for_a_peer_kernel);
+	tcase_add_test(tc, test_grant_at_run_time_async_own_pool);
+	tcase_add_test(tc, test_grant_at_run_time_vmm);
+	/* Last: its grant on the default pool outlives the runtime. */
+	tcase_add_test(tc, test_grant_at_run_time_async_default_pool);
 	suite_add_tcase(s, tc);
 	return s;
 }

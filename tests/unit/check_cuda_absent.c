@@ -306,8 +306,13 @@ START_TEST(test_module_tables)
 	ck_assert_str_eq(async_ops->params[0].default_value, "default");
 	ck_assert_str_eq(async_ops->params[1].default_value, "max");
 	ck_assert_str_eq(async_ops->params[5].default_value, "none");
-	for (n = 0, a = async_ops->attrs; a && a->name; a++, n++)
-		ck_assert_uint_eq(a->mode, 0444);
+	/* All read-only but peers, which a write adds grants to. */
+	for (n = 0, a = async_ops->attrs; a && a->name; a++, n++) {
+		bool peers = !strcmp(a->name, "peers");
+
+		ck_assert_uint_eq(a->mode, peers ? 0644 : 0444);
+		ck_assert(peers ? a->store != NULL : a->store == NULL);
+	}
 	ck_assert_int_eq(n, 7);
 	/* peers= is left out of cuda_direct (see xdm-cuda(7)): no parameters. */
 	ck_assert_ptr_null(direct_ops->params);
@@ -339,10 +344,12 @@ START_TEST(test_module_tables)
 	ck_assert_str_eq(vmm_ops->params[1].default_value, "none");
 	ck_assert_ptr_null(vmm_ops->params[2].name);
 	for (n = 0, a = vmm_ops->attrs; a && a->name; a++, n++) {
+		bool peers = !strcmp(a->name, "peers");
+
 		ck_assert_str_eq(a->name, vmm_attrs[n]);
-		ck_assert_uint_eq(a->mode, 0444);
+		ck_assert_uint_eq(a->mode, peers ? 0644 : 0444);
 		ck_assert_ptr_nonnull(a->show);
-		ck_assert_ptr_null(a->store);
+		ck_assert(peers ? a->store != NULL : a->store == NULL);
 	}
 	ck_assert_int_eq(n, 9);
 }

@@ -5,8 +5,9 @@
  * Its values are read and refused as the layers read them, and checked
  * against machines made up here (how many devices, which of them can
  * reach the layer's own), so every answer the driver could give is
- * covered on any machine.  What the driver itself does with the grant is
- * tests/gpu/check_peer_cuda.c's, on two GPUs.
+ * covered on any machine; and so are the writes of the `peers` attribute,
+ * which add to what is granted.  What the driver itself does with the
+ * grant is tests/gpu/check_peer_cuda.c's, on two GPUs.
  */
 #include "config.h"
 
@@ -195,6 +196,160 @@ START_TEST(test_list_refusals)
 }
 END_TEST
 
+/* ---- a write of the attribute --------------------------------------- */
+
+static struct cuda_peers_request write_ok(const char *text)
+{
+	struct cuda_peers_request r;
+
+	TU_OK(cuda_peers_parse_write("cuda_vmm", text, strlen(text), &r));
+	return r;
+}
+
+static void write_refused(const char *buf, size_t len, const char *why)
+{
+	struct cuda_peers_request r;
+
+	ck_assert_msg(cuda_peers_parse_write("cuda_async", buf, len, &r) == XDM_E_CONFIG,
+		      "a write of '%.*s' was taken", (int)len, buf);
+	HAS("cuda_async: peers");
+	HAS(why);
+}
+
+START_TEST(test_write_reads_as_the_parameter)
+{
+	struct cuda_peers_request r = write_ok("1");
+
+	ck_assert_int_eq(r.kind, CUDA_PEERS_LIST);
+	ck_assert_uint_eq(r.listed, BIT(1));
+	/* As echo(1) writes it: one trailing newline. */
+	ck_assert_uint_eq(write_ok("1,3\n").listed, BIT(1) | BIT(3));
+	ck_assert_int_eq(write_ok("all").kind, CUDA_PEERS_ALL);
+	ck_assert_int_eq(write_ok("all\n").kind, CUDA_PEERS_ALL);
+	/* Only len bytes are read, whatever follows them. */
+	ck_assert_uint_eq(cuda_peers_parse_write("cuda_vmm", "2,9", 1, &r), XDM_OK);
+	ck_assert_uint_eq(r.listed, BIT(2));
+}
+END_TEST
+
+START_TEST(test_write_refusals)
+{
+	char lots[512];
+
+	/* No revocation: 'none' would say one happens. */
+	write_refused("none", 4, "never takes a grant back");
+	write_refused("none\n", 5, "never takes a grant back");
+	write_refused("", 0, "it is empty");
+	write_refused("\n", 1, "it is empty");
+	write_refused("1\n\n", 3, "is not a device ordinal");
+	write_refused("1,x", 3, "'x' is not a device ordinal");
+	write_refused("1\0" "2", 3, "a NUL byte");
+	write_refused("64", 2, "past the largest ordinal xdm serves");
+	write_refused("1,1", 3, "device 1 is named twice");
+	memset(lots, '1', sizeof(lots));
+	write_refused(lots, sizeof(lots), "longer than any list");
+}
+END_TEST
+
+static struct cuda_peers extend_ok(const char *text, struct cuda_peers_machine m,
+				   struct cuda_peers have)
+{
+	struct cuda_peers_request r = write_ok(text);
+	struct cuda_peers out;
+
+	TU_OK(cuda_peers_extend("cuda_vmm", &r, &m, &have, &out));
+	return out;
+}
+
+/* Refused with why; what was granted stays exactly as it was. */
+static void extend_refused(const char *text, struct cuda_peers_machine m,
+			   struct cuda_peers have, const char *why)
+{
+	struct cuda_peers_request r = write_ok(text);
+	struct cuda_peers out = { .granted = 0xdead, .skipped = 0xbeef };
+
+	ck_assert_int_eq(cuda_peers_extend("cuda_vmm", &r, &m, &have, &out), XDM_E_CONFIG);
+	ck_assert_uint_eq(out.granted, have.granted);
+	ck_assert_uint_eq(out.skipped, have.skipped);
+	HAS("cuda_vmm: peers names device ");
+	HAS(why);
+}
+
+START_TEST(test_extend_is_a_union)
+{
+	struct cuda_peers_machine four = { .self = 0, .count = 4,
+					   .can_access = BIT(1) | BIT(2) | BIT(3) };
+	struct cuda_peers none = { 0 }, one = { .granted = BIT(1) }, p;
+
+	p = extend_ok("2", four, none);
+	ck_assert_uint_eq(p.granted, BIT(2));
+	p = extend_ok("2", four, one);
+	ck_assert_uint_eq(p.granted, BIT(1) | BIT(2));
+	/* Named again: granted once, nothing new. */
+	p = extend_ok("1", four, one);
+	ck_assert_uint_eq(p.granted, BIT(1));
+	p = extend_ok("3,1", four, one);
+	ck_assert_uint_eq(p.granted, BIT(1) | BIT(3));
+	p = extend_ok("all", four, one);
+	ck_assert_uint_eq(p.granted, BIT(1) | BIT(2) | BIT(3));
+	ck_assert_uint_eq(p.skipped, 0);
+}
+END_TEST
+
+START_TEST(test_extend_own_device)
+{
+	struct cuda_peers_machine four = { .self = 2, .count = 4,
+					   .can_access = BIT(0) | BIT(3) };
+	struct cuda_peers one = { .granted = BIT(3) }, p;
+
+	/* The device itself, alone or in a list: accepted, adds nothing. */
+	p = extend_ok("2", four, one);
+	ck_assert_uint_eq(p.granted, BIT(3));
+	ck_assert_uint_eq(p.skipped, 0);
+	p = extend_ok("2,0", four, one);
+	ck_assert_uint_eq(p.granted, BIT(0) | BIT(3));
+	/* Even where the driver would say it cannot reach itself. */
+	four.can_access = 0;
+	ck_assert_uint_eq(extend_ok("2", four, one).granted, BIT(3));
+}
+END_TEST
+
+START_TEST(test_extend_all_and_skipped)
+{
+	struct cuda_peers_machine four = { .self = 2, .count = 4,
+					   .can_access = BIT(0) | BIT(3) };
+	struct cuda_peers one = { .granted = BIT(0) }, p;
+
+	p = extend_ok("all", four, one);
+	ck_assert_uint_eq(p.granted, BIT(0) | BIT(3));
+	ck_assert_uint_eq(p.skipped, BIT(1));
+	/* Skipped by peers=all at init, still unreachable: still skipped. */
+	one.skipped = BIT(1);
+	p = extend_ok("3", four, one);
+	ck_assert_uint_eq(p.granted, BIT(0) | BIT(3));
+	ck_assert_uint_eq(p.skipped, BIT(1));
+	/* A device skipped once and granted since is shown only as granted. */
+	four.can_access |= BIT(1);
+	p = extend_ok("1", four, one);
+	ck_assert_uint_eq(p.granted, BIT(0) | BIT(1));
+	ck_assert_uint_eq(p.skipped, 0);
+}
+END_TEST
+
+START_TEST(test_extend_refusals_change_nothing)
+{
+	struct cuda_peers_machine four = { .self = 1, .count = 4, .can_access = BIT(0) | BIT(3) };
+	struct cuda_peers have = { .granted = BIT(0), .skipped = BIT(2) };
+
+	extend_refused("7", four, have, "device 7, which this process does not have: it sees 4");
+	extend_refused("2", four, have, "device 2, which cannot access the memory of device 1");
+	/* One bad ordinal in a list: the good ones are not granted either. */
+	extend_refused("3,2", four, have, "device 2, which cannot access");
+	extend_refused("3,9", four, have, "device 9,");
+	extend_refused("1,9", four, have, "device 9,");
+}
+END_TEST
+
 /* ---- the attribute's value ------------------------------------------ */
 
 static void shows(uint64_t set, const char *want)
@@ -241,6 +396,15 @@ static Suite *peers_suite(void)
 	tcase_add_test(tc, test_none_grants_nothing);
 	tcase_add_test(tc, test_list);
 	tcase_add_test(tc, test_list_refusals);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("write");
+	tcase_add_test(tc, test_write_reads_as_the_parameter);
+	tcase_add_test(tc, test_write_refusals);
+	tcase_add_test(tc, test_extend_is_a_union);
+	tcase_add_test(tc, test_extend_own_device);
+	tcase_add_test(tc, test_extend_all_and_skipped);
+	tcase_add_test(tc, test_extend_refusals_change_nothing);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("show");

@@ -699,6 +699,44 @@ START_TEST(describes_device_and_stack)
 }
 END_TEST
 
+/*
+ * A stack with no writable `peers` owns no memory that needs a grant:
+ * xdm_runtime_grant_peer has nothing to do and says so with XDM_OK.  The
+ * grant itself is the cuda backends' (tests/gpu/check_peer_cuda.c).
+ */
+START_TEST(grant_peer_without_a_grantor)
+{
+	struct xdm_runtime *rt = host_runtime("pool | host");
+
+	TU_OK(xdm_runtime_grant_peer(rt, 1));
+	TU_OK(xdm_runtime_grant_peer(rt, 0));
+	TU_OK(xdm_runtime_grant_peer(rt, XDM_MAX_DEVICES - 1));
+	ck_assert_int_eq(xdm_runtime_grant_peer(rt, XDM_MAX_DEVICES), XDM_E_INVALID);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "past the largest ordinal"));
+	ck_assert_int_eq(xdm_runtime_grant_peer(NULL, 1), XDM_E_INVALID);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* A store that succeeds leaves the thread's error as it found it. */
+START_TEST(attr_store_keeps_the_last_error)
+{
+	struct xdm_runtime *rt = host_runtime("pool | host");
+	char val[64];
+
+	ck_assert_int_eq(xdm_layer_attr_show(rt, 0, "nosuch", val, sizeof(val)), XDM_E_INVALID);
+	TU_OK(xdm_layer_attr_store(rt, 0, "max", "1G"));
+	ck_assert_int_eq(xdm_last_error()->code, XDM_E_INVALID);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "no attribute 'nosuch'"));
+	ck_assert_int_eq(xdm_layer_attr_store(rt, 0, "max", "banana"), XDM_E_INVALID);
+	/* The handler's own sentence, where it left one, says why. */
+	ck_assert_str_eq(xdm_last_error_message(),
+			 "attribute 'max': 'banana' rejected: Invalid argument (invalid size "
+			 "'banana': expected digits, an optional fraction, then K, M, G, T or %)");
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
 static void count_block(const struct xdm_block *b, void *arg)
 {
 	uint64_t *sum = arg;
@@ -914,6 +952,8 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, reset_peak_starts_again);
 	tcase_add_test(tc, streams_import_and_launch);
 	tcase_add_test(tc, describes_device_and_stack);
+	tcase_add_test(tc, grant_peer_without_a_grantor);
+	tcase_add_test(tc, attr_store_keeps_the_last_error);
 	tcase_add_test(tc, for_each_block_sees_the_live_set);
 	tcase_add_test(tc, query_id_is_per_thread);
 	tcase_add_test(tc, missing_device_is_no_device);

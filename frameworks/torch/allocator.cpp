@@ -201,23 +201,17 @@ void delete_block(void *ptr) noexcept
 	}
 }
 
-/* Grant peer access to dev_to_access's memory wherever its stack owns some. */
+/*
+ * Grant dev the pools and mappings of dev_to_access's stack (and of its
+ * private pools over cuda_vmm); cuda_direct's memory needs no grant.
+ */
 void grant_peer(int dev, int dev_to_access)
 {
-	xdm_runtime *rt = runtime_of(dev_to_access);
-	std::string value = std::to_string(dev);
-	uint32_t n = xdm_runtime_layer_count(rt);
-
-	for (uint32_t i = 0; i < n; i++) {
-		char current[256];
-
-		/* Only layers that own pools or mappings have a peers attribute. */
-		if (xdm_layer_attr_show(rt, i, "peers", current, sizeof(current)) != XDM_OK)
-			continue;
-		if (xdm_layer_attr_store(rt, i, "peers", value.c_str()) != XDM_OK)
+	runtime_of(dev_to_access);
+	for (const owned_runtime &o : device_runtimes(dev_to_access))
+		if (xdm_runtime_grant_peer(o.rt, static_cast<uint32_t>(dev)) != XDM_OK)
 			throw_xdm_error("granting " + device_name(dev) + " access to the memory of " +
 					device_name(dev_to_access));
-	}
 }
 
 /* The topmost pool layer of the device's stack, or -1. */

@@ -18,18 +18,25 @@ _Thread_local struct xdm_thread_last xdm_counts_last;
 #define SUM_SPINS_BEFORE_YIELD 64
 
 /* A compare-and-swap only when v is a new peak: never in a steady state. */
-void xdm_counters_raise_peak(struct xdm_counters *c, uint64_t v)
+static void raise_peak(_Atomic uint64_t *peak, uint64_t v)
 {
-	uint64_t m = atomic_load_explicit(&c->peak, memory_order_relaxed);
+	uint64_t m = atomic_load_explicit(peak, memory_order_relaxed);
 
 	while (v > m &&
-	       !atomic_compare_exchange_weak_explicit(&c->peak, &m, v, memory_order_relaxed,
+	       !atomic_compare_exchange_weak_explicit(peak, &m, v, memory_order_relaxed,
 						      memory_order_relaxed))
 		;
 }
 
+void xdm_counters_raise_peaks(struct xdm_counters *c, uint64_t bytes, uint64_t blocks)
+{
+	raise_peak(&c->peak, bytes);
+	raise_peak(&c->blocks_peak, blocks);
+}
+
 /*
- * Writers of the retired totals hold threads_lock; readers take no lock.
+ * Writers of the retired totals and the baseline hold threads_lock; readers
+ * take no lock.
  * The sequence count is made odd before a fold's first store and even after
  * its last; the fold's stores are release stores and the reader's loads
  * acquire loads, so a reader that sees any of them sees the count changed
@@ -55,14 +62,17 @@ static void retire_store(_Atomic uint64_t *v, uint64_t value)
 }
 
 /* Move counts into the retired totals; caller holds threads_lock. */
-static void retire_add(struct xdm_counters *c, uint64_t allocs, uint64_t frees, uint64_t bytes)
+static void retire_add(struct xdm_counters *c, const struct xdm_counts_sum *d)
 {
 	retire_store(&c->retired_allocs,
-		     atomic_load_explicit(&c->retired_allocs, memory_order_relaxed) + allocs);
+		     atomic_load_explicit(&c->retired_allocs, memory_order_relaxed) + d->allocs);
 	retire_store(&c->retired_frees,
-		     atomic_load_explicit(&c->retired_frees, memory_order_relaxed) + frees);
-	retire_store(&c->retired_bytes,
-		     atomic_load_explicit(&c->retired_bytes, memory_order_relaxed) + bytes);
+		     atomic_load_explicit(&c->retired_frees, memory_order_relaxed) + d->frees);
+	retire_store(&c->retired_allocated,
+		     atomic_load_explicit(&c->retired_allocated, memory_order_relaxed) +
+			     d->allocated);
+	retire_store(&c->retired_freed,
+		     atomic_load_explicit(&c->retired_freed, memory_order_relaxed) + d->freed);
 }
 
 /*
@@ -76,17 +86,23 @@ static void thread_exit(void *arg)
 {
 	struct xdm_thread_counts *t = arg;
 	struct xdm_counters *c = t->counters;
+	/* This thread is the record's owner: nobody else writes the counts. */
+	struct xdm_counts_sum d = {
+		.allocs = atomic_load_explicit(&t->allocs, memory_order_relaxed),
+		.frees = atomic_load_explicit(&t->frees, memory_order_relaxed),
+		.allocated = atomic_load_explicit(&t->allocated, memory_order_relaxed),
+		.freed = atomic_load_explicit(&t->freed, memory_order_relaxed),
+	};
 
 	/* The record goes to the next thread that joins: this one forgets it. */
 	xdm_thread_last_forget(&xdm_counts_last, t);
 	pthread_mutex_lock(&c->threads_lock);
 	retire_begin(c);
-	retire_add(c, atomic_load_explicit(&t->allocs, memory_order_relaxed),
-		   atomic_load_explicit(&t->frees, memory_order_relaxed),
-		   atomic_load_explicit(&t->bytes, memory_order_relaxed));
+	retire_add(c, &d);
 	retire_store(&t->allocs, 0);
 	retire_store(&t->frees, 0);
-	retire_store(&t->bytes, 0);
+	retire_store(&t->allocated, 0);
+	retire_store(&t->freed, 0);
 	retire_end(c);
 	t->in_use = false;
 	pthread_mutex_unlock(&c->threads_lock);
@@ -166,6 +182,7 @@ static struct xdm_thread_counts *join(struct xdm_counters *c)
 	}
 	/* A handed-down record holds no counts (the exit folded them). */
 	atomic_store_explicit(&t->high, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->blocks_high, 0, memory_order_relaxed);
 	if (pthread_setspecific(c->key, t) != 0) {
 		pthread_mutex_lock(&c->threads_lock);
 		t->in_use = false;
@@ -181,12 +198,11 @@ struct xdm_thread_counts *xdm_counters_find(struct xdm_counters *c)
 	return xdm_thread_last_keep(&xdm_counts_last, c->serial, pthread_getspecific(c->key));
 }
 
-static void count_retired(struct xdm_counters *c, uint64_t allocs, uint64_t frees,
-			  uint64_t bytes)
+static void count_retired(struct xdm_counters *c, const struct xdm_counts_sum *d)
 {
 	pthread_mutex_lock(&c->threads_lock);
 	retire_begin(c);
-	retire_add(c, allocs, frees, bytes);
+	retire_add(c, d);
 	retire_end(c);
 	pthread_mutex_unlock(&c->threads_lock);
 }
@@ -199,8 +215,8 @@ void xdm_counters_alloc_slow(struct xdm_counters *c, uint64_t bytes)
 		xdm_thread_count_alloc(t, bytes);
 		return;
 	}
-	count_retired(c, 1, 0, bytes);
-	xdm_counters_sample_peak(c);
+	count_retired(c, &(struct xdm_counts_sum){ .allocs = 1, .allocated = bytes });
+	xdm_counters_sample_peaks(c);
 }
 
 void xdm_counters_free_slow(struct xdm_counters *c, uint64_t bytes)
@@ -210,39 +226,60 @@ void xdm_counters_free_slow(struct xdm_counters *c, uint64_t bytes)
 	if (t)
 		xdm_thread_count_free(t, bytes);
 	else
-		count_retired(c, 0, 1, -bytes);
+		count_retired(c, &(struct xdm_counts_sum){ .frees = 1, .freed = bytes });
 }
 
-void xdm_counters_sum(struct xdm_counters *c, struct xdm_counts_sum *out)
+static void sum_add(struct xdm_counts_sum *out, _Atomic uint64_t *allocs,
+		    _Atomic uint64_t *frees, _Atomic uint64_t *allocated, _Atomic uint64_t *freed)
+{
+	out->allocs += atomic_load_explicit(allocs, memory_order_acquire);
+	out->frees += atomic_load_explicit(frees, memory_order_acquire);
+	out->allocated += atomic_load_explicit(allocated, memory_order_acquire);
+	out->freed += atomic_load_explicit(freed, memory_order_acquire);
+}
+
+/* One pass over the retired totals, the baseline and the records. */
+static void sum_once(struct xdm_counters *c, struct xdm_counts_sum *out,
+		     struct xdm_counts_sum *base)
+{
+	*out = (struct xdm_counts_sum){ 0 };
+	sum_add(out, &c->retired_allocs, &c->retired_frees, &c->retired_allocated,
+		&c->retired_freed);
+	for (struct xdm_thread_counts *t = atomic_load_explicit(&c->threads, memory_order_acquire);
+	     t; t = t->next)
+		sum_add(out, &t->allocs, &t->frees, &t->allocated, &t->freed);
+	out->failures = atomic_load_explicit(&c->failures, memory_order_acquire);
+	if (!base)
+		return;
+	*base = (struct xdm_counts_sum){ 0 };
+	sum_add(base, &c->base_allocs, &c->base_frees, &c->base_allocated, &c->base_freed);
+	base->failures = atomic_load_explicit(&c->base_failures, memory_order_acquire);
+}
+
+void xdm_counters_sum(struct xdm_counters *c, struct xdm_counts_sum *out,
+		      struct xdm_counts_sum *base)
 {
 	unsigned int spins = 0;
 
 	for (;;) {
 		uint32_t seq = atomic_load_explicit(&c->retired_seq, memory_order_acquire);
-		struct xdm_thread_counts *t;
 
 		if (seq & 1) {
-			/* A fold is moving counts: a few instructions under a mutex. */
+			/* A fold or a reset is moving counts: a few instructions
+			 * under a mutex. */
 			if (++spins < SUM_SPINS_BEFORE_YIELD)
 				xdm_cpu_relax();
 			else
 				sched_yield();
 			continue;
 		}
-		out->allocs = atomic_load_explicit(&c->retired_allocs, memory_order_acquire);
-		out->frees = atomic_load_explicit(&c->retired_frees, memory_order_acquire);
-		out->bytes = atomic_load_explicit(&c->retired_bytes, memory_order_acquire);
-		for (t = atomic_load_explicit(&c->threads, memory_order_acquire); t; t = t->next) {
-			out->allocs += atomic_load_explicit(&t->allocs, memory_order_acquire);
-			out->frees += atomic_load_explicit(&t->frees, memory_order_acquire);
-			out->bytes += atomic_load_explicit(&t->bytes, memory_order_acquire);
-		}
+		sum_once(c, out, base);
 		if (atomic_load_explicit(&c->retired_seq, memory_order_relaxed) == seq)
 			return;
 	}
 }
 
-void xdm_counters_reset_peak(struct xdm_counters *c)
+void xdm_counters_reset_peaks(struct xdm_counters *c)
 {
 	struct xdm_counts_sum s;
 
@@ -250,20 +287,45 @@ void xdm_counters_reset_peak(struct xdm_counters *c)
 	 * from 0, which its first allocation passes. */
 	pthread_mutex_lock(&c->threads_lock);
 	for (struct xdm_thread_counts *t = atomic_load_explicit(&c->threads, memory_order_acquire);
-	     t; t = t->next)
+	     t; t = t->next) {
 		atomic_store_explicit(&t->high, INT64_MIN, memory_order_relaxed);
+		atomic_store_explicit(&t->blocks_high, INT64_MIN, memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&c->threads_lock);
-	xdm_counters_sum(c, &s);
-	atomic_store_explicit(&c->peak, (int64_t)s.bytes > 0 ? s.bytes : 0, memory_order_relaxed);
+	xdm_counters_sum(c, &s, NULL);
+	atomic_store_explicit(&c->peak, xdm_counts_bytes_held(&s), memory_order_relaxed);
+	atomic_store_explicit(&c->blocks_peak, xdm_counts_blocks_held(&s), memory_order_relaxed);
 }
 
-uint64_t xdm_counters_sample_peak(struct xdm_counters *c)
+/*
+ * The baseline is one sum, taken under threads_lock so that no fold or
+ * other reset moves counts meanwhile, and stored inside the sequence count:
+ * a reader subtracts either the old baseline or the new one, whole.  The
+ * records are not touched: their owners may be counting right now.  An
+ * allocation in flight may land on either side of the sum, so a reset that
+ * meets calls in flight is a sample; every call that starts after the reset
+ * returns is counted from 0.
+ */
+void xdm_counters_reset_totals(struct xdm_counters *c)
 {
 	struct xdm_counts_sum s;
 
-	xdm_counters_sum(c, &s);
-	if ((int64_t)s.bytes <= 0)
-		return 0;
-	xdm_counters_raise_peak(c, s.bytes);
-	return s.bytes;
+	pthread_mutex_lock(&c->threads_lock);
+	sum_once(c, &s, NULL);
+	retire_begin(c);
+	retire_store(&c->base_allocs, s.allocs);
+	retire_store(&c->base_frees, s.frees);
+	retire_store(&c->base_allocated, s.allocated);
+	retire_store(&c->base_freed, s.freed);
+	retire_store(&c->base_failures, s.failures);
+	retire_end(c);
+	pthread_mutex_unlock(&c->threads_lock);
+}
+
+void xdm_counters_sample_peaks(struct xdm_counters *c)
+{
+	struct xdm_counts_sum s;
+
+	xdm_counters_sum(c, &s, NULL);
+	xdm_counters_raise_peaks(c, xdm_counts_bytes_held(&s), xdm_counts_blocks_held(&s));
 }

@@ -348,27 +348,34 @@ enum xdm_status xdm_runtime_for_each_block(struct xdm_runtime *rt,
 void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out)
 {
 	struct xdm_counters *c;
-	struct xdm_counts_sum sum;
+	struct xdm_counts_sum sum, base;
 
 	if (!out)
 		return;
-	if (!rt) {
-		memset(out, 0, sizeof(*out));
+	memset(out, 0, sizeof(*out));
+	if (!rt)
 		return;
-	}
 	c = &rt->counters;
-	xdm_counters_sum(c, &sum);
-	out->allocs = sum.allocs;
-	out->frees = sum.frees;
+	xdm_counters_sum(c, &sum, &base);
+	/*
+	 * The totals count from the last reset.  Read together with the
+	 * baseline, a sum is never below it (the reset's own sum came first),
+	 * and a difference modulo 2^64 stays exact past a wrap.
+	 */
+	out->allocs = sum.allocs - base.allocs;
+	out->frees = sum.frees - base.frees;
+	out->bytes_allocated = sum.allocated - base.allocated;
+	out->bytes_freed = sum.freed - base.freed;
+	out->failures = sum.failures - base.failures;
 	/* Exact at quiescence; meanwhile a free seen before its allocation
-	 * would read negative, and reads 0. */
-	out->blocks_outstanding = sum.allocs >= sum.frees ? sum.allocs - sum.frees : 0;
-	out->bytes_outstanding = (int64_t)sum.bytes > 0 ? sum.bytes : 0;
+	 * would read negative, and reads 0.  No reset touches these. */
+	out->blocks_outstanding = xdm_counts_blocks_held(&sum);
+	out->bytes_outstanding = xdm_counts_bytes_held(&sum);
 	/* A total a reader sees is a total the runtime held: a sample of the
-	 * peak too (counters.h). */
-	xdm_counters_raise_peak(c, out->bytes_outstanding);
+	 * peaks too (counters.h). */
+	xdm_counters_raise_peaks(c, out->bytes_outstanding, out->blocks_outstanding);
 	out->bytes_peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
-	out->failures = atomic_load_explicit(&c->failures, memory_order_relaxed);
+	out->blocks_peak = atomic_load_explicit(&c->blocks_peak, memory_order_relaxed);
 	out->waits_queued = atomic_load_explicit(&c->waits, memory_order_relaxed);
 	out->events_recorded = atomic_load_explicit(&c->events, memory_order_relaxed);
 }
@@ -377,7 +384,15 @@ enum xdm_status xdm_runtime_reset_peak(struct xdm_runtime *rt)
 {
 	if (!rt)
 		return xdm_error_set(XDM_E_INVALID, "xdm_runtime_reset_peak: no runtime");
-	xdm_counters_reset_peak(&rt->counters);
+	xdm_counters_reset_peaks(&rt->counters);
+	return XDM_OK;
+}
+
+enum xdm_status xdm_runtime_reset_totals(struct xdm_runtime *rt)
+{
+	if (!rt)
+		return xdm_error_set(XDM_E_INVALID, "xdm_runtime_reset_totals: no runtime");
+	xdm_counters_reset_totals(&rt->counters);
 	return XDM_OK;
 }
 

@@ -288,6 +288,12 @@ static unsigned int attr_mode(const struct xdm_attr *a)
 	return a->store && (a->mode & 0200) ? 0644 : 0444;
 }
 
+/* A core file is read-only or write-only, never both. */
+static unsigned int file_mode(const struct tree_file *f)
+{
+	return f->show ? 0444 : 0200;
+}
+
 static bool find_file(const struct tree_pos *dir, const char *name, struct tree_hit *hit)
 {
 	const struct tree_file *f = core_files(dir->level);
@@ -363,7 +369,7 @@ static void hit_node(const struct tree_hit *hit, struct xdm_tree_node *out)
 	if (!hit->is_file)
 		out->mode = DIR_MODE;
 	else
-		out->mode = hit->attr ? attr_mode(hit->attr) : 0444;
+		out->mode = hit->attr ? attr_mode(hit->attr) : file_mode(hit->file);
 }
 
 int xdm_tree_stat(const char *path, struct xdm_tree_node *out)
@@ -386,8 +392,10 @@ static int list_files(const struct tree_pos *dir, tree_list_fn fn, void *arg)
 	struct xdm_tree_node file = { .dir = false, .mode = 0444 };
 	int err = 0;
 
-	for (const struct tree_file *f = core_files(dir->level); !err && f && f->name; f++)
+	for (const struct tree_file *f = core_files(dir->level); !err && f && f->name; f++) {
+		file.mode = file_mode(f);
 		err = fn(f->name, &file, arg);
+	}
 	if (dir->level != AT_LAYER)
 		return err;
 	for (const struct xdm_attr *a = dir->layer->ops->attrs; !err && a && a->name; a++) {
@@ -503,7 +511,7 @@ int xdm_tree_show(const char *path, char **text, size_t *len)
 	err = walk(path, &hit);
 	if (!err && !hit.is_file)
 		err = -EISDIR;
-	if (!err && hit.attr && !hit.attr->show)
+	if (!err && (hit.attr ? !hit.attr->show : !hit.file->show))
 		err = -EACCES;		/* write-only */
 	if (!err)
 		err = hit.attr ? show_attr(&hit, &b) : hit.file->show(&hit.dir, &b);
@@ -521,6 +529,14 @@ int xdm_tree_show(const char *path, char **text, size_t *len)
 	*text = b.p;
 	*len = b.len;
 	return 0;
+}
+
+/* A module's attribute that its mode lets be written, or a core action. */
+static bool store_allowed(const struct tree_hit *hit)
+{
+	if (hit->attr)
+		return hit->attr->store && (attr_mode(hit->attr) & 0200);
+	return hit->file->store && (file_mode(hit->file) & 0200);
 }
 
 int xdm_tree_store(const char *path, const char *value, size_t len)
@@ -542,7 +558,7 @@ int xdm_tree_store(const char *path, const char *value, size_t len)
 	err = walk(path, &hit);
 	if (!err && !hit.is_file)
 		err = -EISDIR;
-	if (!err && !(hit.attr && hit.attr->store && (attr_mode(hit.attr) & 0200)))
+	if (!err && !store_allowed(&hit))
 		err = -EACCES;
 	if (!err && (len == 0 || strlen(copy) != len))
 		err = -EINVAL;
@@ -550,7 +566,8 @@ int xdm_tree_store(const char *path, const char *value, size_t len)
 		/* Tree calls leave the thread's error alone; a handler may not. */
 		struct xdm_error saved = *xdm_last_error();
 
-		err = hit.attr->store(hit.dir.layer, copy, len);
+		err = hit.attr ? hit.attr->store(hit.dir.layer, copy, len)
+			       : hit.file->store(&hit.dir, copy, len);
 		xdm_error_restore(&saved);
 	}
 	tree_unlock();

@@ -43,10 +43,16 @@ struct tree_pos {
 	uint64_t id;			/* AT_BLOCK: generation; AT_STREAM: stream id */
 };
 
-/* A read-only file the core itself renders. */
+/*
+ * A file the core itself renders: read-only, or (show NULL, store set) an
+ * action that a write starts, mode 0200 as a module's write-only attribute.
+ * store gets a NUL-terminated copy of exactly what was written; it returns
+ * 0 or a negative errno, and changes nothing when it refuses.
+ */
 struct tree_file {
 	const char *name;
 	int (*show)(const struct tree_pos *pos, struct tree_buf *b);
+	int (*store)(const struct tree_pos *pos, const char *value, size_t len);
 };
 
 /* Tables end with a NULL name. */

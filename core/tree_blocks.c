@@ -305,14 +305,14 @@ static int show_importers(const struct tree_pos *pos, struct tree_buf *b)
 }
 
 const struct tree_file xdm_tree_block_files[] = {
-	{ "ptr", show_ptr },
-	{ "bytes", show_bytes },
-	{ "align", show_align },
-	{ "stream", show_stream },
-	{ "tag", show_tag },
-	{ "state", show_state },
-	{ "last_write", show_last_write },
-	{ "reads", show_reads },
-	{ "importers", show_importers },
-	{ NULL, NULL },
+	{ "ptr", show_ptr, NULL },
+	{ "bytes", show_bytes, NULL },
+	{ "align", show_align, NULL },
+	{ "stream", show_stream, NULL },
+	{ "tag", show_tag, NULL },
+	{ "state", show_state, NULL },
+	{ "last_write", show_last_write, NULL },
+	{ "reads", show_reads, NULL },
+	{ "importers", show_importers, NULL },
+	{ NULL, NULL, NULL },
 };

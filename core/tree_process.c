@@ -64,9 +64,9 @@ static int show_config(const struct tree_pos *pos, struct tree_buf *b)
 }
 
 const struct tree_file xdm_tree_root_files[] = {
-	{ "version", show_version },
-	{ "pid", show_pid },
-	{ "modules", show_modules },
-	{ "config", show_config },
-	{ NULL, NULL },
+	{ "version", show_version, NULL },
+	{ "pid", show_pid, NULL },
+	{ "modules", show_modules, NULL },
+	{ "config", show_config, NULL },
+	{ NULL, NULL, NULL },
 };

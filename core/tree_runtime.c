@@ -77,6 +77,34 @@ STAT_FILE(frees)
 STAT_FILE(failures)
 STAT_FILE(waits_queued)
 STAT_FILE(events_recorded)
+STAT_FILE(bytes_allocated)
+STAT_FILE(bytes_freed)
+STAT_FILE(blocks_peak)
+
+/*
+ * The resets, as the logging module's flush: write 1 (a newline after it
+ * is fine).  Anything else is EINVAL and resets nothing.
+ */
+static bool is_one(const char *value, size_t len)
+{
+	if (len > 0 && value[len - 1] == '\n')
+		len--;
+	return len == 1 && value[0] == '1';
+}
+
+static int store_reset_peak(const struct tree_pos *pos, const char *value, size_t len)
+{
+	if (!is_one(value, len))
+		return -EINVAL;
+	return xdm_runtime_reset_peak(pos->rt) == XDM_OK ? 0 : -EINVAL;
+}
+
+static int store_reset_totals(const struct tree_pos *pos, const char *value, size_t len)
+{
+	if (!is_one(value, len))
+		return -EINVAL;
+	return xdm_runtime_reset_totals(pos->rt) == XDM_OK ? 0 : -EINVAL;
+}
 
 /* What this runtime opened from other processes (xdm_ipc_open), or "none". */
 static int show_imports(const struct tree_pos *pos, struct tree_buf *b)
@@ -86,21 +114,26 @@ static int show_imports(const struct tree_pos *pos, struct tree_buf *b)
 }
 
 const struct tree_file xdm_tree_runtime_files[] = {
-	{ "ordinal", show_ordinal },
-	{ "device", show_device },
-	{ "uuid", show_uuid },
-	{ "platform", show_platform },
-	{ "memory_total", show_memory_total },
-	{ "stack", show_stack },
-	{ "singleton", show_singleton },
-	{ "bytes_outstanding", show_bytes_outstanding },
-	{ "blocks_outstanding", show_blocks_outstanding },
-	{ "bytes_peak", show_bytes_peak },
-	{ "allocs", show_allocs },
-	{ "frees", show_frees },
-	{ "failures", show_failures },
-	{ "waits_queued", show_waits_queued },
-	{ "events_recorded", show_events_recorded },
-	{ "imports", show_imports },
-	{ NULL, NULL },
+	{ "ordinal", show_ordinal, NULL },
+	{ "device", show_device, NULL },
+	{ "uuid", show_uuid, NULL },
+	{ "platform", show_platform, NULL },
+	{ "memory_total", show_memory_total, NULL },
+	{ "stack", show_stack, NULL },
+	{ "singleton", show_singleton, NULL },
+	{ "bytes_outstanding", show_bytes_outstanding, NULL },
+	{ "blocks_outstanding", show_blocks_outstanding, NULL },
+	{ "bytes_peak", show_bytes_peak, NULL },
+	{ "allocs", show_allocs, NULL },
+	{ "frees", show_frees, NULL },
+	{ "failures", show_failures, NULL },
+	{ "waits_queued", show_waits_queued, NULL },
+	{ "events_recorded", show_events_recorded, NULL },
+	{ "bytes_allocated", show_bytes_allocated, NULL },
+	{ "bytes_freed", show_bytes_freed, NULL },
+	{ "blocks_peak", show_blocks_peak, NULL },
+	{ "reset_peak", NULL, store_reset_peak },
+	{ "reset_totals", NULL, store_reset_totals },
+	{ "imports", show_imports, NULL },
+	{ NULL, NULL, NULL },
 };

@@ -43,9 +43,9 @@ static int show_events_outstanding(const struct tree_pos *pos, struct tree_buf *
 }
 
 const struct tree_file xdm_tree_stream_files[] = {
-	{ "handle", show_handle },
-	{ "imported", show_imported },
-	{ "pending_frees", show_pending_frees },
-	{ "events_outstanding", show_events_outstanding },
-	{ NULL, NULL },
+	{ "handle", show_handle, NULL },
+	{ "imported", show_imported, NULL },
+	{ "pending_frees", show_pending_frees, NULL },
+	{ "events_outstanding", show_events_outstanding, NULL },
+	{ NULL, NULL, NULL },
 };

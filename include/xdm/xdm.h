@@ -205,15 +205,18 @@ XDM_API enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_bloc
 
 /*
  * Counters kept by the runtime itself, read without locks.  Each thread
- * counts its own allocations, frees and bytes (allocated less freed), and a
- * read sums the threads: every count but bytes_peak is exact once no thread
- * is inside an allocation or a free (at quiescence); a read meanwhile may
- * miss calls in flight, and an outstanding count that would be negative
- * reads 0.
+ * counts its own allocations, frees and their bytes, and a read sums the
+ * threads: every count but the peaks is exact once no thread is inside an
+ * allocation or a free (at quiescence); a read meanwhile may miss calls in
+ * flight, and an outstanding count that would be negative reads 0.  The
+ * totals (allocs, frees, failures, bytes_allocated, bytes_freed) count from
+ * the runtime's creation or its last xdm_runtime_reset_totals(); until the
+ * first reset, bytes_outstanding = bytes_allocated - bytes_freed at
+ * quiescence.
  */
 struct xdm_stats {
 	uint64_t bytes_outstanding;	/* bytes of live blocks (their usable size) */
-	uint64_t blocks_outstanding;	/* allocs - frees */
+	uint64_t blocks_outstanding;	/* live blocks: allocs - frees before any reset */
 	/*
 	 * The highest bytes_outstanding sampled.  When a thread's bytes pass
 	 * the most that thread has ever held, the runtime sums every thread's
@@ -231,15 +234,36 @@ struct xdm_stats {
 	uint64_t failures;		/* failed allocations */
 	uint64_t waits_queued;		/* cross-stream event waits queued */
 	uint64_t events_recorded;	/* events recorded for uses of blocks */
+	uint64_t bytes_allocated;	/* usable bytes of the successful allocations */
+	uint64_t bytes_freed;		/* usable bytes of the blocks freed */
+	/*
+	 * The highest blocks_outstanding sampled, as bytes_peak is: when a
+	 * thread's blocks (its allocations less its frees) pass the most it
+	 * has held, and at each read.  Exact when one thread makes every
+	 * allocation and free; with several threads a sample, as bytes_peak.
+	 */
+	uint64_t blocks_peak;
 };
 XDM_API void xdm_runtime_stats(struct xdm_runtime *rt, struct xdm_stats *out);
 /*
- * Start bytes_peak again from bytes_outstanding now: what a test runner
- * or a framework's reset_peak_memory_stats() asks for, to read the peak
- * of one piece of work.  Every thread's own high starts again too, so the
- * next allocation of each samples the peak.  XDM_E_INVALID for no runtime.
+ * Start bytes_peak and blocks_peak again from bytes_outstanding and
+ * blocks_outstanding now: what a test runner or a framework's
+ * reset_peak_memory_stats() asks for, to read the peak of one piece of
+ * work.  Every thread's own highs start again too, so the next allocation
+ * of each samples the peaks.  XDM_E_INVALID for no runtime.
  */
 XDM_API enum xdm_status xdm_runtime_reset_peak(struct xdm_runtime *rt);
+/*
+ * Start the totals again from 0: allocs, frees, failures, bytes_allocated
+ * and bytes_freed count what comes after, as a framework's
+ * reset_accumulated_memory_stats() asks; bytes_outstanding,
+ * blocks_outstanding and the peaks are left as they are.  The runtime
+ * keeps what the totals summed to at the reset and subtracts it at each
+ * read; no thread's counts are rewritten.  Calls in flight during the
+ * reset may be counted on either side of it (a sample); every call made
+ * after it returns is counted.  XDM_E_INVALID for no runtime.
+ */
+XDM_API enum xdm_status xdm_runtime_reset_totals(struct xdm_runtime *rt);
 
 /*
  * Visit every live block, a snapshot per registry shard taken under that

@@ -84,6 +84,9 @@ class Stats(ctypes.Structure):
         ("failures", ctypes.c_uint64),
         ("waits_queued", ctypes.c_uint64),
         ("events_recorded", ctypes.c_uint64),
+        ("bytes_allocated", ctypes.c_uint64),
+        ("bytes_freed", ctypes.c_uint64),
+        ("blocks_peak", ctypes.c_uint64),
     ]
 
 
@@ -130,6 +133,7 @@ _PROTOTYPES = {
     "xdm_supports_block_use_tracking": (ctypes.c_bool, [_c_rt]),
     "xdm_runtime_stats": (None, [_c_rt, _P(Stats)]),
     "xdm_runtime_reset_peak": (_c_status, [_c_rt]),
+    "xdm_runtime_reset_totals": (_c_status, [_c_rt]),
     "xdm_set_query_id": (None, [ctypes.c_uint64]),
     "xdm_query_id": (ctypes.c_uint64, []),
     "xdm_stream_count": (ctypes.c_uint32, [_c_rt]),

@@ -50,6 +50,9 @@ class Stats:
     failures: int
     waits_queued: int
     events_recorded: int
+    bytes_allocated: int
+    bytes_freed: int
+    blocks_peak: int
 
 
 @dataclass(frozen=True)
@@ -196,8 +199,13 @@ class Runtime:
         return Stats(*(getattr(s, f) for f, _ in _lib.Stats._fields_))
 
     def reset_peak(self):
-        """Start stats().bytes_peak again from the bytes outstanding now."""
+        """Start stats().bytes_peak and blocks_peak again from what is held now."""
         check(_lib.lib().xdm_runtime_reset_peak(self._rt))
+
+    def reset_totals(self):
+        """Start allocs, frees, failures, bytes_allocated and bytes_freed
+        again from 0; what is held and the peaks stay."""
+        check(_lib.lib().xdm_runtime_reset_totals(self._rt))
 
     @property
     def bytes_outstanding(self):

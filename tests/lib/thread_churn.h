@@ -24,6 +24,9 @@ struct churn_thread {
 	struct churn *c;
 	int t;
 	pthread_t th;
+	/* Usable bytes of its allocations and of the blocks it freed, by the
+	 * blocks the calls returned and consumed: read after the barrier. */
+	uint64_t allocated, freed;
 };
 
 struct churn {
@@ -48,6 +51,26 @@ static inline void churn_call(struct churn *c, enum xdm_status st)
 		atomic_fetch_add(&c->failed, 1);
 }
 
+static inline void churn_alloc(struct churn_thread *me, int t, int i, int round)
+{
+	struct churn *c = me->c;
+	enum xdm_status st = xdm_allocate(c->rt, churn_size(t, i, round), (xdm_stream_id)(t % 4),
+					  "churn", &c->blocks[t][i]);
+
+	churn_call(c, st);
+	if (st == XDM_OK)
+		me->allocated += c->blocks[t][i].bytes;
+}
+
+static inline void churn_free(struct churn_thread *me, struct xdm_block *b)
+{
+	enum xdm_status st = xdm_deallocate(me->c->rt, b);
+
+	churn_call(me->c, st);
+	if (st == XDM_OK)
+		me->freed += b->bytes;
+}
+
 /*
  * Thread t allocates its blocks; then frees the even blocks of thread t+1
  * and frees and allocates again its own blocks 1, 5, 9, ...  So its odd
@@ -60,15 +83,13 @@ static inline void *churn_run(void *arg)
 	int t = me->t, next = (t + 1) % CHURN_THREADS;
 
 	for (int i = 0; i < CHURN_BLOCKS; i++)
-		churn_call(c, xdm_allocate(c->rt, churn_size(t, i, 0), (xdm_stream_id)(t % 4),
-					   "churn", &c->blocks[t][i]));
+		churn_alloc(me, t, i, 0);
 	pthread_barrier_wait(&c->allocated);
 	for (int i = 0; i < CHURN_BLOCKS; i += 2)
-		churn_call(c, xdm_deallocate(c->rt, &c->blocks[next][i]));
+		churn_free(me, &c->blocks[next][i]);
 	for (int i = 1; i < CHURN_BLOCKS; i += 4) {
-		churn_call(c, xdm_deallocate(c->rt, &c->blocks[t][i]));
-		churn_call(c, xdm_allocate(c->rt, churn_size(t, i, 1), (xdm_stream_id)(t % 4),
-					   "churn", &c->blocks[t][i]));
+		churn_free(me, &c->blocks[t][i]);
+		churn_alloc(me, t, i, 1);
 	}
 	pthread_barrier_wait(&c->done);
 	pthread_barrier_wait(&c->leave);
@@ -111,6 +132,8 @@ static inline struct xdm_stats churn_expected(const struct churn *c)
 	want.allocs = CHURN_THREADS * (CHURN_BLOCKS + CHURN_BLOCKS / 4);
 	want.frees = CHURN_THREADS * (CHURN_BLOCKS / 2 + CHURN_BLOCKS / 4);
 	for (int t = 0; t < CHURN_THREADS; t++) {
+		want.bytes_allocated += c->thread[t].allocated;
+		want.bytes_freed += c->thread[t].freed;
 		for (int i = 1; i < CHURN_BLOCKS; i += 2) {
 			want.blocks_outstanding++;
 			want.bytes_outstanding += c->blocks[t][i].bytes;
@@ -119,12 +142,17 @@ static inline struct xdm_stats churn_expected(const struct churn *c)
 	return want;
 }
 
-/* The test frees the blocks the threads left live. */
-static inline void churn_free_live(struct churn *c)
+/* The test frees the blocks the threads left live; want then counts them. */
+static inline void churn_free_live(struct churn *c, struct xdm_stats *want)
 {
-	for (int t = 0; t < CHURN_THREADS; t++)
-		for (int i = 1; i < CHURN_BLOCKS; i += 2)
+	for (int t = 0; t < CHURN_THREADS; t++) {
+		for (int i = 1; i < CHURN_BLOCKS; i += 2) {
 			TU_OK(xdm_deallocate(c->rt, &c->blocks[t][i]));
+			want->frees++;
+			want->bytes_freed += c->blocks[t][i].bytes;
+		}
+	}
+	want->blocks_outstanding = want->bytes_outstanding = 0;
 }
 
 #endif /* XDM_TESTS_THREAD_CHURN_H */

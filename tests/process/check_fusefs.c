@@ -953,7 +953,8 @@ static void check_modes(struct mode_walk *mw, const char *path)
 		mw->actions++;
 }
 
-/* The stack is budget | logging | platform: logging's flush is an action. */
+/* The stack is budget | logging | platform: logging's flush is an action,
+ * as are the runtime's reset_peak and reset_totals. */
 static void read_only(struct fx *fx)
 {
 	struct mode_walk mw = { .root = fx->dir, .rootlen = strlen(fx->dir) };
@@ -988,6 +989,18 @@ static void read_only(struct fx *fx)
 	/* Walk everything, a few blocks' directories included. */
 	for (int i = 0; i < 3; i++)
 		TU_OK(xdm_allocate(fx->rt, 4096 * (size_t)(i + 1), 0, "ro", &b[i]));
+	/* The runtime's resets are actions too; the blocks stay counted. */
+	open_refused(rt_path(fx, "reset_totals"), O_RDONLY);
+	open_refused(rt_path(fx, "reset_peak"), O_RDWR);
+	ck_assert_uint_ge(read_u64(rt_path(fx, "allocs")), 3);
+	ck_assert_int_eq(echo_to(rt_path(fx, "reset_totals"), "0\n"), EINVAL);
+	ck_assert_uint_ge(read_u64(rt_path(fx, "allocs")), 3);
+	ck_assert_int_eq(echo_to(rt_path(fx, "reset_totals"), "1\n"), 0);
+	expect_text(rt_path(fx, "allocs"), "0\n");
+	expect_text(rt_path(fx, "bytes_allocated"), "0\n");
+	ck_assert_uint_eq(read_u64(rt_path(fx, "blocks_outstanding")), 3);
+	ck_assert_int_eq(echo_to(rt_path(fx, "reset_peak"), "1\n"), 0);
+	ck_assert_uint_eq(read_u64(rt_path(fx, "blocks_peak")), 3);
 	check_modes(&mw, fx->dir);
 	/* root, <rt>, blocks, 3 blocks, streams and one per stream, layers, ... */
 	ck_assert_uint_ge(mw.dirs, 8 + xdm_stream_count(fx->rt));
@@ -995,7 +1008,8 @@ static void read_only(struct fx *fx)
 	/* limit and group_limit, in budget/ and layers/0-budget/: the only
 	 * writable files. */
 	ck_assert_uint_eq(mw.writable, 4);
-	ck_assert_uint_eq(mw.actions, 1);
+	/* logging's flush, the runtime's reset_peak and reset_totals. */
+	ck_assert_uint_eq(mw.actions, 3);
 
 	/* fuse_walk reads all the rest, and counts the action apart. */
 	walker_run(args, &w);
@@ -1004,7 +1018,7 @@ static void read_only(struct fx *fx)
 	ck_assert_uint_eq(w.walks, 1);
 	ck_assert_uint_eq(w.errors, 0);
 	ck_assert_uint_eq(w.vanished, 0);
-	ck_assert_uint_eq(w.writeonly, 1);
+	ck_assert_uint_eq(w.writeonly, 3);
 	ck_assert_uint_eq(w.dirs, mw.dirs);
 	ck_assert_uint_eq(w.files, mw.files - mw.actions);
 	for (int i = 0; i < 3; i++)

@@ -106,6 +106,7 @@ int main(void)
 	F(xdm_block, bytes); F(xdm_block, align); F(xdm_block, tag); F(xdm_block, generation);
 	F(xdm_block, state);
 	S(xdm_stats); F(xdm_stats, bytes_outstanding); F(xdm_stats, events_recorded);
+	F(xdm_stats, bytes_allocated); F(xdm_stats, bytes_freed); F(xdm_stats, blocks_peak);
 	S(xdm_device_info); F(xdm_device_info, name); F(xdm_device_info, uuid);
 	F(xdm_device_info, total_bytes); F(xdm_device_info, platform);
 	S(xdm_tree_node); F(xdm_tree_node, dir); F(xdm_tree_node, mode);
@@ -141,4 +142,4 @@ def test_structures_match_the_compiler(tmp_path):
         else:
             assert ctypes.sizeof(STRUCTS[name]) == int(numbers[0]), name
         checked += 1
-    assert checked == 28
+    assert checked == 31

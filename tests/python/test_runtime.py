@@ -26,6 +26,29 @@ def test_reset_peak_starts_from_what_is_held(make_runtime):
     rt.free(b)
 
 
+def test_reset_totals_keeps_what_is_held(make_runtime):
+    rt = make_runtime("host")
+    a = rt.allocate(8192)
+    b = rt.allocate(4096)
+    rt.free(a)
+    s = rt.stats()
+    assert (s.allocs, s.frees, s.bytes_allocated, s.bytes_freed) == (2, 1, 8192 + 4096, 8192)
+    assert s.bytes_outstanding == s.bytes_allocated - s.bytes_freed
+    assert s.blocks_peak == 2
+    rt.reset_totals()
+    s = rt.stats()
+    assert (s.allocs, s.frees, s.failures, s.bytes_allocated, s.bytes_freed) == (0, 0, 0, 0, 0)
+    assert (s.blocks_outstanding, s.bytes_outstanding) == (1, 4096)
+    assert (s.bytes_peak, s.blocks_peak) == (8192 + 4096, 2)
+    c = rt.allocate(1024)
+    rt.free(b)
+    s = rt.stats()
+    assert (s.allocs, s.frees, s.bytes_allocated, s.bytes_freed) == (1, 1, 1024, 4096)
+    rt.reset_peak()
+    assert (rt.stats().bytes_peak, rt.stats().blocks_peak) == (1024, 1)
+    rt.free(c)
+
+
 def test_runtimes_lists_the_built_singletons_and_builds_none(tmp_path):
     # In a fresh process: this one's singletons are built already.  Device
     # 1's runtime is built from C (as a framework's glue builds it), which

@@ -40,13 +40,29 @@ def test_counters_match_stats(make_runtime):
     d = rt.tree_path
     s = rt.stats()
     for field in ("bytes_outstanding", "blocks_outstanding", "allocs", "frees",
-                  "bytes_peak"):
+                  "bytes_peak", "bytes_allocated", "bytes_freed", "blocks_peak"):
         assert number("%s/%s" % (d, field)) == getattr(s, field), field
     blk = rt.lookup(p)
     assert xdm.tree.list(d + "/blocks") == [str(blk.generation)]
     assert number("%s/blocks/%d/bytes" % (d, blk.generation)) == blk.bytes
     rt.free(p)
     assert number(d + "/frees") == 1
+
+
+def test_reset_totals_through_the_tree(make_runtime):
+    rt = make_runtime("host")
+    p = rt.allocate(8192)
+    d = rt.tree_path
+    assert xdm.tree.stat(d + "/reset_totals").mode == 0o200
+    with pytest.raises(OSError) as e:
+        xdm.tree.store(d + "/reset_totals", "0")
+    assert e.value.errno == errno.EINVAL
+    assert number(d + "/allocs") == 1
+    xdm.tree.store(d + "/reset_totals", "1\n")
+    assert number(d + "/allocs") == number(d + "/bytes_allocated") == 0
+    assert number(d + "/bytes_outstanding") == 8192
+    rt.free(p)
+    assert number(d + "/bytes_freed") == 8192
 
 
 def test_store_the_budget_limit(budget_rt):

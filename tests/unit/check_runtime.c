@@ -328,11 +328,17 @@ START_TEST(counters_follow_the_blocks)
 	ck_assert_uint_eq(st.frees, 1);
 	ck_assert_uint_eq(st.bytes_outstanding, b.bytes);
 	ck_assert_uint_eq(st.bytes_peak, 4000);
+	ck_assert_uint_eq(st.bytes_allocated, a.bytes + b.bytes);
+	ck_assert_uint_eq(st.bytes_freed, a.bytes);
+	ck_assert_uint_eq(st.blocks_peak, 2);
 	TU_OK(xdm_deallocate(rt, &b));
 	TU_OK(xdm_reap_pending(rt));
 	xdm_runtime_stats(rt, &st);
 	ck_assert_uint_eq(st.blocks_outstanding, 0);
 	ck_assert_uint_eq(st.bytes_outstanding, 0);
+	ck_assert_uint_eq(st.bytes_allocated, a.bytes + b.bytes);
+	ck_assert_uint_eq(st.bytes_freed, a.bytes + b.bytes);
+	ck_assert_uint_eq(st.blocks_peak, 2);
 	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
 	TU_OK(xdm_runtime_destroy(rt));
 }
@@ -349,6 +355,25 @@ static void expect_counts(struct xdm_runtime *rt, const struct xdm_stats *want)
 	ck_assert_uint_eq(st.frees, want->frees);
 	ck_assert_uint_eq(st.blocks_outstanding, want->blocks_outstanding);
 	ck_assert_uint_eq(st.bytes_outstanding, want->bytes_outstanding);
+	ck_assert_uint_eq(st.bytes_allocated, want->bytes_allocated);
+	ck_assert_uint_eq(st.bytes_freed, want->bytes_freed);
+}
+
+/*
+ * With several threads blocks_peak is a sample: no fewer than the blocks
+ * live now nor the most any one thread held (each thread's allocations
+ * passed its own high and sampled a sum holding its blocks), and no more
+ * than were ever allocated.  Every thread of churn held its 64 blocks.
+ */
+static void expect_blocks_peak_sampled(struct xdm_runtime *rt)
+{
+	struct xdm_stats st;
+
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_ge(st.blocks_peak, st.blocks_outstanding);
+	ck_assert_uint_ge(st.blocks_peak, CHURN_BLOCKS);
+	ck_assert_uint_le(st.blocks_peak, st.allocs);
+	ck_assert_uint_ge(st.bytes_peak, st.bytes_outstanding);
 }
 
 /* A fixed xorshift: the same "random" sequence on every run. */
@@ -372,14 +397,15 @@ START_TEST(peak_is_exact_on_one_thread)
 {
 	struct xdm_runtime *rt = host_runtime("pool | host");
 	struct xdm_block *live = calloc(RANDOM_LIVE_MAX, sizeof(*live));
-	uint64_t seed = 0x9e3779b97f4a7c15ull, now = 0, peak = 0;
-	size_t nlive = 0, live_at_peak = 0;
+	uint64_t seed = 0x9e3779b97f4a7c15ull, now = 0, peak = 0, allocated = 0;
+	size_t nlive = 0, live_at_peak = 0, blocks_peak = 1;
 	struct xdm_stats st;
 	struct xdm_block b;
 
 	ck_assert_ptr_nonnull(live);
 	for (int i = 0; i < 100; i++) {
 		TU_OK(xdm_allocate(rt, 16 << 20, 0, "pair", &b));
+		allocated += b.bytes;
 		if (b.bytes > peak)
 			peak = b.bytes;
 		TU_OK(xdm_deallocate(rt, &b));
@@ -393,11 +419,14 @@ START_TEST(peak_is_exact_on_one_thread)
 
 			bytes += (size_t)((r >> 16) % bytes);
 			TU_OK(xdm_allocate(rt, bytes, 0, "random", &live[nlive]));
+			allocated += live[nlive].bytes;
 			now += live[nlive++].bytes;
 			if (now > peak) {
 				peak = now;
 				live_at_peak = nlive;
 			}
+			if (nlive > blocks_peak)
+				blocks_peak = nlive;
 		} else {
 			size_t victim = (size_t)((r >> 24) % nlive);
 
@@ -409,14 +438,22 @@ START_TEST(peak_is_exact_on_one_thread)
 	/* The case the issue is about: a higher total, spread over many blocks. */
 	ck_assert_uint_gt(peak, 16 << 20);
 	ck_assert_uint_gt(live_at_peak, 16);
+	/* Blocks too: the most live at once is not where the bytes peaked. */
+	ck_assert_uint_gt(blocks_peak, live_at_peak);
 	xdm_runtime_stats(rt, &st);
 	ck_assert_uint_eq(st.bytes_outstanding, now);
 	ck_assert_uint_eq(st.bytes_peak, peak);
+	ck_assert_uint_eq(st.blocks_outstanding, nlive);
+	ck_assert_uint_eq(st.blocks_peak, blocks_peak);
+	ck_assert_uint_eq(st.bytes_allocated, allocated);
+	ck_assert_uint_eq(st.bytes_freed, allocated - now);
 	while (nlive)
 		TU_OK(xdm_deallocate(rt, &live[--nlive]));
 	xdm_runtime_stats(rt, &st);
 	ck_assert_uint_eq(st.bytes_outstanding, 0);
 	ck_assert_uint_eq(st.bytes_peak, peak);
+	ck_assert_uint_eq(st.blocks_peak, blocks_peak);
+	ck_assert_uint_eq(st.bytes_freed, allocated);
 	free(live);
 	TU_OK(xdm_runtime_destroy(rt));
 }
@@ -433,12 +470,13 @@ START_TEST(counts_are_exact_across_threads)
 	want = churn_expected(c);
 	/* Every thread alive and quiet: the sum of their records. */
 	expect_counts(rt, &want);
+	expect_blocks_peak_sampled(rt);
 	churn_finish(c);
 	/* Every thread gone: their counts were handed to the runtime. */
 	expect_counts(rt, &want);
-	churn_free_live(c);
-	want.frees = want.allocs;
-	want.blocks_outstanding = want.bytes_outstanding = 0;
+	churn_free_live(c, &want);
+	ck_assert_uint_eq(want.frees, want.allocs);
+	ck_assert_uint_eq(want.bytes_freed, want.bytes_allocated);
 	expect_counts(rt, &want);
 	free(c);
 	TU_OK(xdm_runtime_destroy(rt));
@@ -488,28 +526,35 @@ START_TEST(exited_threads_keep_their_counts)
 	struct leaver a = { .rt = rt, .sizes = { 4 << 20, 2 << 20, 1 << 20 }, .frees = { &m } };
 	struct leaver b = { .rt = rt, .sizes = { 512 << 10 } };
 	struct xdm_stats want = { 0 }, st;
-	uint64_t peak;
+	uint64_t peak, allocated, freed;
 
 	TU_OK(xdm_allocate(rt, 1 << 20, 0, "main", &m));
 	run_leaver(&a);
+	allocated = m.bytes + a.kept[0].bytes + a.kept[1].bytes + a.kept[2].bytes;
+	freed = m.bytes;
 	want = (struct xdm_stats){
 		.allocs = 4, .frees = 1, .blocks_outstanding = 3,
 		.bytes_outstanding = a.kept[0].bytes + a.kept[1].bytes + a.kept[2].bytes,
+		.bytes_allocated = allocated, .bytes_freed = freed,
 	};
 	expect_counts(rt, &want);
 	/* The peak was reached inside the thread, before it freed m. */
 	peak = m.bytes + want.bytes_outstanding;
 	xdm_runtime_stats(rt, &st);
 	ck_assert_uint_eq(st.bytes_peak, peak);
+	ck_assert_uint_eq(st.blocks_peak, 4);
 
 	/* A second thread (it may be handed the first one's record) frees
 	 * two of the first one's blocks and leaves one of its own. */
 	b.frees[0] = &a.kept[0];
 	b.frees[1] = &a.kept[1];
 	run_leaver(&b);
+	allocated += b.kept[0].bytes;
+	freed += a.kept[0].bytes + a.kept[1].bytes;
 	want = (struct xdm_stats){
 		.allocs = 5, .frees = 3, .blocks_outstanding = 2,
 		.bytes_outstanding = a.kept[2].bytes + b.kept[0].bytes,
+		.bytes_allocated = allocated, .bytes_freed = freed,
 	};
 	expect_counts(rt, &want);
 
@@ -520,11 +565,16 @@ START_TEST(exited_threads_keep_their_counts)
 	ck_assert_uint_eq(st.bytes_outstanding, want.bytes_outstanding + big.bytes);
 	ck_assert_uint_gt(st.bytes_outstanding, peak);
 	ck_assert_uint_eq(st.bytes_peak, st.bytes_outstanding);
+	/* Three blocks now, four while the first thread held its own and m. */
+	ck_assert_uint_eq(st.blocks_peak, 4);
 
 	TU_OK(xdm_deallocate(rt, &big));
 	TU_OK(xdm_deallocate(rt, &a.kept[2]));
 	TU_OK(xdm_deallocate(rt, &b.kept[0]));
-	want = (struct xdm_stats){ .allocs = 6, .frees = 6 };
+	allocated += big.bytes;
+	want = (struct xdm_stats){
+		.allocs = 6, .frees = 6, .bytes_allocated = allocated, .bytes_freed = allocated,
+	};
 	expect_counts(rt, &want);
 	TU_OK(xdm_runtime_destroy(rt));
 }
@@ -621,13 +671,19 @@ START_TEST(reset_peak_starts_again)
 	TU_OK(xdm_deallocate(p.rt, &a));
 	xdm_runtime_stats(p.rt, &st);
 	ck_assert_uint_eq(st.bytes_peak, 14000);
+	ck_assert_uint_eq(st.blocks_peak, 2);
 	TU_OK(xdm_runtime_reset_peak(p.rt));
 	xdm_runtime_stats(p.rt, &st);
 	ck_assert_uint_eq(st.bytes_peak, 2000);
+	ck_assert_uint_eq(st.blocks_peak, 1);
+	/* The totals are no peak: a peak reset leaves them. */
+	ck_assert_uint_eq(st.allocs, 3);
+	ck_assert_uint_eq(st.bytes_allocated, 16000);
 	TU_OK(xdm_allocate(p.rt, 3000, 0, "t", &c));
 	TU_OK(xdm_deallocate(p.rt, &c));
 	xdm_runtime_stats(p.rt, &st);
 	ck_assert_uint_eq(st.bytes_peak, 5000);
+	ck_assert_uint_eq(st.blocks_peak, 2);
 	/* Its 1000 stays below its old high of 6000: only a reset high
 	 * samples the total of 3000 while the block lives. */
 	TU_OK(xdm_runtime_reset_peak(p.rt));
@@ -635,9 +691,131 @@ START_TEST(reset_peak_starts_again)
 	pthread_join(t, NULL);
 	xdm_runtime_stats(p.rt, &st);
 	ck_assert_uint_eq(st.bytes_peak, 3000);
+	ck_assert_uint_eq(st.blocks_peak, 2);
 	TU_OK(xdm_deallocate(p.rt, &b));
 	pthread_barrier_destroy(&p.step);
 	TU_OK(xdm_runtime_destroy(p.rt));
+}
+END_TEST
+
+/* The totals xdm_runtime_reset_totals() restarts, and what it leaves. */
+static void expect_totals(struct xdm_runtime *rt, uint64_t allocs, uint64_t frees,
+			  uint64_t allocated, uint64_t freed, uint64_t failures)
+{
+	struct xdm_stats st;
+
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.allocs, allocs);
+	ck_assert_uint_eq(st.frees, frees);
+	ck_assert_uint_eq(st.bytes_allocated, allocated);
+	ck_assert_uint_eq(st.bytes_freed, freed);
+	ck_assert_uint_eq(st.failures, failures);
+}
+
+static void expect_held(struct xdm_runtime *rt, uint64_t blocks, uint64_t bytes)
+{
+	struct xdm_stats st;
+
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.blocks_outstanding, blocks);
+	ck_assert_uint_eq(st.bytes_outstanding, bytes);
+}
+
+/*
+ * After a reset the totals count from 0 and go on counting; what is held,
+ * and the peaks, are not totals and stay as they were.
+ */
+START_TEST(reset_totals_keeps_what_is_held)
+{
+	struct xdm_runtime *rt = host_runtime("host");
+	struct xdm_block a, b, c, d, none;
+	struct xdm_stats st;
+
+	ck_assert_int_eq(xdm_runtime_reset_totals(NULL), XDM_E_INVALID);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "xdm_runtime_reset_totals"));
+	TU_OK(xdm_allocate(rt, 1000, 0, "t", &a));
+	TU_OK(xdm_allocate(rt, 3000, 0, "t", &b));
+	TU_OK(xdm_allocate(rt, 5000, 0, "t", &c));
+	TU_OK(xdm_deallocate(rt, &a));
+	ck_assert_int_eq(xdm_allocate(rt, 0, 0, "t", &none), XDM_E_INVALID);
+	expect_totals(rt, 3, 1, a.bytes + b.bytes + c.bytes, a.bytes, 1);
+	expect_held(rt, 2, b.bytes + c.bytes);
+
+	TU_OK(xdm_runtime_reset_totals(rt));
+	expect_totals(rt, 0, 0, 0, 0, 0);
+	expect_held(rt, 2, b.bytes + c.bytes);
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.bytes_peak, a.bytes + b.bytes + c.bytes);
+	ck_assert_uint_eq(st.blocks_peak, 3);
+
+	/* Counting again: a free of a block from before counts too. */
+	TU_OK(xdm_deallocate(rt, &b));
+	TU_OK(xdm_allocate(rt, 700, 0, "t", &d));
+	ck_assert_int_eq(xdm_allocate(rt, 0, 0, "t", &none), XDM_E_INVALID);
+	expect_totals(rt, 1, 1, d.bytes, b.bytes, 1);
+	expect_held(rt, 2, c.bytes + d.bytes);
+
+	/* Twice in a row is once; a peak reset leaves the totals alone. */
+	TU_OK(xdm_runtime_reset_totals(rt));
+	TU_OK(xdm_runtime_reset_totals(rt));
+	TU_OK(xdm_runtime_reset_peak(rt));
+	expect_totals(rt, 0, 0, 0, 0, 0);
+	TU_OK(xdm_deallocate(rt, &c));
+	TU_OK(xdm_deallocate(rt, &d));
+	expect_totals(rt, 0, 2, 0, c.bytes + d.bytes, 0);
+	expect_held(rt, 0, 0);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/*
+ * A reset among threads at quiescence: the threads' records are left as
+ * they are, so their exits (folding the records into the retired totals)
+ * and a thread that joins after the reset count from the same baseline.
+ */
+START_TEST(reset_totals_across_threads)
+{
+	struct xdm_runtime *rt = host_runtime("pool | host");
+	struct churn *c = calloc(1, sizeof(*c));
+	struct xdm_block kept;
+	struct leaver late = { .rt = rt, .sizes = { 4096, 8192 }, .frees = { &kept } };
+	struct xdm_stats want, zero;
+
+	ck_assert_ptr_nonnull(c);
+	TU_OK(xdm_allocate(rt, 2048, 0, "main", &kept));
+	churn_start(c, rt);
+	want = churn_expected(c);
+	TU_OK(xdm_runtime_reset_totals(rt));
+	zero = (struct xdm_stats){
+		.blocks_outstanding = want.blocks_outstanding + 1,
+		.bytes_outstanding = want.bytes_outstanding + kept.bytes,
+	};
+	expect_counts(rt, &zero);
+	churn_finish(c);
+	expect_counts(rt, &zero);
+
+	/* A new thread allocates two blocks and frees the one from before. */
+	run_leaver(&late);
+	want = (struct xdm_stats){
+		.allocs = 2, .frees = 1,
+		.blocks_outstanding = zero.blocks_outstanding + 1,
+		.bytes_outstanding = zero.bytes_outstanding - kept.bytes + late.kept[0].bytes +
+				     late.kept[1].bytes,
+		.bytes_allocated = late.kept[0].bytes + late.kept[1].bytes,
+		.bytes_freed = kept.bytes,
+	};
+	expect_counts(rt, &want);
+
+	/* Every block goes: the frees since the reset are all the blocks. */
+	want.frees += 2;
+	want.bytes_freed += late.kept[0].bytes + late.kept[1].bytes;
+	TU_OK(xdm_deallocate(rt, &late.kept[0]));
+	TU_OK(xdm_deallocate(rt, &late.kept[1]));
+	churn_free_live(c, &want);
+	expect_counts(rt, &want);
+	ck_assert_uint_eq(want.bytes_freed, want.bytes_allocated + zero.bytes_outstanding);
+	free(c);
+	TU_OK(xdm_runtime_destroy(rt));
 }
 END_TEST
 
@@ -950,6 +1128,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, foreign_block_is_refused);
 	tcase_add_test(tc, counters_follow_the_blocks);
 	tcase_add_test(tc, reset_peak_starts_again);
+	tcase_add_test(tc, reset_totals_keeps_what_is_held);
 	tcase_add_test(tc, streams_import_and_launch);
 	tcase_add_test(tc, describes_device_and_stack);
 	tcase_add_test(tc, grant_peer_without_a_grantor);
@@ -962,6 +1141,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tcn, peak_is_exact_on_one_thread);
 	tcase_add_test(tcn, counts_are_exact_across_threads);
 	tcase_add_test(tcn, exited_threads_keep_their_counts);
+	tcase_add_test(tcn, reset_totals_across_threads);
 	tcase_add_test(tcn, destroy_with_a_live_thread_that_used_it);
 	suite_add_tcase(s, tcn);
 	tcase_add_test(ts, first_get_race_builds_once);

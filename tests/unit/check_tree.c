@@ -450,6 +450,9 @@ static void expect_stats(struct xdm_runtime *rt)
 	ck_assert_uint_eq(show_u64("0/failures"), s.failures);
 	ck_assert_uint_eq(show_u64("0/waits_queued"), s.waits_queued);
 	ck_assert_uint_eq(show_u64("0/events_recorded"), s.events_recorded);
+	ck_assert_uint_eq(show_u64("0/bytes_allocated"), s.bytes_allocated);
+	ck_assert_uint_eq(show_u64("0/bytes_freed"), s.bytes_freed);
+	ck_assert_uint_eq(show_u64("0/blocks_peak"), s.blocks_peak);
 }
 
 START_TEST(runtime_files_follow_the_counters)
@@ -479,8 +482,11 @@ START_TEST(runtime_files_follow_the_counters)
 	ck_assert_uint_eq(show_u64("0/frees"), 1);
 	ck_assert_uint_eq(show_u64("0/blocks_outstanding"), 2);
 	ck_assert_uint_eq(show_u64("0/bytes_outstanding"), b[0].bytes + b[1].bytes);
-	/* The peak stays where it was. */
+	/* The peaks stay where they were. */
 	ck_assert_uint_eq(show_u64("0/bytes_peak"), b[0].bytes + b[1].bytes + b[2].bytes);
+	ck_assert_uint_eq(show_u64("0/blocks_peak"), 3);
+	ck_assert_uint_eq(show_u64("0/bytes_allocated"), b[0].bytes + b[1].bytes + b[2].bytes);
+	ck_assert_uint_eq(show_u64("0/bytes_freed"), b[2].bytes);
 
 	/* A cross-stream use shows up as an event and waits. */
 	use(rt, &b[0], 3, XDM_ACCESS_WRITE);
@@ -498,11 +504,28 @@ START_TEST(runtime_files_follow_the_counters)
 }
 END_TEST
 
+/* bytes_peak blocks_peak allocs frees bytes_allocated bytes_freed, as files. */
+static void expect_counts_line(const char *want)
+{
+	static const char *const files[] = {
+		"bytes_peak", "blocks_peak", "allocs", "frees", "bytes_allocated", "bytes_freed",
+	};
+	char line[256];
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%" PRIu64, i ? " " : "",
+				      show_u64("0/%s", files[i]));
+	ck_assert_str_eq(line, want);
+}
+
 /* The counts the files show, against what the test knows they must be. */
 static void expect_counted(const struct xdm_stats *want)
 {
 	ck_assert_uint_eq(show_u64("0/allocs"), want->allocs);
 	ck_assert_uint_eq(show_u64("0/frees"), want->frees);
+	ck_assert_uint_eq(show_u64("0/bytes_allocated"), want->bytes_allocated);
+	ck_assert_uint_eq(show_u64("0/bytes_freed"), want->bytes_freed);
 	ck_assert_uint_eq(show_u64("0/blocks_outstanding"), want->blocks_outstanding);
 	ck_assert_uint_eq(show_u64("0/bytes_outstanding"), want->bytes_outstanding);
 }
@@ -527,9 +550,7 @@ START_TEST(runtime_files_are_exact_across_threads)
 	expect_stats(rt);
 	churn_finish(c);
 	expect_counted(&want);
-	churn_free_live(c);
-	want.frees = want.allocs;
-	want.blocks_outstanding = want.bytes_outstanding = 0;
+	churn_free_live(c, &want);
 	expect_counted(&want);
 	expect_stats(rt);
 	free(c);
@@ -546,6 +567,66 @@ START_TEST(runtime_files_are_exact_across_threads)
 	for (int i = 0; i < 48; i++)
 		TU_OK(xdm_deallocate(rt, &many[i]));
 	ck_assert_uint_eq(show_u64("0/bytes_peak"), peak);
+	expect_stats(rt);
+	destroy(rt);
+}
+END_TEST
+
+/*
+ * reset_peak and reset_totals are actions, as logging's flush: write-only,
+ * "1" (a newline after it is fine) starts the reset, anything else is
+ * EINVAL and resets nothing.
+ */
+static void expect_refused(const char *path, const char *peaks_and_totals)
+{
+	static const char *const bad[] = { "0", "2", "1x", "11", "1\n\n", " 1", "yes", NULL };
+
+	for (int i = 0; bad[i]; i++) {
+		ck_assert_msg(store(path, bad[i]) == -EINVAL, "%s took '%s'", path, bad[i]);
+		/* bytes_peak blocks_peak allocs frees bytes_allocated bytes_freed */
+		expect_counts_line(peaks_and_totals);
+	}
+	ck_assert_int_eq(xdm_tree_store(path, "", 0), -EINVAL);
+	ck_assert_int_eq(xdm_tree_store(path, "1\0", 2), -EINVAL);
+	expect_counts_line(peaks_and_totals);
+}
+
+START_TEST(runtime_resets_are_actions)
+{
+	static const char *const resets[] = { "0/reset_peak", "0/reset_totals", NULL };
+	struct xdm_runtime *rt = create("host");
+	struct xdm_block a, b;
+	char *text = NULL, line[256];
+	size_t len = 0;
+
+	for (int i = 0; resets[i]; i++) {
+		ck_assert_uint_eq(stat_ok(resets[i]).mode, 0200);
+		ck_assert_int_eq(xdm_tree_show(resets[i], &text, &len), -EACCES);
+		ck_assert_ptr_null(text);
+	}
+	TU_OK(xdm_allocate(rt, 3000, 0, "a", &a));
+	TU_OK(xdm_allocate(rt, 1000, 0, "b", &b));
+	TU_OK(xdm_deallocate(rt, &a));
+	snprintf(line, sizeof(line), "%" PRIu64 " 2 2 1 %" PRIu64 " %" PRIu64,
+		 a.bytes + b.bytes, a.bytes + b.bytes, a.bytes);
+	expect_counts_line(line);
+	expect_refused("0/reset_peak", line);
+	expect_refused("0/reset_totals", line);
+
+	ck_assert_int_eq(store("0/reset_peak", "1\n"), 0);
+	snprintf(line, sizeof(line), "%" PRIu64 " 1 2 1 %" PRIu64 " %" PRIu64, b.bytes,
+		 a.bytes + b.bytes, a.bytes);
+	expect_counts_line(line);
+	ck_assert_int_eq(store("0/reset_totals", "1"), 0);
+	snprintf(line, sizeof(line), "%" PRIu64 " 1 0 0 0 0", b.bytes);
+	expect_counts_line(line);
+	ck_assert_uint_eq(show_u64("0/bytes_outstanding"), b.bytes);
+	ck_assert_uint_eq(show_u64("0/blocks_outstanding"), 1);
+	expect_stats(rt);
+
+	TU_OK(xdm_deallocate(rt, &b));
+	snprintf(line, sizeof(line), "%" PRIu64 " 1 0 1 0 %" PRIu64, b.bytes, b.bytes);
+	expect_counts_line(line);
 	expect_stats(rt);
 	destroy(rt);
 }
@@ -1565,6 +1646,7 @@ static Suite *tree_suite(void)
 	tcase_add_test(rts, runtimes_are_named_by_ordinal);
 	tcase_add_test(rts, runtime_files_follow_the_counters);
 	tcase_add_test(rts, runtime_files_are_exact_across_threads);
+	tcase_add_test(rts, runtime_resets_are_actions);
 	tcase_add_test(rts, runtime_files_describe_device_and_stack);
 	tcase_add_test(rts, readers_survive_runtimes_going_away);
 	suite_add_tcase(s, rts);

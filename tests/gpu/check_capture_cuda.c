@@ -281,8 +281,10 @@ static bool step_ok(struct other_thread *o, enum xdm_status st, const char *step
 }
 
 /*
- * What any other thread of a framework does meanwhile, in the default
- * (global) mode: growth (large enough to look for another stream's idle
+ * What any other thread of a framework does meanwhile, in relaxed mode as
+ * the torch glue puts every xdm call while a capture may be under way (in
+ * the global mode a call that may synchronize, such as the driver's pool
+ * growth, ends another thread's capture whoever makes it): growth (large enough to look for another stream's idle
  * chunk first: the capturing stream's), a use on a second stream and the
  * free that waits for it, small blocks, and a reap.
  */
@@ -290,7 +292,13 @@ static void *device_user(void *arg)
 {
 	struct other_thread *o = arg;
 	void *big = NULL, *small[8] = { NULL };
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 
+	if (ct_drv.cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS) {
+		o->st = XDM_E_DRIVER;
+		snprintf(o->step, sizeof(o->step), "relaxed mode");
+		return NULL;
+	}
 	if (!step_ok(o, xdm_native_allocate(o->rt, 48 * MIB, o->t1, "other", &big), "allocate"))
 		return NULL;
 	for (int i = 0; i < 8; i++)

@@ -7,6 +7,8 @@ MemPool, torch.compile's reduce-overhead, memory history and snapshots)
 fails here if it raises, or answers differently from torch's allocator.
 """
 
+import textwrap
+
 import pytest
 
 from conftest import run
@@ -27,7 +29,8 @@ def both(code, stack=STACK, env=None, timeout=300):
     """The program's RESULT fields under torch's allocator and under xdm."""
     out = {}
     for mode in ("torch", "xdm"):
-        out[mode] = run((PREAMBLE % (mode, stack)) + code, env=env, timeout=timeout)
+        program = (PREAMBLE % (mode, stack)) + textwrap.dedent(code)
+        out[mode] = run(program, env=env, timeout=timeout)
     return out["torch"], out["xdm"]
 
 

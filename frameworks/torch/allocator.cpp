@@ -510,11 +510,10 @@ public:
 		return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, count, stream);
 	}
 
-	std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex,
-								 MempoolId_t) override
+	std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device,
+								 MempoolId_t id) override
 	{
-		TORCH_CHECK(false, "xdm: checkpointing a private pool's state (CUDA graph "
-			    "trees switching paths) is not served yet");
+		return pool_checkpoint(device, id);
 	}
 
 	cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex,

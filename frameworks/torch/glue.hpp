@@ -113,6 +113,12 @@ bool pool_live_allocations_are(int device, MempoolId_t id,
 			       const std::unordered_set<void *> &expected);
 
 /*
+ * The live blocks of a pool (torch's CUDA graph trees keep one after each
+ * recording, to restore the pool when they switch paths).
+ */
+std::shared_ptr<cca::AllocatorState> pool_checkpoint(int device, MempoolId_t id);
+
+/*
  * Switches the calling thread to relaxed capture mode for its life when
  * a capture may be under way: torch captures in global mode, where a call
  * that may synchronize (a pool's cuMemAlloc growth) would otherwise break

@@ -222,6 +222,18 @@ void collect_block(const xdm_block *b, void *arg)
 		reinterpret_cast<void *>(static_cast<uintptr_t>(b->ptr)));
 }
 
+/* What a checkpoint of a pool holds: its live blocks when it was taken. */
+struct pool_state final : cca::AllocatorState {
+	int device;
+	MempoolId_t id;
+	std::vector<xdm_block> live;
+};
+
+void collect_whole(const xdm_block *b, void *arg)
+{
+	static_cast<std::vector<xdm_block> *>(arg)->push_back(*b);
+}
+
 } // namespace
 
 bool routes_open()
@@ -406,6 +418,22 @@ bool pool_live_allocations_are(int device, MempoolId_t id, const std::unordered_
 		if (!expected.count(ptr))
 			return false;
 	return true;
+}
+
+std::shared_ptr<cca::AllocatorState> pool_checkpoint(int device, MempoolId_t id)
+{
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	private_pool *p = find_locked(t, device, id);
+	auto state = std::make_shared<pool_state>();
+
+	TORCH_CHECK(p, "xdm: getCheckpointState: ", device_name(device), " has no pool ",
+		    pool_name(id));
+	state->device = device;
+	state->id = id;
+	if (xdm_runtime_for_each_block(p->rt, collect_whole, &state->live) != XDM_OK)
+		throw_xdm_error("listing the blocks of pool " + pool_name(id));
+	return state;
 }
 
 void empty_cache(MempoolId_t id)

@@ -126,7 +126,7 @@ def captured(pool=None):
 
 
 def test_graph_capture_and_replay():
-    ctrl, xdm = both(GRAPHS + '''
+    ctrl, xdm = both(GRAPHS + textwrap.dedent('''
         g, x, out = captured()
         x.fill_(2.0)
         g.replay()
@@ -136,7 +136,7 @@ def test_graph_capture_and_replay():
         g.replay()
         torch.cuda.synchronize()
         report("RESULT", first=first, second=float(out), pool=list(g.pool()))
-    ''')
+    '''))
     assert ctrl["first"] == xdm["first"] == 14.0 * (1 << 20)
     assert ctrl["second"] == xdm["second"] == 32.0 * (1 << 20)
 

@@ -150,9 +150,11 @@ refused:
 
 		trace_oom(device, size, stream, pool);
 		tell_oom_observers(device);
-		TORCH_CHECK_WITH(OutOfMemoryError, false, "xdm: torch asked for ", size,
-				 " bytes on ", device_name(device), ": ",
-				 xdm_strerror(xdm_last_error()->code), ": ", msg);
+		/* One string: no number goes through torch's stream formatting. */
+		std::string what = "xdm: torch asked for " + std::to_string(size) + " bytes on " +
+				   device_name(device) + ": " +
+				   xdm_strerror(xdm_last_error()->code) + ": " + msg;
+		TORCH_CHECK_WITH(OutOfMemoryError, false, what);
 	}
 	throw_xdm_error("torch asked for " + std::to_string(size) + " bytes on " +
 			device_name(device));
@@ -306,7 +308,7 @@ public:
 		int pool = pool_layer(rt);
 
 		TORCH_CHECK(fraction >= 0 && fraction <= 1, "xdm: a memory fraction is within "
-			    "[0, 1], not ", fraction);
+			    "[0, 1], not " + std::to_string(fraction));
 		if (pool < 0) {
 			char spec[256] = "";
 
@@ -352,7 +354,7 @@ public:
 	{
 		xdm_block b;
 
-		TORCH_CHECK(owner_of(ptr, &b, nullptr), "xdm: getBaseAllocation: ", ptr,
+		TORCH_CHECK(owner_of(ptr, &b, nullptr), "xdm: getBaseAllocation: " + hex(ptr) +
 			    " is not the address of a live block of an xdm runtime");
 		if (size)
 			*size = b.bytes;
@@ -368,8 +370,8 @@ public:
 		if (!ptr)
 			return;
 		rt = owner_of(ptr, &b, nullptr);
-		TORCH_CHECK(rt, "xdm: record_stream: ", ptr, " is not the address of a live "
-			    "block of an xdm runtime");
+		TORCH_CHECK(rt, "xdm: record_stream: " + hex(ptr) + " is not the address of a "
+			    "live block of an xdm runtime");
 		relaxed_capture relaxed;
 		if (xdm_native_record_use(rt, ptr, stream.stream()) != XDM_OK)
 			throw_xdm_error("record_stream of the tensor memory at " + hex(ptr));

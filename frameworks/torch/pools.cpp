@@ -188,21 +188,13 @@ void pause_trimmers_locked(pool_table &t)
 {
 	for (int d = 0; d < XDM_MAX_DEVICES; d++) {
 		xdm_runtime *rt = built_runtime(d);
-		char period[32];
-		int pool;
+		uint64_t period = 0;
+		int pool = rt ? layer_index(rt, "pool") : -1;
 
-		if (!rt)
-			continue;
-		pool = layer_index(rt, "pool");
-		if (pool < 0 || xdm_layer_attr_show(rt, static_cast<uint32_t>(pool), "trim_ms",
-						   period, sizeof(period)) != XDM_OK)
-			continue;
-		std::string value = trimmed(std::string(period).substr(0, std::string(period)
-								       .find('\n')));
-		if (value == "0")
+		if (!layer_number(rt, pool, "trim_ms", &period) || period == 0)
 			continue;
 		if (xdm_layer_attr_store(rt, static_cast<uint32_t>(pool), "trim_ms", "0") == XDM_OK)
-			t.paused.push_back({rt, static_cast<uint32_t>(pool), value});
+			t.paused.push_back({rt, static_cast<uint32_t>(pool), std::to_string(period)});
 	}
 }
 

@@ -15,7 +15,8 @@
  *  reserved_bytes           what the stacks' pools hold from below them
  *                           (their reserved and reserved_peak); a stack
  *                           without a pool holds exactly its live blocks;
- *  segment                  the pools' chunks (current), growths (allocated),
+ *  segment                  the pools' chunks (current; no peak is kept, so
+ *                           the peak reads as current), growths (allocated),
  *                           trimmed (freed);
  *  inactive_split(_bytes)   the free pieces of the pools' chunks;
  *  num_ooms                 the runtimes' failed allocations;

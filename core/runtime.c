@@ -45,16 +45,16 @@ static inline enum xdm_status top_deallocate(struct xdm_runtime *rt, struct xdm_
 
 /* Why an allocation is refused before the stack is asked (out of line: cold). */
 static __attribute__((noinline, cold)) enum xdm_status refuse_allocate(struct xdm_runtime *rt,
+								     const char *fn,
 								     size_t bytes,
 								     xdm_stream_id stream)
 {
 	enum xdm_status st;
 
 	if (bytes == 0)
-		st = xdm_error_set(XDM_E_INVALID, "xdm_allocate: zero bytes requested");
+		st = xdm_error_set(XDM_E_INVALID, "%s: zero bytes requested", fn);
 	else
-		st = xdm_error_set(XDM_E_INVALID, "xdm_allocate: stream %u is not in the pool",
-				   stream);
+		st = xdm_error_set(XDM_E_INVALID, "%s: stream %u is not in the pool", fn, stream);
 	atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
 	return st;
 }
@@ -86,7 +86,7 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 	if (!rt || !out)
 		return xdm_error_set(XDM_E_INVALID, "xdm_allocate: NULL runtime or result");
 	if (__builtin_expect(bytes == 0 || !xdm_stream_native(rt, stream), 0))
-		return refuse_allocate(rt, bytes, stream);
+		return refuse_allocate(rt, "xdm_allocate", bytes, stream);
 	/* Layers see the block's identity before they fill in the memory. */
 	*out = (struct xdm_block){
 		.ordinal = rt->ordinal,
@@ -103,6 +103,40 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 	}
 	st = xdm_registry_insert(&rt->registry, out);
 	if (__builtin_expect(st != XDM_OK, 0))
+		return unregistered(rt, out, st);
+	xdm_count_alloc(&rt->counters, out->bytes);
+	return XDM_OK;
+}
+
+enum xdm_status xdm_allocate_at(struct xdm_runtime *rt, uint64_t ptr, size_t bytes,
+				xdm_stream_id stream, const char *tag, struct xdm_block *out)
+{
+	enum xdm_status st;
+
+	if (!rt || !out)
+		return xdm_error_set(XDM_E_INVALID, "xdm_allocate_at: NULL runtime or result");
+	if (bytes == 0 || !xdm_stream_native(rt, stream))
+		return refuse_allocate(rt, "xdm_allocate_at", bytes, stream);
+	if (!ptr || ptr % XDM_DEFAULT_ALIGN) {
+		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
+		return xdm_error_set(XDM_E_INVALID, "xdm_allocate_at: 0x%llx is not a multiple "
+				     "of %u", (unsigned long long)ptr, (unsigned int)XDM_DEFAULT_ALIGN);
+	}
+	*out = (struct xdm_block){
+		.ordinal = rt->ordinal,
+		.stream = stream,
+		.bytes = bytes,
+		.align = XDM_DEFAULT_ALIGN,
+		.tag = tag ? tag : "untagged",
+		.state = XDM_BLOCK_LIVE,
+	};
+	st = xdm_up_allocate_at(&rt->layers[0], ptr, bytes, stream, out->tag, out);
+	if (st) {
+		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
+		return st;
+	}
+	st = xdm_registry_insert(&rt->registry, out);
+	if (st)
 		return unregistered(rt, out, st);
 	xdm_count_alloc(&rt->counters, out->bytes);
 	return XDM_OK;

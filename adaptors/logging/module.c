@@ -143,15 +143,13 @@ static void logging_fini(struct xdm_layer *self)
 	free(lg);
 }
 
-static enum xdm_status logging_allocate(struct xdm_layer *self, size_t bytes,
-					xdm_stream_id stream, const char *tag,
-					struct xdm_block *out)
+/* One row for an allocation the upstream served or refused (st). */
+static inline __attribute__((always_inline)) enum xdm_status
+log_allocation(struct logging *lg, enum xdm_status st, size_t bytes, xdm_stream_id stream,
+	       const char *tag, const struct xdm_block *out)
 {
-	struct logging *lg = logging_of(self);
 	struct log_event ev;
-	enum xdm_status st;
 
-	st = xdm_up_allocate_inline(lg->upstream, bytes, stream, tag, out);
 	if (lg->sink.kind == LOG_SINK_NULL) {
 		log_count(lg);
 		return st;
@@ -170,6 +168,29 @@ static enum xdm_status logging_allocate(struct xdm_layer *self, size_t bytes,
 	ev.query_id = xdm_query_id();
 	log_row(lg, &ev);
 	return st;
+}
+
+static enum xdm_status logging_allocate(struct xdm_layer *self, size_t bytes,
+					xdm_stream_id stream, const char *tag,
+					struct xdm_block *out)
+{
+	struct logging *lg = logging_of(self);
+	enum xdm_status st;
+
+	st = xdm_up_allocate_inline(lg->upstream, bytes, stream, tag, out);
+	return log_allocation(lg, st, bytes, stream, tag, out);
+}
+
+/* A block at a given address is logged as any other allocation. */
+static enum xdm_status logging_allocate_at(struct xdm_layer *self, uint64_t ptr, size_t bytes,
+					   xdm_stream_id stream, const char *tag,
+					   struct xdm_block *out)
+{
+	struct logging *lg = logging_of(self);
+	enum xdm_status st;
+
+	st = xdm_up_allocate_at(lg->upstream, ptr, bytes, stream, tag, out);
+	return log_allocation(lg, st, bytes, stream, tag, out);
 }
 
 static enum xdm_status logging_deallocate(struct xdm_layer *self, struct xdm_block *block)
@@ -260,6 +281,7 @@ static const struct xdm_ops logging_ops = {
 	.fini = logging_fini,
 	.allocate = logging_allocate,
 	.deallocate = logging_deallocate,
+	.allocate_at = logging_allocate_at,
 	.reap_pending = logging_reap_pending,
 	/* Everything else is forwarded to the upstream by the core. */
 };

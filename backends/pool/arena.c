@@ -364,6 +364,76 @@ found:
 	return s;
 }
 
+/* The segment of a's chunks that holds the address ptr, or NULL. */
+static struct pool_seg *seg_holding(struct pool_arena *a, uint64_t ptr)
+{
+	for (struct pool_chunk *c = a->chunks; c; c = c->next) {
+		if (ptr < c->up.ptr || ptr >= c->up.ptr + c->size)
+			continue;
+		for (struct pool_seg *s = c->first; s; s = s->next)
+			if (ptr < s->ptr + s->size)
+				return s;
+	}
+	return NULL;
+}
+
+/*
+ * Cut [ptr, ptr + size) out of the free segment s (out of its bin): the
+ * pieces before and after stay free in their bins.  NULL with *no_memory
+ * when a descriptor could not be had; s is then back in its bin.
+ */
+static struct pool_seg *split_at(struct pool_arena *a, struct pool_seg *s, uint64_t ptr,
+				 uint64_t size, bool *no_memory)
+{
+	struct pool_seg *t;
+
+	if (s->ptr < ptr) {
+		if (!split(a, s, ptr - s->ptr))
+			goto no_descriptor;
+		/* split left the front out of its bin and the rest in one. */
+		t = s->next;
+		pool_bin_insert(a, s);
+		pool_bin_remove(a, t);
+		s = t;
+	}
+	if (!split(a, s, size))
+		goto no_descriptor;
+	return s;
+
+no_descriptor:
+	merge_and_bin(a, s);
+	*no_memory = true;
+	return NULL;
+}
+
+struct pool_seg *pool_arena_take_at(struct pool_arena *a, uint64_t ptr, uint64_t size,
+				    bool *no_memory)
+{
+	struct pool_seg *s;
+
+	*no_memory = false;
+	/* Cached blocks are free but unmerged: merge them so the range shows. */
+	pool_arena_flush(a);
+	s = seg_holding(a, ptr);
+	if (!s || s->state != SEG_FREE || s->ptr + s->size < ptr + size)
+		return NULL;
+	pool_bin_remove(a, s);
+	s = split_at(a, s, ptr, size, no_memory);
+	if (!s)
+		return NULL;
+	if (!hash_insert(a, s)) {
+		merge_and_bin(a, s);
+		*no_memory = true;
+		return NULL;
+	}
+	s->state = SEG_USED;
+	pool_sub(&a->free_bytes, s->size);
+	pool_free_low_clamp(a);
+	pool_sub(&a->free_blocks, 1);
+	pool_add(&a->in_use, s->size);
+	return s;
+}
+
 struct pool_seg *pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s,
 				 bool merge)
 {

@@ -284,6 +284,61 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 	return XDM_OK;
 }
 
+/*
+ * A block at exactly ptr, out of the free memory of the arena that serves
+ * size on stream: how a framework puts a pool back as it was at a
+ * checkpoint (torch's CUDA graph trees), into chunks the pool still holds
+ * (keep=true holds them all).  This thread's cache is merged first, so a
+ * block it freed just before is free again; blocks other threads cache
+ * stay taken.  The pool never grows for it: memory it does not hold is
+ * OUT_OF_MEMORY, as a place that is taken.
+ */
+static enum xdm_status pool_allocate_at(struct xdm_layer *self, uint64_t ptr, size_t bytes,
+					xdm_stream_id stream, const char *tag,
+					struct xdm_block *out)
+{
+	struct pool *p = pool_of(self);
+	struct pool_arena *a;
+	struct pool_seg *s;
+	uint64_t size;
+	unsigned int i;
+	bool no_memory;
+
+	(void)tag;
+	if (bytes == 0 || bytes > POOL_MAX_REQUEST || (ptr & (POOL_GRAIN - 1)))
+		return xdm_error_set(XDM_E_INVALID, "pool: cannot allocate %zu bytes at 0x%" PRIx64,
+				     bytes, ptr);
+	if (stream >= XDM_MAX_STREAMS)
+		return xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
+	size = pool_round(bytes);
+	if (size <= p->params.small_max)
+		size = p->class_size[pool_class(p, size)];
+	i = pool_arena_index(p, stream, size);
+	a = pool_arena_at(p, i);
+	if (!a)
+		goto taken;
+	if (pool_tc_takes(p, size))
+		pool_tc_flush_arena(p, i);
+	pthread_spin_lock(&a->lock);
+	s = pool_arena_take_at(a, ptr, size, &no_memory);
+	pthread_spin_unlock(&a->lock);
+	if (!s) {
+		if (no_memory)
+			return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: no host memory to keep "
+					     "track of a block of %" PRIu64 " bytes", size);
+		goto taken;
+	}
+	out->ptr = ptr;
+	out->bytes = size;
+	out->align = XDM_DEFAULT_ALIGN;
+	out->state = XDM_BLOCK_LIVE;
+	return XDM_OK;
+
+taken:
+	return xdm_error_set(XDM_E_OUT_OF_MEMORY, "pool: 0x%" PRIx64 ", %" PRIu64 " bytes, is "
+			     "not free memory of the pool on stream %u", ptr, size, stream);
+}
+
 static __attribute__((noinline, cold)) enum xdm_status foreign_block(const struct xdm_block *b)
 {
 	return xdm_error_set(XDM_E_INVALID, "pool: 0x%" PRIx64 " is not a block this pool handed "
@@ -386,6 +441,7 @@ const struct xdm_ops pool_ops = {
 	.fini = pool_fini,
 	.allocate = pool_allocate,
 	.deallocate = pool_deallocate,
+	.allocate_at = pool_allocate_at,
 	.bytes_outstanding = pool_bytes_outstanding,
 	.reap_pending = pool_reap_pending,
 	.record_block_use = xdm_track_record,

@@ -280,6 +280,13 @@ void pool_arena_free(struct pool_arena *a);
 struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size,
 				 bool *no_memory);
 /*
+ * Under the lock: take exactly [ptr, ptr + size) (size as pool_arena_take
+ * rounds it) out of a's free memory, caches flushed first; NULL when any
+ * of it is not free in a, or (*no_memory) when host memory ran out.
+ */
+struct pool_seg *pool_arena_take_at(struct pool_arena *a, uint64_t ptr, uint64_t size,
+				    bool *no_memory);
+/*
  * Under the lock: give a used segment back; small ones go to the cache
  * (NULL) unless merge is set, others merge with their free neighbours (the
  * merged segment).

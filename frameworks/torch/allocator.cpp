@@ -160,10 +160,37 @@ refused:
 			device_name(device));
 }
 
+} // namespace
+
+/*
+ * Free ptr, a live block of rt (of torch pool `pool`): the streams
+ * record_stream named are ordered first, and a trace records the free.
+ * Never throws: a refusal is told (and counted) as a failed free.
+ */
+void free_block_in(xdm_runtime *rt, MempoolId_t pool, void *ptr) noexcept
+{
+	std::vector<cudaStream_t> streams = take_recorded(ptr);
+
+	for (cudaStream_t s : streams)
+		if (xdm_native_record_use(rt, ptr, s) != XDM_OK)
+			tell_failed_free(ptr, nullptr);
+	if (tracing()) {
+		void *handle = nullptr;
+		xdm_block b;
+
+		if (xdm_native_lookup(rt, ptr, &b) == XDM_OK) {
+			xdm_stream_handle(rt, b.stream, &handle);
+			trace_free(static_cast<int>(xdm_runtime_ordinal(rt)), ptr, b.bytes,
+				   static_cast<cudaStream_t>(handle), pool, b.tag);
+		}
+	}
+	if (xdm_native_release(rt, ptr) != XDM_OK)
+		tell_failed_free(ptr, nullptr);
+}
+
 /*
  * torch's deleter, handed the pointer alone: it must not throw.  The
- * streams record_stream named are ordered first; the block is freed on its
- * own stream in whichever runtime holds it.
+ * block is freed on its own stream in whichever runtime holds it.
  */
 void delete_block(void *ptr) noexcept
 {
@@ -173,27 +200,15 @@ void delete_block(void *ptr) noexcept
 		relaxed_capture relaxed;
 		xdm_block b;
 		MempoolId_t pool{0, 0};
-		xdm_runtime *rt = nullptr;
-		std::vector<cudaStream_t> streams = take_recorded(ptr);
+		xdm_runtime *rt;
 
-		if (!streams.empty() || tracing()) {
+		if (recorded_count.load(std::memory_order_acquire) || tracing()) {
 			rt = owner_of(ptr, &b, &pool);
 			if (!rt) {
 				tell_failed_free(ptr, "no xdm runtime torch used holds it");
 				return;
 			}
-			for (cudaStream_t s : streams)
-				if (xdm_native_record_use(rt, ptr, s) != XDM_OK)
-					tell_failed_free(ptr, nullptr);
-			if (tracing()) {
-				void *handle = nullptr;
-
-				xdm_stream_handle(rt, b.stream, &handle);
-				trace_free(static_cast<int>(xdm_runtime_ordinal(rt)), ptr, b.bytes,
-					   static_cast<cudaStream_t>(handle), pool, b.tag);
-			}
-			if (xdm_native_release(rt, ptr) != XDM_OK)
-				tell_failed_free(ptr, nullptr);
+			free_block_in(rt, pool, ptr);
 			return;
 		}
 		if (!release_anywhere(ptr, -1))
@@ -202,6 +217,8 @@ void delete_block(void *ptr) noexcept
 		tell_failed_free(ptr, "an exception inside the free");
 	}
 }
+
+namespace {
 
 /*
  * Grant dev the pools and mappings of dev_to_access's stack (and of its
@@ -518,11 +535,10 @@ public:
 		return pool_checkpoint(device, id);
 	}
 
-	cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex,
-						    std::shared_ptr<cca::AllocatorState>) override
+	cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
+						    std::shared_ptr<cca::AllocatorState> as) override
 	{
-		TORCH_CHECK(false, "xdm: restoring a private pool's state (CUDA graph trees "
-			    "switching paths) is not served yet");
+		return pool_restore(device, as);
 	}
 
 	std::string name() override

@@ -117,6 +117,12 @@ bool pool_live_allocations_are(int device, MempoolId_t id,
  * recording, to restore the pool when they switch paths).
  */
 std::shared_ptr<cca::AllocatorState> pool_checkpoint(int device, MempoolId_t id);
+/*
+ * Put a pool back as a checkpoint found it: every block live now is freed
+ * (ptrs_freed), and every block live then is allocated again at its
+ * address, on its stream (dataptrs_allocd, with torch's deleter).
+ */
+cca::CheckpointDelta pool_restore(int device, const std::shared_ptr<cca::AllocatorState> &as);
 
 /*
  * Switches the calling thread to relaxed capture mode for its life when
@@ -164,6 +170,11 @@ void attach_trace_tracker(cca::AllocatorTraceTracker tracker);
 void tell_oom_observers(int device);
 
 /* ---- the allocator (allocator.cpp) --------------------------------------- */
+
+/* torch's deleter of every block xdm hands it (raw_deleter()). */
+void delete_block(void *ptr) noexcept;
+/* Free ptr, a live block of rt (torch pool `pool`), as torch's deleter does. */
+void free_block_in(xdm_runtime *rt, MempoolId_t pool, void *ptr) noexcept;
 
 /* Frees torch handed xdm that xdm refused (told once on stderr). */
 uint64_t free_failures();

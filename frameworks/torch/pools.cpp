@@ -16,7 +16,11 @@
  * block of the capture was freed.  Its base is cuda_direct (cuMemAlloc),
  * or the device's own cuda_vmm layer where the stack has one; never the
  * stream-ordered cuda_async, whose cuMemAllocAsync on a capturing stream
- * would become memory owned by the graph.
+ * would become memory owned by the graph.  The pool keeps no per-thread
+ * caches (tcache=0): torch's CUDA graph trees put a pool back as a
+ * checkpoint found it (pool_restore) by allocating blocks again at their
+ * old addresses, which must then be free in the pool whichever thread
+ * freed them (autograd's thread frees the backward's).
  *
  * Routes: beginAllocateToPool opens one (the pool, and a filter torch
  * gives: "this stream is capturing into my graph", or "this thread");
@@ -29,6 +33,7 @@
 #include "config.h"
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdio>
 
 #include <c10/util/Exception.h>
@@ -73,6 +78,14 @@ std::atomic<int> live_pools;
 std::string pool_name(MempoolId_t id)
 {
 	return "(" + std::to_string(id.first) + ", " + std::to_string(id.second) + ")";
+}
+
+std::string hex_address(uint64_t ptr)
+{
+	char buf[24];
+
+	std::snprintf(buf, sizeof(buf), "0x%" PRIx64, ptr);
+	return buf;
 }
 
 /* The layer named after the first word of a stack spec's layer text. */
@@ -123,7 +136,7 @@ std::string private_stack(xdm_runtime *device_rt)
 		at = bar + 1;
 	}
 	/* 2M chunks: a graph's pool holds what its capture used, not a device's worth. */
-	return stack + "pool keep=true chunk=2M | " + base;
+	return stack + "pool keep=true tcache=0 chunk=2M | " + base;
 }
 
 private_pool *find_locked(pool_table &t, int device, MempoolId_t id)
@@ -426,6 +439,55 @@ std::shared_ptr<cca::AllocatorState> pool_checkpoint(int device, MempoolId_t id)
 	if (xdm_runtime_for_each_block(p->rt, collect_whole, &state->live) != XDM_OK)
 		throw_xdm_error("listing the blocks of pool " + pool_name(id));
 	return state;
+}
+
+/*
+ * torch's native allocator does the same in the same order: it frees the
+ * pool's live blocks, then carves the checkpoint's blocks again.  The pool
+ * keeps its chunks (keep=true), so the addresses are still its own; only
+ * a block another thread still caches could stand in the way, and then
+ * the restore fails with xdm's sentence.  A failure part way leaves the
+ * blocks already put back in the delta, whose deleters free them.
+ */
+cca::CheckpointDelta pool_restore(int device, const std::shared_ptr<cca::AllocatorState> &as)
+{
+	auto state = std::dynamic_pointer_cast<pool_state>(as);
+	c10::Device where(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
+	cca::CheckpointDelta delta;
+	std::vector<xdm_block> live;
+	xdm_runtime *rt;
+
+	TORCH_CHECK(state && state->device == device, "xdm: setCheckpointPoolState: the state "
+		    "was not taken from a pool of " + device_name(device) + " by xdm");
+	rt = pool_runtime(device, state->id);
+	TORCH_CHECK(rt, "xdm: setCheckpointPoolState: " + device_name(device) +
+		    " has no pool " + pool_name(state->id));
+	if (xdm_runtime_for_each_block(rt, collect_whole, &live) != XDM_OK)
+		throw_xdm_error("listing the blocks of pool " + pool_name(state->id));
+	for (const xdm_block &b : live) {
+		void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr));
+
+		free_block_in(rt, state->id, ptr);
+		delta.ptrs_freed.push_back(ptr);
+	}
+	for (const xdm_block &b : state->live) {
+		void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr));
+		xdm_block again;
+
+		if (xdm_allocate_at(rt, b.ptr, b.bytes, b.stream, b.tag, &again) != XDM_OK)
+			throw_xdm_error("putting pool " + pool_name(state->id) + " back as its "
+					"checkpoint found it (a block of " + std::to_string(b.bytes) +
+					" bytes at " + hex_address(b.ptr) + ")");
+		delta.dataptrs_allocd.emplace_back(ptr, ptr, &delete_block, where);
+		if (tracing()) {
+			void *handle = nullptr;
+
+			xdm_stream_handle(rt, b.stream, &handle);
+			trace_alloc(device, ptr, b.bytes, static_cast<cudaStream_t>(handle),
+				    state->id);
+		}
+	}
+	return delta;
 }
 
 void empty_cache(MempoolId_t id)

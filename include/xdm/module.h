@@ -208,6 +208,9 @@ struct xdm_ops {
 	 * grows a range it already holds in place.  XDM_E_OUT_OF_MEMORY when
 	 * the place is taken or the memory is not there; NULL in any layer:
 	 * XDM_E_NOT_SUPPORTED (the caller allocates anywhere instead).
+	 * A suballocator (pool) answers it too, for any aligned size, out of
+	 * its own free memory on stream (xdm_allocate_at); an adaptor that
+	 * keeps a record per block implements it or leaves it NULL.
 	 */
 	enum xdm_status (*allocate_at)(struct xdm_layer *self, uint64_t ptr, size_t bytes,
 				       xdm_stream_id stream, const char *tag,

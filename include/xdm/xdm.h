@@ -159,6 +159,19 @@ XDM_API const char *xdm_runtime_name(const struct xdm_runtime *rt);
 XDM_API enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
 				     const char *tag, struct xdm_block *out);
 /*
+ * Allocate bytes at exactly ptr, out of memory the stack holds free on
+ * stream: how a framework puts a pool back as it was (torch's CUDA graph
+ * trees restore a graph pool's blocks at their old addresses).  Served by
+ * a pool (a free piece of its chunks on that stream) and by a virtual-memory
+ * backend (an unmapped part of its range), through the budget and the log;
+ * a layer that cannot (a guard) is NOT_SUPPORTED.  A place that is taken, or
+ * that the stack does not hold, is OUT_OF_MEMORY.  Otherwise as
+ * xdm_allocate: the block is live, registered and counted.
+ */
+XDM_API enum xdm_status xdm_allocate_at(struct xdm_runtime *rt, uint64_t ptr, size_t bytes,
+					xdm_stream_id stream, const char *tag,
+					struct xdm_block *out);
+/*
  * Queues the free on the block's stream after every recorded use.  Whether
  * the block was consumed is told by block->state, not by the status: a
  * consumed block's state becomes RETIRED, QUARANTINED or FREED whatever a

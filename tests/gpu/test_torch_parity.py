@@ -243,6 +243,48 @@ def test_compile_reduce_overhead_gives_eager_answers():
     assert xdm["outs"] == pytest.approx(ctrl["outs"], rel=1e-4)
 
 
+def test_graph_trees_switching_paths_restore_the_pool():
+    """CUDA graph trees record f then g, replay f, then record h after it:
+    a new path from a replayed node, where they put the graph pool back as
+    the checkpoint after f found it (setCheckpointPoolState).  Counted, so
+    the test fails if the restore stops being reached; every answer must
+    equal eager's."""
+    ctrl, xdm = both('''
+        calls = {"restore": 0}
+        real_restore = torch._C._cuda_setCheckpointPoolState
+
+        def counting(*args, **kwargs):
+            calls["restore"] += 1
+            return real_restore(*args, **kwargs)
+
+        torch._C._cuda_setCheckpointPoolState = counting
+
+        def f(x):
+            return x * 2 + 1
+
+        def g(y):
+            return y.sin() + 3
+
+        def h(y):
+            return y.cos() * 5
+
+        cf, cg, ch = (torch.compile(fn, mode="reduce-overhead") for fn in (f, g, h))
+        x = torch.randn(1024, 1024, device="cuda", generator=torch.Generator(
+            device="cuda").manual_seed(0))
+        got, want = [], []
+        for second in (g, h, g, h):
+            compiled = cg if second is g else ch
+            for _ in range(3):
+                got.append(float(compiled(cf(x)).double().sum()))
+                want.append(float(second(f(x)).double().sum()))
+        report("RESULT", got=got, want=want, restores=calls["restore"])
+    ''', timeout=600)
+    for r in (ctrl, xdm):
+        assert r["got"] == pytest.approx(r["want"], rel=1e-5), r
+        assert r["restores"] >= 1, r
+    assert xdm["got"] == pytest.approx(ctrl["got"], rel=1e-6)
+
+
 def test_memory_history_and_snapshot():
     ctrl, xdm = both('''
         torch.cuda.memory._record_memory_history(max_entries=1000)

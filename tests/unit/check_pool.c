@@ -18,6 +18,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <xdm/module.h>
 
@@ -729,6 +731,121 @@ START_TEST(keep_holds_chunks_until_trim_is_written)
 }
 END_TEST
 
+/*
+ * xdm_allocate_at: blocks freed go back at exactly their old addresses, as
+ * torch's CUDA graph trees put a graph's pool back to a checkpoint; a place
+ * that is taken, outside the chunks or of another stream is refused and
+ * changes nothing.
+ */
+static bool overlaps(const struct xdm_block *a, const struct xdm_block *b)
+{
+	return a->ptr < b->ptr + b->bytes && b->ptr < a->ptr + a->bytes;
+}
+
+static void put_back_at(const char *stack)
+{
+	struct xdm_runtime *rt = pool_runtime(stack);
+	static const size_t sizes[] = { 300, 64 * KIB, 256 * KIB };
+	struct xdm_block old[3], now[3], other, spare;
+	uint64_t reserved;
+
+	for (int i = 0; i < 3; i++)
+		TU_OK(xdm_allocate(rt, sizes[i], 0, "old", &old[i]));
+	reserved = POOL(rt, "reserved");
+	/* A live block's place is taken. */
+	ck_assert_int_eq(xdm_allocate_at(rt, old[1].ptr, sizes[1], 0, "at", &spare),
+			 XDM_E_OUT_OF_MEMORY);
+	for (int i = 0; i < 3; i++)
+		TU_OK(xdm_deallocate(rt, &old[i]));
+	ck_assert_uint_eq(POOL(rt, "in_use"), 0);
+	/* Back in a different order than they were carved. */
+	for (int i = 2; i >= 0; i--) {
+		TU_OK(xdm_allocate_at(rt, old[i].ptr, sizes[i], 0, "at", &now[i]));
+		ck_assert_uint_eq(now[i].ptr, old[i].ptr);
+		ck_assert_uint_eq(now[i].bytes, old[i].bytes);
+	}
+	ck_assert_uint_eq(POOL(rt, "in_use"), old[0].bytes + old[1].bytes + old[2].bytes);
+	ck_assert_uint_eq(POOL(rt, "reserved"), reserved);
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), old[0].bytes + old[1].bytes + old[2].bytes);
+	/* The pool carves around them. */
+	TU_OK(xdm_allocate(rt, 64 * KIB, 0, "other", &other));
+	for (int i = 0; i < 3; i++)
+		ck_assert(!overlaps(&other, &now[i]));
+	/* Misaligned, outside every chunk, straddling a live block, another stream. */
+	ck_assert_int_eq(xdm_allocate_at(rt, other.ptr + other.bytes + 1, 256, 0, "at", &spare),
+			 XDM_E_INVALID);
+	ck_assert_int_eq(xdm_allocate_at(rt, old[2].ptr + 64 * MIB, 256, 0, "at", &spare),
+			 XDM_E_OUT_OF_MEMORY);
+	ck_assert_int_eq(xdm_allocate_at(rt, other.ptr - 256, 512, 0, "at", &spare),
+			 XDM_E_OUT_OF_MEMORY);
+	ck_assert_int_eq(xdm_allocate_at(rt, other.ptr + other.bytes, 256, 1, "at", &spare),
+			 XDM_E_OUT_OF_MEMORY);
+	ck_assert_uint_eq(POOL(rt, "in_use"),
+			  old[0].bytes + old[1].bytes + old[2].bytes + other.bytes);
+	for (int i = 0; i < 3; i++)
+		TU_OK(xdm_deallocate(rt, &now[i]));
+	TU_OK(xdm_deallocate(rt, &other));
+	/* Whole again: the chunk serves its full size in one piece. */
+	TU_OK(xdm_allocate(rt, 1 * MIB, 0, "whole", &spare));
+	ck_assert_uint_eq(POOL(rt, "reserved"), reserved);
+	TU_OK(xdm_deallocate(rt, &spare));
+	store(rt, "trim", "1");
+	finish(rt);
+}
+
+START_TEST(allocate_at_puts_freed_blocks_back_where_they_were)
+{
+	put_back_at("pool keep=true chunk=1M | host");
+}
+END_TEST
+
+/* A block this thread just freed into its cache is free again for it. */
+START_TEST(allocate_at_finds_blocks_in_this_threads_cache)
+{
+	put_back_at("pool keep=true chunk=1M tcache=2M | host");
+}
+END_TEST
+
+/*
+ * Through the adaptors: the budget charges a block put back at its address
+ * and the log records it; a guard, whose blocks sit inside redzones of its
+ * own making, cannot, and says so.
+ */
+START_TEST(allocate_at_passes_budget_and_log_and_a_guard_refuses)
+{
+	struct xdm_runtime *rt = NULL;
+	struct xdm_block b, at;
+	struct xdm_stats stats;
+	char stack[256];
+
+	snprintf(stack, sizeof(stack), "budget key=check-pool-at-%d limit=1M credit=0 | "
+		 "logging sink=memory | pool keep=true tcache=0 chunk=1M | host", (int)getpid());
+	TU_OK(xdm_runtime_create(0, "host", stack, &rt));
+	TU_OK(xdm_allocate(rt, 512 * KIB, 0, "b", &b));
+	TU_OK(xdm_deallocate(rt, &b));
+	TU_OK(xdm_allocate_at(rt, b.ptr, 512 * KIB, 0, "at", &at));
+	ck_assert_uint_eq(at.ptr, b.ptr);
+	ck_assert_uint_eq(attr(rt, 0, "used"), 512 * KIB);
+	/* Past the budget's limit it is refused as any allocation is. */
+	ck_assert_int_eq(xdm_allocate_at(rt, b.ptr + 512 * KIB, 768 * KIB, 0, "at", &b),
+			 XDM_E_OUT_OF_BUDGET);
+	ck_assert_uint_eq(attr(rt, 0, "used"), 512 * KIB);
+	xdm_runtime_stats(rt, &stats);
+	ck_assert_uint_eq(stats.blocks_outstanding, 1);
+	ck_assert_uint_eq(stats.failures, 1);
+	TU_OK(xdm_deallocate(rt, &at));
+	ck_assert_uint_eq(attr(rt, 0, "used"), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+
+	TU_OK(xdm_runtime_create(0, "host", "guard | pool tcache=0 | host", &rt));
+	TU_OK(xdm_allocate(rt, 4 * KIB, 0, "b", &b));
+	TU_OK(xdm_deallocate(rt, &b));
+	ck_assert_int_eq(xdm_allocate_at(rt, b.ptr, 4 * KIB, 0, "at", &at), XDM_E_NOT_SUPPORTED);
+	ck_assert_str_eq(xdm_last_error_message(), "guard: cannot allocate at a given address");
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
 START_TEST(chunk_with_a_live_block_is_never_trimmed)
 {
 	struct xdm_runtime *rt = pool_runtime("pool chunk=1M | host");
@@ -1398,6 +1515,9 @@ static Suite *pool_suite(void)
 	tcase_add_test(growth, reap_pending_trims);
 	tcase_add_test(growth, chunk_with_a_live_block_is_never_trimmed);
 	tcase_add_test(growth, keep_holds_chunks_until_trim_is_written);
+	tcase_add_test(carve, allocate_at_puts_freed_blocks_back_where_they_were);
+	tcase_add_test(carve, allocate_at_finds_blocks_in_this_threads_cache);
+	tcase_add_test(errors, allocate_at_passes_budget_and_log_and_a_guard_refuses);
 	tcase_add_test(growth, max_bounds_the_pool_and_the_refusal_leaks_nothing);
 	tcase_add_test(growth, max_gives_idle_chunks_of_other_streams_back_to_make_room);
 	tcase_add_test(growth, max_store_bounds_the_next_growth);

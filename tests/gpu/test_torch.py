@@ -1,8 +1,11 @@
 """torch allocates through xdm (xdm.torch.use): the same training as under
-torch's own allocator, budget refusals as torch.OutOfMemoryError, the
+torch's own allocator (plain, under cuDNN's benchmark mode, and compiled
+with CUDA graphs), budget refusals as torch.OutOfMemoryError, the
 record_stream, empty_cache and memory-fraction hooks, and the refusal of a
 late switch.  Each program runs in a python of its own (conftest.Child).
 """
+
+import pytest
 
 from conftest import run
 
@@ -47,9 +50,167 @@ report("RESULT", **fields)
 '''
 
 
-def train(mode, stack=""):
-    code = "MODE, STACK = %r, %r\n" % (mode, stack) + TRAIN
-    return run(code, env=DETERMINISTIC)
+# The training under cuDNN's benchmark mode: a small convolution net, each
+# batch of one of a few sizes, so that each shape is benchmarked once (its
+# forward, data gradient and weight gradient) and then reused.  Benchmark
+# mode times cuDNN's candidate algorithms and keeps the fastest; with
+# deterministic=True the candidates are deterministic ones only, but two
+# processes may still keep different ones: the timing decides, and so does
+# the workspace cap (the allocator's largest cached block, cacheInfo), which
+# differs between allocators by design.  Different algorithms round
+# differently, so bit-identical losses can be asked only of runs that kept
+# the same algorithms.  The probe tells: before training, one forward and
+# backward of every batch size benchmarks every convolution the training
+# will run (same shapes, same cache keys), and the exact bits of its output
+# and gradients fingerprint the algorithms kept.
+CONV_TRAIN = '''
+if MODE == "xdm":
+    import xdm.torch
+    xdm.torch.use(stack=STACK, ordinal=0)
+import torch
+
+if not torch.backends.cudnn.is_available():
+    report("RESULT", cudnn=None)
+    sys.exit(0)
+torch.manual_seed(0)
+torch.use_deterministic_algorithms(True)
+torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.deterministic = True
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+classes, steps, sizes = 10, 300, (16, 32, 48, 64)
+
+
+class SpatialMean(torch.nn.Module):
+    # Not AdaptiveAvgPool2d, whose backward has no deterministic kernel.
+    def forward(self, x):
+        return x.mean((2, 3))
+
+
+model = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+    torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.ReLU(),
+    torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
+    torch.nn.Conv2d(64, 128, 3, stride=2, padding=1), torch.nn.ReLU(),
+    SpatialMean(), torch.nn.Linear(128, classes)).cuda()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
+def fingerprint(t):
+    """An integer of t's exact bits (wrapping int64 sums do not depend on
+    the order of the reduction)."""
+    bits = t.detach().float().contiguous().view(torch.int32).flatten().to(torch.int64)
+    weights = torch.arange(1, bits.numel() + 1, device=bits.device) % 1000003
+    return int((bits * weights).sum())
+
+
+# A large idle block in both allocators before the first convolution, so
+# that the workspace cap benchmark mode reads is large under both and does
+# not make the candidate sets differ (torch's caching allocator caches the
+# freed block; the pool over cuda_async keeps it, having no trimmer).
+torch.empty(256 << 20, dtype=torch.uint8, device="cuda")     # freed at once
+probe_gen = torch.Generator().manual_seed(2)
+algorithms = []
+for batch in sizes:
+    x = torch.randn(batch, 3, 32, 32, generator=probe_gen).cuda()
+    out = model(x)
+    out.square().sum().backward()
+    algorithms.append([fingerprint(out)] + [fingerprint(p.grad) for p in model.parameters()])
+    model.zero_grad(set_to_none=True)
+
+gen = torch.Generator().manual_seed(1)
+losses = []
+for step in range(steps):
+    batch = sizes[int(torch.randint(len(sizes), (1,), generator=gen))]
+    x = torch.randn(batch, 3, 32, 32, generator=gen).cuda()
+    y = torch.randint(0, classes, (batch,), generator=gen).cuda()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+fields = {"losses": losses, "algorithms": algorithms, "cudnn": torch.backends.cudnn.version(),
+          "benchmark": torch.backends.cudnn.benchmark}
+if MODE == "xdm":
+    fields.update(allocs=xdm.runtime(0).stats().allocs)
+report("RESULT", **fields)
+'''
+
+# The training of TRAIN with the model under torch.compile's reduce-overhead
+# mode: CUDA graph trees warm each graph up once, record it into a private
+# memory pool (under xdm a private runtime, frameworks/torch/pools.cpp),
+# then replay it.  One batch size, so that one path of the tree (forward
+# then backward) is recorded and replayed every step; each step marks a new
+# generation, as torch asks of a training loop.  The program counts the
+# captures and replays of torch.cuda.CUDAGraph, and the graphs inductor
+# skipped, to show the steps ran as graphs.
+COMPILED_TRAIN = '''
+if MODE == "xdm":
+    import xdm.torch
+    xdm.torch.use(stack=STACK, ordinal=0)
+import torch
+import torch._dynamo.utils
+
+torch.manual_seed(0)
+torch.use_deterministic_algorithms(True)
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+width, classes, steps, batch = 512, 16, 300, 256
+model = torch.nn.Sequential(
+    torch.nn.Linear(64, width), torch.nn.LayerNorm(width), torch.nn.GELU(),
+    torch.nn.Linear(width, width), torch.nn.LayerNorm(width), torch.nn.GELU(),
+    torch.nn.Linear(width, width), torch.nn.GELU(),
+    torch.nn.Linear(width, classes)).cuda()
+fast = torch.compile(model, mode="reduce-overhead")
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+graph_calls = {"capture_begin": 0, "replay": 0}
+
+
+def counting(name):
+    inner = getattr(torch.cuda.CUDAGraph, name)
+
+    def call(self, *args, **kwargs):
+        graph_calls[name] += 1
+        return inner(self, *args, **kwargs)
+    return call
+
+
+for name in graph_calls:
+    setattr(torch.cuda.CUDAGraph, name, counting(name))
+
+gen = torch.Generator().manual_seed(1)
+losses = []
+for step in range(steps):
+    x = torch.randn(batch, 64, generator=gen).cuda()
+    y = torch.randint(0, classes, (batch,), generator=gen).cuda()
+    torch.compiler.cudagraph_mark_step_begin()
+    opt.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(fast(x), y)
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+fields = {"losses": losses, "captures": graph_calls["capture_begin"],
+          "replays": graph_calls["replay"],
+          "skips": torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]}
+if MODE == "xdm":
+    # The graphs' private pools: runtimes of device 0 beside its own.
+    private = [n for n in xdm.tree.list("") if n.startswith("0.")
+               and xdm.tree.show(n + "/singleton").strip() == "0"]
+    fields.update(private=len(private),
+                  private_allocs=sum(int(xdm.tree.show(n + "/allocs")) for n in private))
+report("RESULT", **fields)
+'''
+
+
+def train(mode, stack="", program=TRAIN, env=None, timeout=300):
+    code = "MODE, STACK = %r, %r\n" % (mode, stack) + program
+    return run(code, env=dict(DETERMINISTIC, **(env or {})), timeout=timeout)
+
+
+def first_difference(ours, theirs):
+    """The first step whose losses differ, or None."""
+    return next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
 
 
 def test_import_does_not_import_torch():
@@ -65,14 +226,73 @@ def test_training_losses_equal_torch_allocator(budget_key):
     ours = train("xdm", stack)
     theirs = train("torch")
     assert len(ours["losses"]) == len(theirs["losses"]) == 300
-    diff = [i for i, (a, b) in enumerate(zip(ours["losses"], theirs["losses"])) if a != b]
-    assert not diff, "losses differ from step %d on: xdm %r, torch %r" % (
-        diff[0], ours["losses"][diff[0]], theirs["losses"][diff[0]])
+    diff = first_difference(ours["losses"], theirs["losses"])
+    assert diff is None, "losses differ from step %d on: xdm %r, torch %r" % (
+        diff, ours["losses"][diff], theirs["losses"][diff])
     # The memory was xdm's: thousands of blocks through the budget and the pool.
     assert ours["allocs"] > 3000, ours
     assert ours["budget_peak"] > 0
     assert ours["stats"]["reserved_bytes.all.peak"] >= ours["stats"]["allocated_bytes.all.peak"]
     assert ours["stats"]["allocation.all.allocated"] == ours["allocs"]
+
+
+
+# Pairs of runs tried before the cuDNN test gives up asking for identical
+# algorithms (see CONV_TRAIN): each pair takes some 20 s.
+BENCHMARK_ATTEMPTS = 3
+
+
+def test_training_losses_equal_torch_allocator_with_cudnn_benchmark(budget_key):
+    stack = "budget key=%s limit=4G | pool | cuda_async" % budget_key
+    for attempt in range(BENCHMARK_ATTEMPTS):
+        ours = train("xdm", stack, CONV_TRAIN)
+        if ours["cudnn"] is None:
+            pytest.skip("torch has no cuDNN here")
+        theirs = train("torch", program=CONV_TRAIN)
+        if ours["algorithms"] == theirs["algorithms"]:
+            break
+    assert ours["benchmark"] and theirs["benchmark"]
+    assert len(ours["losses"]) == len(theirs["losses"]) == 300
+    # The memory was xdm's.
+    assert ours["allocs"] > 3000, ours
+    if ours["algorithms"] != theirs["algorithms"]:
+        # Benchmark mode kept other algorithms under each allocator in
+        # every attempt: the losses can only be close, and bit-identity
+        # was not tested.  A wrong block (memory reused while a kernel
+        # still reads it) would not stay this close.
+        assert all(a == a for a in ours["losses"]), ours["losses"]
+        assert ours["losses"][:50] == pytest.approx(theirs["losses"][:50], rel=1e-3)
+        pytest.skip("cuDNN's benchmark kept different algorithms under xdm and torch's "
+                    "allocator in %d attempts (fingerprints %r and %r): losses are close, "
+                    "bit-identity untested" % (BENCHMARK_ATTEMPTS, ours["algorithms"],
+                                               theirs["algorithms"]))
+    diff = first_difference(ours["losses"], theirs["losses"])
+    assert diff is None, "losses differ from step %d on (attempt %d, same algorithms): " \
+        "xdm %r, torch %r" % (diff, attempt + 1, ours["losses"][diff], theirs["losses"][diff])
+
+
+def test_training_losses_equal_torch_allocator_under_reduce_overhead(budget_key, tmp_path):
+    stack = "budget key=%s limit=4G | pool | cuda_async" % budget_key
+    # Both runs share inductor's cache: the second loads the kernels the
+    # first compiled, so that the same code runs under both allocators
+    # (inductor may choose a kernel's configuration by timing it, which
+    # would change how it rounds), and it compiles only once.
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    ours = train("xdm", stack, COMPILED_TRAIN, env=env, timeout=600)
+    theirs = train("torch", program=COMPILED_TRAIN, env=env, timeout=600)
+    for r in (ours, theirs):
+        assert len(r["losses"]) == 300
+        # The steps ran as CUDA graphs: none skipped, the forward and the
+        # backward recorded, and both replayed at (nearly) every step after
+        # the warm-up and the recording.
+        assert r["skips"] == 0, r
+        assert r["captures"] >= 2, r
+        assert r["replays"] >= 2 * 280, r
+    # The graphs' memory was xdm's: private runtimes that allocated.
+    assert ours["private"] >= 1 and ours["private_allocs"] > 0, ours
+    diff = first_difference(ours["losses"], theirs["losses"])
+    assert diff is None, "losses differ from step %d on: xdm %r, torch %r" % (
+        diff, ours["losses"][diff], theirs["losses"][diff])
 
 
 def test_budget_refusal_is_torch_oom_and_the_process_goes_on(budget_key):

@@ -7,11 +7,13 @@
     import torch
     x = torch.randn(1 << 20, device="cuda")     # a block of xdm.runtime(0)
 
-``use`` makes xdm torch's CUDA allocator (torch's pluggable allocator, over
-the C module ``libxdm-torch.so``).  torch can swap its allocator only before
-its first CUDA allocation, so call ``use`` first: once torch has allocated
+``use`` makes xdm torch's CUDA allocator: the C module ``libxdm-torch.so``
+implements torch's whole allocator interface and installs itself as
+torch's current allocator.  torch can swap its allocator only before its
+first CUDA allocation, so call ``use`` first: once torch has allocated
 CUDA memory (or initialized CUDA, ``torch.cuda.init()``), ``use`` raises
-InvalidArgument and torch keeps its own allocator.
+InvalidArgument and torch keeps its own allocator.  The module is built
+against one torch; ``use`` refuses another with one sentence.
 
 Every tensor's memory is then a block of the xdm runtime of its device, on
 torch's stream: the budget counts it (and refuses it: torch raises
@@ -22,22 +24,21 @@ worker threads, which do not carry the caller's tag: gradients and the
 buffers of backward are tagged with those threads' tags (untagged unless
 code on them sets one).
 
-What torch offers under a pluggable allocator, and what xdm adds:
+What torch asks of its allocator is answered from xdm's own state
+(xdm-torch(7) lists each feature):
 
-- ``tensor.record_stream(s)``, ``torch.cuda.empty_cache()`` and
-  ``torch.cuda.set_per_process_memory_fraction(f)`` reach xdm where the
-  module was built with torch's hooks (``hooks()`` says): the free waits for
-  the work on ``s`` queued by the time of the free; the pools give their
-  idle chunks back; the pool's ``max`` becomes ``f`` of the device (a stack
-  without a pool says so on stderr; its budget's limit is what bounds it);
 - torch's memory statistics (``torch.cuda.memory_stats``,
-  ``max_memory_reserved``, ``memory_snapshot``, ...) raise under any
-  pluggable allocator: use this module's ``memory_stats``,
-  ``memory_allocated``, ``memory_reserved`` and their ``max_`` forms,
-  which read the xdm runtime and its pool;
-- CUDA graphs' private memory pools, ``torch.cuda.MemPool`` and IPC of
-  CUDA tensors between processes are torch's caching allocator's and are
-  not served;
+  ``max_memory_allocated``, ``memory_summary``, the resets) are the
+  runtimes' counters and the pools' attributes, with the budget's figures
+  under ``xdm.budget.*`` keys; this module's ``memory_stats`` and
+  ``memory_*`` helpers read them through torch;
+- ``cudnn.benchmark``, CUDA graphs and their private pools (each a
+  private runtime under the same budget), ``torch.compile(mode=
+  "reduce-overhead")`` with its graph trees, ``torch.cuda.MemPool``,
+  memory history and snapshots, ``record_stream``, ``empty_cache``,
+  ``set_per_process_memory_fraction`` and peer access all work;
+- IPC of CUDA tensors between processes raises an error that names the
+  missing feature;
 - torch's allocator settings, ``PYTORCH_ALLOC_CONF`` (or
   ``PYTORCH_CUDA_ALLOC_CONF``), are read by ``use``: those with an xdm
   equivalent change the stack (``expandable_segments:True`` makes its base

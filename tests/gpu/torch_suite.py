@@ -407,6 +407,18 @@ def main(argv=None):
     if not chosen:
         print("torch_suite: no test selected", file=sys.stderr)
         return 1
+    # One test first: a file that cannot even be imported with this torch
+    # (a test_cuda.py newer than the torch installed, a missing psutil)
+    # would otherwise fail every run of every test the same way.
+    os.makedirs(os.path.join(opts.output, "logs", opts.modes[0]), exist_ok=True)
+    probe = run_one(chosen[0], opts.modes[0], opts)
+    if probe["outcome"] == "error" and any(
+            re.search(r"\b(ImportError|ModuleNotFoundError|SyntaxError)\b", line)
+            for line in probe["tail"]):
+        print("torch_suite: %s does not import here (%s):\n%s"
+              % (opts.test_file, probe["log"], "\n".join(probe["tail"][-10:])),
+              file=sys.stderr)
+        return 2
     results = run_all(chosen, opts)
     print(summarize(chosen, results, opts), end="")
     return 0

@@ -188,3 +188,12 @@ def test_selection_file_and_torch_mode_alone(tmp_path):
     r = run([str(tests), "-o", str(out), "-s", str(sel)])
     assert r.returncode != 0
     assert "test_no_such_test is not a test" in r.stdout
+
+
+def test_a_file_that_does_not_import_stops_the_run(tmp_path):
+    tests = tmp_path / "test_cuda.py"
+    write(str(tests), "import no_such_module_for_torch_suite\n" + FAKE_TESTS)
+    r = run([str(tests), "-o", str(tmp_path / "out"), "--modes", "torch", "-q"])
+    assert r.returncode == 2, r.stdout
+    assert "does not import here" in r.stdout
+    assert "ModuleNotFoundError" in r.stdout

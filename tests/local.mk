@@ -242,7 +242,8 @@ EXTRA_DIST += tests/python/python_tests.sh tests/python/conftest.py \
 	tests/python/test_imports.py tests/python/test_frameworks.py \
 	tests/python/test_library_search.py tests/python/test_packaging.py \
 	tests/python/test_sitedir.py tests/python/test_pytest_plugin.py \
-	tests/python/test_ipc.py tests/python/test_torch_conf.py
+	tests/python/test_ipc.py tests/python/test_torch_conf.py \
+	tests/python/test_torch_suite.py
 # make install and pip install, checked by tests/ci.sh (not by make check:
 # it installs, into DESTDIR and a venv).
 EXTRA_DIST += tests/python/install_check.sh
@@ -254,6 +255,9 @@ EXTRA_DIST += tests/gpu/gpu_python.sh tests/gpu/conftest.py tests/gpu/test_torch
 	tests/gpu/test_torch_parity.py \
 	tests/gpu/test_shared_budget.py tests/gpu/test_cupy_numba.py \
 	tests/gpu/test_pytest_workers.py tests/gpu/test_preload.py tests/gpu/preload_rt_user.c
+# torch's own allocator tests (its test_cuda.py) under torch and under xdm,
+# run by hand on a GPU machine (README, Tests).
+EXTRA_DIST += tests/gpu/torch_suite.py
 # The multi-process budget with a CUDA stack; two processes seeing two GPUs
 # in opposite orders; the Compute Sanitizer gate (doc/sanitizer-gate.md).
 EXTRA_DIST += tests/gpu/budget_gpu.sh tests/gpu/devices_gpu.sh tests/gpu/sanitizer_gate.sh \

@@ -3,7 +3,9 @@
  * check_native.c - the framework entry on the host platform: native stream
  * handles, allocation by stream and free by pointer, interned and
  * per-thread tags.  The host platform's NULL handle is its default stream,
- * as NULL is the legacy default stream on cuda.
+ * as NULL is the legacy default stream on cuda, and XDM_STREAM_PER_THREAD
+ * each thread's own stream, as CU_STREAM_PER_THREAD is: served from the
+ * default stream, its frees held until the host sees the thread's work done.
  */
 #include "config.h"
 
@@ -438,6 +440,434 @@ START_TEST(tree_shows_native_tag)
 }
 END_TEST
 
+/* ---- per-thread streams ------------------------------------------------------ */
+
+/*
+ * XDM_STREAM_PER_THREAD is each thread's own stream (backends/host/
+ * per_thread.h), served from the default stream.  The tests queue work on
+ * it through the host platform's table, from the thread whose stream it
+ * is, as CUDA work is queued on CU_STREAM_PER_THREAD; the table is the one
+ * the runtime loaded (the same file of this build tree), so the stream is
+ * the same.
+ */
+#define PTDS XDM_STREAM_PER_THREAD
+#define PT_BLOCK 4096
+
+static void *host_module;
+
+static const struct xdm_ops *host_ops(void)
+{
+	const struct xdm_ops *const *tables;
+	int count;
+
+	if (!host_module) {
+		tables = tu_module_open("backends", "host", &host_module, &count);
+		return tu_module_table(tables, XDM_KIND_PLATFORM, "host");
+	}
+	tables = ((xdm_module_entry_fn)dlsym(host_module, XDM_MODULE_ENTRY_SYMBOL))();
+	return tu_module_table(tables, XDM_KIND_PLATFORM, "host");
+}
+
+/* Hold the calling thread's per-thread stream at gate; returns once it stands there. */
+static void ptds_hold(struct tu_gate *gate)
+{
+	TU_OK(host_ops()->launch_host_func(NULL, PTDS, tu_gate_run, gate));
+	ck_assert_msg(tu_gate_wait_entered(gate), "the per-thread stream never reached its gate");
+}
+
+static uint32_t default_pending(struct xdm_runtime *rt)
+{
+	xdm_stream_id def;
+	char path[64];
+	size_t len;
+	char *text;
+	uint32_t n;
+
+	TU_OK(xdm_native_stream(rt, NULL, &def));
+	snprintf(path, sizeof(path), "%s/streams/%u/pending_frees", xdm_runtime_name(rt),
+		 (unsigned)def);
+	ck_assert_int_eq(xdm_tree_show(path, &text, &len), 0);
+	n = (uint32_t)strtoul(text, NULL, 10);
+	free(text);
+	return n;
+}
+
+/* A gate opened by a thread of its own after ms, for a call that must wait for it. */
+struct late_opener {
+	struct tu_gate *gate;
+	int ms;
+	pthread_t t;
+};
+
+static void *open_late(void *arg)
+{
+	struct late_opener *o = arg;
+
+	tu_sleep_ms(o->ms);
+	tu_gate_open(o->gate);
+	return NULL;
+}
+
+static void open_later(struct late_opener *o, struct tu_gate *gate, int ms)
+{
+	o->gate = gate;
+	o->ms = ms;
+	ck_assert_int_eq(pthread_create(&o->t, NULL, open_late, o), 0);
+}
+
+static bool gate_is_open(struct tu_gate *g)
+{
+	bool open;
+
+	pthread_mutex_lock(&g->lock);
+	open = g->open;
+	pthread_mutex_unlock(&g->lock);
+	return open;
+}
+
+START_TEST(per_thread_stream_is_served_from_the_default_stream)
+{
+	struct xdm_runtime *rt = make("host");
+	uint32_t count = xdm_stream_count(rt);
+	xdm_stream_id def, id;
+	struct xdm_stats st;
+	struct xdm_block b;
+	void *p;
+
+	TU_OK(xdm_native_stream(rt, NULL, &def));
+	TU_OK(xdm_native_stream(rt, PTDS, &id));
+	ck_assert_uint_eq(id, def);
+	ck_assert_uint_eq(xdm_stream_count(rt), count + 1);
+	TU_OK(xdm_native_allocate(rt, PT_BLOCK, PTDS, "ptds", &p));
+	ck_assert_ptr_nonnull(p);
+	TU_OK(xdm_native_lookup(rt, p, &b));
+	ck_assert_uint_eq(b.stream, def);		/* the default stream's block */
+	TU_OK(host_ops()->memset_async(NULL, (uintptr_t)p, 0x5a, PT_BLOCK, PTDS));
+	TU_OK(xdm_native_free(rt, p, PTDS));
+	TU_OK(xdm_reap_pending(rt));
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.allocs, 1);
+	ck_assert_uint_eq(st.frees, 1);
+	ck_assert_uint_eq(st.blocks_outstanding, 0);
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
+	ck_assert_uint_eq(layer_number(rt, 0, "frees"), 1);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/*
+ * The pool reuses a freed block at once on its stream.  A block freed on a
+ * per-thread stream that stands at a gate, with a write queued behind it,
+ * must not be handed out again before that write has run: the freeing
+ * thread's work is not done.  The control frees naming the default stream,
+ * and the pool hands the block out again at once.
+ */
+static void *per_thread_reuse(bool name_ptds, void **second)
+{
+	struct xdm_runtime *rt = make("pool | host");
+	unsigned char *p;
+	struct tu_log log;
+	struct tu_gate gate;
+	struct tu_step late;
+	void *again;
+
+	tu_log_init(&log);
+	tu_gate_init(&gate);
+	TU_OK(xdm_native_allocate(rt, PT_BLOCK, PTDS, NULL, (void **)&p));
+	ptds_hold(&gate);
+	late = (struct tu_step){ .log = &log, .id = 1, .mem = p, .value = 0xa1 };
+	TU_OK(host_ops()->launch_host_func(NULL, PTDS, tu_step_run, &late));
+	TU_OK(xdm_native_free(rt, p, name_ptds ? PTDS : NULL));
+	TU_OK(xdm_native_allocate(rt, PT_BLOCK, PTDS, NULL, second));
+	if (name_ptds) {
+		ck_assert_uint_eq(default_pending(rt), 1);
+	}
+	tu_gate_open(&gate);
+	TU_OK(host_ops()->stream_synchronize(NULL, PTDS));
+	ck_assert_int_eq(tu_log_count(&log), 1);
+	/* Seen complete by the host at this allocation: the block is back. */
+	TU_OK(xdm_native_allocate(rt, PT_BLOCK, PTDS, NULL, &again));
+	if (name_ptds) {
+		ck_assert_ptr_eq(again, p);
+		ck_assert_uint_eq(default_pending(rt), 0);
+	}
+	TU_OK(xdm_native_free(rt, again, PTDS));
+	TU_OK(xdm_native_free(rt, *second, PTDS));
+	TU_OK(xdm_reap_pending(rt));
+	ck_assert_uint_eq(default_pending(rt), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+	ck_assert(!tu_gate_timed_out(&gate));
+	tu_gate_destroy(&gate);
+	tu_log_destroy(&log);
+	return p;
+}
+
+START_TEST(per_thread_free_is_not_reused_before_the_thread_work)
+{
+	void *second, *first = per_thread_reuse(true, &second);
+
+	ck_assert_ptr_ne(second, first);
+}
+END_TEST
+
+START_TEST(control_free_naming_default_is_reused_at_once)
+{
+	void *second, *first = per_thread_reuse(false, &second);
+
+	ck_assert_ptr_eq(second, first);
+}
+END_TEST
+
+/* Several threads allocate, work and free on their own streams. */
+struct pt_worker {
+	struct xdm_runtime *rt;
+	int rounds;
+	enum xdm_status st;
+	char message[256];
+	unsigned char bad;
+};
+
+static void *pt_worker_run(void *arg)
+{
+	struct pt_worker *w = arg;
+	const struct xdm_ops *ops = host_ops();
+	unsigned char seen[64];
+
+	for (int i = 0; i < w->rounds && !w->st; i++) {
+		size_t bytes = 256 + (size_t)(i % 7) * 1024;
+		unsigned char *p;
+
+		w->st = xdm_native_allocate(w->rt, bytes, PTDS, "worker", (void **)&p);
+		if (w->st)
+			break;
+		w->st = ops->memset_async(NULL, (uintptr_t)p, i & 0xff, bytes, PTDS);
+		if (!w->st)
+			w->st = ops->memcpy_async(NULL, (uintptr_t)seen, (uintptr_t)p, sizeof(seen),
+						  PTDS);
+		if (!w->st)
+			w->st = ops->stream_synchronize(NULL, PTDS);
+		for (size_t k = 0; !w->st && k < sizeof(seen); k++)
+			w->bad |= seen[k] != (unsigned char)(i & 0xff);
+		/* Every other round leaves work queued behind the free. */
+		if (!w->st && (i & 1))
+			w->st = ops->memset_async(NULL, (uintptr_t)p, 0xee, bytes, PTDS);
+		if (!w->st)
+			w->st = xdm_native_free(w->rt, p, PTDS);
+	}
+	snprintf(w->message, sizeof(w->message), "%s", xdm_last_error_message());
+	return NULL;
+}
+
+START_TEST(per_thread_counters_are_exact_at_quiescence)
+{
+	static const char *const stacks[] = { "host", "pool | host" };
+
+	for (size_t k = 0; k < sizeof(stacks) / sizeof(stacks[0]); k++) {
+		struct xdm_runtime *rt = make(stacks[k]);
+		struct pt_worker w[4];
+		struct xdm_stats st;
+		pthread_t t[4];
+
+		for (int i = 0; i < 4; i++) {
+			w[i] = (struct pt_worker){ .rt = rt, .rounds = 200 };
+			ck_assert_int_eq(pthread_create(&t[i], NULL, pt_worker_run, &w[i]), 0);
+		}
+		for (int i = 0; i < 4; i++) {
+			pthread_join(t[i], NULL);
+			ck_assert_msg(w[i].st == XDM_OK, "%s: %s", stacks[k], w[i].message);
+			ck_assert_msg(!w[i].bad, "%s: a thread read another's bytes", stacks[k]);
+		}
+		TU_OK(xdm_reap_pending(rt));
+		xdm_runtime_stats(rt, &st);
+		ck_assert_uint_eq(st.allocs, 800);
+		ck_assert_uint_eq(st.frees, 800);
+		ck_assert_uint_eq(st.failures, 0);
+		ck_assert_uint_eq(st.blocks_outstanding, 0);
+		ck_assert_uint_eq(st.bytes_outstanding, 0);
+		ck_assert_uint_eq(st.bytes_allocated, st.bytes_freed);
+		ck_assert_uint_eq(default_pending(rt), 0);
+		if (k == 0) {
+			ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
+			ck_assert_uint_eq(layer_number(rt, 0, "frees"), 800);
+		}
+		TU_OK(xdm_runtime_destroy(rt));
+	}
+}
+END_TEST
+
+/*
+ * A thread frees on its stream while the stream stands at a gate, and
+ * exits: the exit must not wait for the stream (the teardown hung on the
+ * H200 while another stream waited on the thread's event).  The block
+ * stays held while the gate is shut, and comes back once it opens, its
+ * event asked after the thread's stream is gone.
+ */
+struct exiting {
+	struct xdm_runtime *rt;
+	struct tu_gate *gate;
+	void *ptr;
+	enum xdm_status st;
+	char message[256];
+};
+
+static void *exiting_run(void *arg)
+{
+	struct exiting *e = arg;
+
+	e->st = xdm_native_allocate(e->rt, PT_BLOCK, PTDS, "exits", &e->ptr);
+	if (e->st)
+		goto out;
+	ptds_hold(e->gate);
+	e->st = xdm_native_free(e->rt, e->ptr, PTDS);
+out:
+	snprintf(e->message, sizeof(e->message), "%s", xdm_last_error_message());
+	return NULL;
+}
+
+START_TEST(thread_exits_with_a_held_free)
+{
+	struct xdm_runtime *rt = make("host");
+	struct tu_gate gate;
+	struct exiting e = { .rt = rt, .gate = &gate };
+	struct timespec until;
+	struct xdm_stats st;
+	pthread_t t;
+
+	tu_gate_init(&gate);
+	ck_assert_int_eq(pthread_create(&t, NULL, exiting_run, &e), 0);
+	until = tu_deadline_in(TU_PATIENCE_MS);
+	ck_assert_msg(pthread_timedjoin_np(t, NULL, &until) == 0,
+		      "the thread hung in its exit with a free held for its stream");
+	ck_assert_msg(e.st == XDM_OK, "%s", e.message);
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.frees, 1);			/* freed, for the caller */
+	ck_assert_uint_eq(st.blocks_outstanding, 0);
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), PT_BLOCK);	/* held, for the stack */
+	ck_assert_uint_eq(default_pending(rt), 1);
+	ck_assert_uint_eq(layer_number(rt, 0, "frees"), 0);
+	tu_gate_open(&gate);
+	TU_OK(xdm_reap_pending(rt));
+	ck_assert_uint_eq(xdm_bytes_outstanding(rt), 0);
+	ck_assert_uint_eq(layer_number(rt, 0, "frees"), 1);
+	ck_assert_uint_eq(default_pending(rt), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+	ck_assert(!tu_gate_timed_out(&gate));
+	tu_gate_destroy(&gate);
+}
+END_TEST
+
+/* Memory short: the allocation waits for the held free instead of failing. */
+START_TEST(held_free_is_waited_for_when_memory_is_short)
+{
+	struct xdm_runtime *rt = make("budget key=check-native-ptds limit=64K | host");
+	struct late_opener opener;
+	struct tu_gate gate;
+	struct xdm_stats st;
+	void *p, *q;
+
+	tu_gate_init(&gate);
+	TU_OK(xdm_native_allocate(rt, 48 << 10, PTDS, NULL, &p));
+	ptds_hold(&gate);
+	TU_OK(xdm_native_free(rt, p, PTDS));
+	open_later(&opener, &gate, 100);
+	TU_OK(xdm_native_allocate(rt, 32 << 10, NULL, NULL, &q));
+	ck_assert(gate_is_open(&gate));		/* it waited for the thread's work */
+	pthread_join(opener.t, NULL);
+	xdm_runtime_stats(rt, &st);
+	ck_assert_uint_eq(st.failures, 0);
+	TU_OK(xdm_native_free(rt, q, NULL));
+	TU_OK(xdm_runtime_destroy(rt));
+	tu_gate_destroy(&gate);
+}
+END_TEST
+
+/* The runtime's end waits for a held free on the host and frees it. */
+START_TEST(destroy_waits_for_held_frees)
+{
+	struct xdm_runtime *rt = make("host");
+	struct late_opener opener;
+	struct tu_gate gate;
+	void *p;
+
+	tu_gate_init(&gate);
+	TU_OK(xdm_native_allocate(rt, PT_BLOCK, PTDS, NULL, &p));
+	ptds_hold(&gate);
+	TU_OK(xdm_native_free(rt, p, PTDS));
+	open_later(&opener, &gate, 50);
+	TU_OK(xdm_runtime_destroy(rt));
+	ck_assert(gate_is_open(&gate));
+	pthread_join(opener.t, NULL);
+	tu_gate_destroy(&gate);
+}
+END_TEST
+
+/* record_use on the per-thread stream: the host waits for its work there. */
+START_TEST(per_thread_record_use_waits_on_the_host)
+{
+	struct xdm_runtime *rt = make("host");
+	struct late_opener opener;
+	struct tu_gate gate;
+	void *p;
+
+	tu_gate_init(&gate);
+	TU_OK(xdm_native_allocate(rt, PT_BLOCK, NULL, NULL, &p));
+	ptds_hold(&gate);
+	open_later(&opener, &gate, 50);
+	TU_OK(xdm_native_record_use(rt, p, PTDS));
+	ck_assert(gate_is_open(&gate));
+	pthread_join(opener.t, NULL);
+	TU_OK(xdm_native_free(rt, p, NULL));
+	TU_OK(xdm_runtime_destroy(rt));
+	tu_gate_destroy(&gate);
+}
+END_TEST
+
+/* Per-thread work follows the default stream's earlier work, as on CUDA. */
+START_TEST(per_thread_stream_follows_the_default_stream)
+{
+	struct xdm_runtime *rt = make("host");
+	struct tu_gate gate;
+	struct tu_log log;
+	struct tu_step step;
+	xdm_stream_id def;
+
+	tu_gate_init(&gate);
+	tu_log_init(&log);
+	TU_OK(xdm_native_stream(rt, NULL, &def));
+	tu_gate_hold(rt, def, &gate);
+	step = (struct tu_step){ .log = &log, .id = 7 };
+	TU_OK(host_ops()->launch_host_func(NULL, PTDS, tu_step_run, &step));
+	tu_sleep_ms(50);
+	ck_assert_int_eq(tu_log_count(&log), 0);
+	tu_gate_open(&gate);
+	TU_OK(host_ops()->stream_synchronize(NULL, PTDS));
+	ck_assert_int_eq(tu_log_count(&log), 1);
+	TU_OK(xdm_runtime_destroy(rt));
+	tu_log_destroy(&log);
+	tu_gate_destroy(&gate);
+}
+END_TEST
+
+/* What hung a thread's exit on CUDA is refused on host: a wait on its event. */
+START_TEST(wait_on_a_per_thread_event_is_refused)
+{
+	const struct xdm_ops *ops = host_ops();
+	void *stream, *ev;
+
+	TU_OK(ops->stream_create(NULL, &stream));
+	TU_OK(ops->event_create(NULL, &ev));
+	TU_OK(ops->event_record(NULL, ev, PTDS));
+	ck_assert_int_eq(ops->stream_wait_event(NULL, stream, ev), XDM_E_STREAM_MISUSE);
+	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "per-thread"));
+	/* Recorded on an ordinary stream again, it may be waited on. */
+	TU_OK(ops->event_record(NULL, ev, stream));
+	TU_OK(ops->stream_wait_event(NULL, stream, ev));
+	TU_OK(ops->stream_synchronize(NULL, stream));
+	ops->event_destroy(NULL, ev);
+	ops->stream_destroy(NULL, stream);
+}
+END_TEST
+
 static Suite *native_suite(void)
 {
 	Suite *s = suite_create("native");
@@ -460,6 +890,16 @@ static Suite *native_suite(void)
 	tcase_add_test(tc, thread_tag_tags_native_blocks);
 	tcase_add_test(tc, thread_tag_is_per_thread);
 	tcase_add_test(tc, tree_shows_native_tag);
+	tcase_add_test(tc, per_thread_stream_is_served_from_the_default_stream);
+	tcase_add_test(tc, per_thread_free_is_not_reused_before_the_thread_work);
+	tcase_add_test(tc, control_free_naming_default_is_reused_at_once);
+	tcase_add_test(tc, per_thread_counters_are_exact_at_quiescence);
+	tcase_add_test(tc, thread_exits_with_a_held_free);
+	tcase_add_test(tc, held_free_is_waited_for_when_memory_is_short);
+	tcase_add_test(tc, destroy_waits_for_held_frees);
+	tcase_add_test(tc, per_thread_record_use_waits_on_the_host);
+	tcase_add_test(tc, per_thread_stream_follows_the_default_stream);
+	tcase_add_test(tc, wait_on_a_per_thread_event_is_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

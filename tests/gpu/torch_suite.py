@@ -301,10 +301,17 @@ def run_all(tests, opts):
     done = 0
     total = len(jobs) + len(serial)
 
+    # One line per result as it comes: a run cut short (the GPU machine's
+    # time ran out) still leaves what it finished.
+    progress = open(os.path.join(opts.output, "results.jsonl"), "w", encoding="utf-8")
+
     def note(r):
         nonlocal done
         done += 1
         results.append(r)
+        progress.write(json.dumps({k: r[k] for k in ("id", "mode", "outcome", "seconds")})
+                       + "\n")
+        progress.flush()
         if not opts.quiet:
             print("[%d/%d] %-7s %-7s %s" % (done, total, r["mode"], r["outcome"], r["id"]),
                   flush=True)
@@ -315,6 +322,7 @@ def run_all(tests, opts):
             note(fut.result())
     for t, m in serial:
         note(run_one(t, m, opts))
+    progress.close()
     return results
 
 

@@ -188,6 +188,9 @@ def test_numba_per_thread_default_stream(budget_key, config_file):
             except Exception as e:
                 errors.append(repr(e))
 
+        # Numba's driver is set up lazily and not safely from several
+        # threads at once: the main thread makes its context first.
+        cuda.current_context()
         threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
         for t in threads:
             t.start()

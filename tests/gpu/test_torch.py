@@ -83,7 +83,11 @@ torch.backends.cudnn.deterministic = True
 torch.backends.cudnn.benchmark_limit = 1
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-classes, steps, sizes = 10, 300, (16, 32, 48, 64)
+# Batches of 64 are left out: there torch's own allocator kept different
+# algorithms from one run to the next on the H200 (two runs of it gave two
+# fingerprints, while xdm's runs gave one), so no run can be asked to
+# match it bit for bit.
+classes, steps, sizes = 10, 300, (16, 32, 48)
 
 
 class SpatialMean(torch.nn.Module):

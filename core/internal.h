@@ -134,17 +134,10 @@ XDM_HIDDEN void xdm_layer_resolve(struct xdm_layer *l);
  * A free that had to wait on another stream's use records an event after it
  * on its stream; the stream's introspection counts those not yet reached.
  * The list owns its events: they go back to the event pool once complete.
- *
- * A held free is one made on a per-thread stream (stream_per_thread): its
- * event was recorded there by the freeing thread, and the block itself
- * waits in the list of its own stream until the host sees the event
- * complete; only then does it go to the stack (stream_frees.c).
  */
 struct xdm_pending_free {
 	void *event;
 	uint64_t seq;			/* tells a reused event from its last use */
-	bool held;			/* block is the stack's once event completes */
-	struct xdm_block block;
 };
 
 struct xdm_pending_frees {
@@ -153,7 +146,6 @@ struct xdm_pending_frees {
 	uint32_t n, cap;
 	uint32_t prune_at;		/* a mark prunes once n reaches it */
 	uint64_t next_seq;
-	_Atomic uint32_t held;		/* held frees among the n */
 };
 
 struct xdm_stream_slot {
@@ -169,10 +161,6 @@ struct xdm_stream_pool {
 	pthread_mutex_t lock;		/* serialises imports only */
 	_Atomic uint32_t count;
 	uint32_t owned;
-	/* Held frees of every stream: a native allocation reads it, one load. */
-	_Atomic uint32_t held_frees;
-	/* One thread at a time queries held frees at allocations; others pass. */
-	atomic_flag releasing;
 	struct xdm_stream_slot slots[XDM_MAX_STREAMS];
 };
 
@@ -181,9 +169,8 @@ struct xdm_stream_pool {
  * value is written before its key is published with release order, and
  * entries are never removed.  Handles 0..2 (NULL and CUDA's two special
  * handles) have slots of their own; the rest are hashed.  A value packs
- * (flags << 16) | (stream id + 1), flags XDM_NATIVE_*; 0 means not seen yet.
+ * (flags << 16) | (stream id + 1); 0 means not seen yet.
  */
-#define XDM_NATIVE_PER_THREAD 0x1u	/* ops.stream_per_thread said so */
 #define XDM_NATIVE_SPECIAL 3
 #define XDM_NATIVE_SLOTS (2 * XDM_MAX_STREAMS)
 
@@ -222,24 +209,6 @@ static inline void xdm_stream_events_held(struct xdm_stream_pool *pool, xdm_stre
 
 /* After a free that waited on another stream was queued on stream. */
 XDM_HIDDEN void xdm_pending_free_mark(struct xdm_runtime *rt, xdm_stream_id stream);
-/*
- * Keep block (already out of the registry and counted as freed) in its
- * stream's list until event, recorded on a per-thread stream, completes;
- * the list owns the event from here.  False when there is no memory to
- * keep it: the caller still owns both.
- */
-XDM_HIDDEN bool xdm_pending_free_hold(struct xdm_runtime *rt, void *event,
-				      const struct xdm_block *block);
-/*
- * Hand the held frees whose events completed to the stack.  QUERY asks
- * each event without blocking; WAIT synchronizes them on the host and
- * keeps a block whose event the platform could not wait for; FORCE (the
- * runtime's end) hands every block over whatever the wait said.  The
- * first error is returned.
- */
-enum xdm_held_wait { XDM_HELD_QUERY, XDM_HELD_WAIT, XDM_HELD_FORCE };
-XDM_HIDDEN enum xdm_status xdm_pending_frees_release(struct xdm_runtime *rt,
-						     enum xdm_held_wait how);
 /* Frees marked on stream that the stream has not reached yet. */
 XDM_HIDDEN uint32_t xdm_pending_free_count(struct xdm_runtime *rt, xdm_stream_id stream);
 XDM_HIDDEN void xdm_pending_frees_fini(struct xdm_runtime *rt);
@@ -496,16 +465,6 @@ XDM_HIDDEN enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_
 					     const char *platform, const char *stack,
 					     bool singleton, struct xdm_runtime **out);
 XDM_HIDDEN void xdm_runtime_teardown(struct xdm_runtime *rt);
-/*
- * Free a live block once event, recorded on a per-thread stream by the
- * calling thread, completes (native.c): taken from the registry and counted
- * now, its uses' waits queued on its stream now, handed to the stack when
- * the host sees the event.  Owns event whatever it returns.
- */
-XDM_HIDDEN enum xdm_status xdm_deallocate_held(struct xdm_runtime *rt, struct xdm_block *block,
-					       void *event);
-/* A held block's event completed: it goes to the stack now (stream_frees.c). */
-XDM_HIDDEN enum xdm_status xdm_release_held(struct xdm_runtime *rt, struct xdm_block *b);
 
 /* Name a new runtime and show it in the tree (tree.c). */
 XDM_HIDDEN void xdm_tree_publish(struct xdm_runtime *rt);

@@ -11,15 +11,6 @@
  * registry, which is keyed by address already; the free then goes through
  * xdm_deallocate() like any other, so the stack, the budget, the log and
  * the tree see framework blocks exactly as they see a C engine's.
- *
- * A per-thread handle (ops.stream_per_thread: CUDA's per-thread default
- * stream) is a different stream on every thread, which no other thread can
- * name.  It is served from the stream the platform resolves it to (CUDA's
- * legacy stream, whose earlier work every per-thread stream follows by
- * itself), and the map remembers it with XDM_NATIVE_PER_THREAD.  A free
- * naming it records an event there, from the freeing thread, and the block
- * is held until the host sees that event complete (stream_frees.c): no
- * stream ever waits on it (doc/design.md, "Per-thread default streams").
  */
 #include "config.h"
 
@@ -28,9 +19,8 @@
 
 #include "core/internal.h"
 
-#define VALUE(id, flags) (((uint32_t)(flags) << 16) | ((uint32_t)(id) + 1))
-#define VALUE_ID(v) ((xdm_stream_id)(((v) & 0xffffu) - 1))
-#define VALUE_FLAGS(v) ((unsigned int)((v) >> 16))
+#define VALUE(id) ((uint32_t)(id) + 1)
+#define VALUE_ID(v) ((xdm_stream_id)((v) - 1))
 
 static size_t native_hash(uintptr_t key)
 {
@@ -90,20 +80,12 @@ static uint32_t native_used(struct xdm_native_map *m)
 	return n;
 }
 
-static enum xdm_status native_resolve(struct xdm_runtime *rt, void *handle, void **canonical,
-				      unsigned int *flags)
+static enum xdm_status native_resolve(struct xdm_runtime *rt, void *handle, void **canonical)
 {
 	const struct xdm_ops *ops = rt->platform.ops;
-	enum xdm_status st;
 
-	*flags = 0;
-	if (ops->stream_resolve) {
-		st = ops->stream_resolve(&rt->platform, handle, canonical);
-		if (st == XDM_OK && ops->stream_per_thread &&
-		    ops->stream_per_thread(&rt->platform, handle))
-			*flags = XDM_NATIVE_PER_THREAD;
-		return st;
-	}
+	if (ops->stream_resolve)
+		return ops->stream_resolve(&rt->platform, handle, canonical);
 	if (!handle)
 		return xdm_error_set(XDM_E_INVALID, "platform '%s' has no default stream: a "
 				     "native stream handle must not be NULL", ops->name);
@@ -115,13 +97,12 @@ static enum xdm_status native_resolve(struct xdm_runtime *rt, void *handle, void
 static enum xdm_status native_import(struct xdm_runtime *rt, void *handle, uint32_t *value)
 {
 	struct xdm_stream_pool *pool = &rt->streams;
-	unsigned int flags;
 	enum xdm_status st;
 	void *canonical;
 	uint32_t count, id;
 
 	/* The platform may call the driver: outside every lock. */
-	st = native_resolve(rt, handle, &canonical, &flags);
+	st = native_resolve(rt, handle, &canonical);
 	if (st)
 		return st;
 	pthread_mutex_lock(&pool->lock);
@@ -148,7 +129,7 @@ static enum xdm_status native_import(struct xdm_runtime *rt, void *handle, uint3
 		pool->slots[count].owned = false;
 		atomic_store_explicit(&pool->count, count + 1, memory_order_release);
 	}
-	*value = VALUE(id, flags);
+	*value = VALUE(id);
 	native_put(&rt->native, handle, *value);
 unlock:
 	pthread_mutex_unlock(&pool->lock);
@@ -190,16 +171,6 @@ enum xdm_status xdm_native_allocate(struct xdm_runtime *rt, size_t bytes, void *
 	st = native_value(rt, native_stream, &v);
 	if (st)
 		return st;
-	/*
-	 * Blocks freed on per-thread streams come back once the host sees
-	 * their events: asked here without blocking, by one thread at a time
-	 * (the others need not queue behind its queries).
-	 */
-	if (atomic_load_explicit(&rt->streams.held_frees, memory_order_relaxed) &&
-	    !atomic_flag_test_and_set_explicit(&rt->streams.releasing, memory_order_acquire)) {
-		xdm_pending_frees_release(rt, XDM_HELD_QUERY);
-		atomic_flag_clear_explicit(&rt->streams.releasing, memory_order_release);
-	}
 	st = xdm_allocate(rt, bytes, VALUE_ID(v), tag ? tag : xdm_thread_tag(), &b);
 	if (st == XDM_OK)
 		*ptr = (void *)(uintptr_t)b.ptr;
@@ -228,107 +199,14 @@ static enum xdm_status not_a_block(struct xdm_runtime *rt, const char *fn, void 
 }
 
 /*
- * Whether the calling thread's per-thread stream is being captured into a
- * graph: its work then runs when the graph does, in the order the graph
- * keeps, and nothing recorded there may be queried (doc/design.md, "CUDA
- * graph capture").  An error reads as capturing, as xdm_stream_capture().
- */
-static bool per_thread_captured(struct xdm_runtime *rt, void *handle)
-{
-	const struct xdm_ops *ops = rt->platform.ops;
-	uint64_t capture = 0;
-
-	if (!ops->stream_capture)
-		return false;
-	return ops->stream_capture(&rt->platform, handle, &capture) != XDM_OK || capture;
-}
-
-/*
- * An event recorded on the calling thread's per-thread stream, after the
- * work queued there so far.  The record is the only call that can name
- * that stream, and it is made from this thread.
- */
-static enum xdm_status per_thread_event(struct xdm_runtime *rt, void *handle, void **event)
-{
-	enum xdm_status st;
-
-	st = xdm_event_get(rt, event);
-	if (st)
-		return st;
-	st = rt->platform.ops->event_record(&rt->platform, *event, handle);
-	if (st)
-		goto put;
-	atomic_fetch_add_explicit(&rt->counters.events, 1, memory_order_relaxed);
-	return XDM_OK;
-
-put:
-	xdm_event_put(rt, *event);
-	*event = NULL;
-	return st;
-}
-
-/*
- * A free naming the calling thread's per-thread stream: the block is held
- * until the host sees the thread's work done (xdm_deallocate_held()), so
- * that nothing reuses it before, and no stream is made to wait for it.  It
- * orders the free after the freeing thread's work only: a block last used
- * on another thread's per-thread stream must be synchronized by its user
- * first, which no other thread could name.
- */
-static enum xdm_status per_thread_free(struct xdm_runtime *rt, void *handle, struct xdm_block *b)
-{
-	enum xdm_status st, st_free;
-	void *event;
-
-	/* Captured: the graph orders the block's next use in the capture. */
-	if (per_thread_captured(rt, handle))
-		return xdm_deallocate(rt, b);
-	st = per_thread_event(rt, handle, &event);
-	if (st == XDM_OK)
-		return xdm_deallocate_held(rt, b, event);
-	/*
-	 * No event: the host waits for the thread's stream instead.  If even
-	 * that fails, free all the same: keeping the block would leak it for
-	 * good, and the error still reaches the caller (as native_use's).
-	 */
-	st = rt->platform.ops->stream_synchronize(&rt->platform, handle);
-	st_free = xdm_deallocate(rt, b);
-	return st_free ? st_free : st;
-}
-
-/*
- * A use on the calling thread's per-thread stream: the host waits for the
- * work queued there so far, now.  A block keeps uses only as events that
- * its stream and later users wait on, which a per-thread stream's event
- * must never be.
- */
-static enum xdm_status per_thread_use(struct xdm_runtime *rt, void *handle)
-{
-	enum xdm_status st;
-	void *event;
-
-	if (per_thread_captured(rt, handle))
-		return XDM_OK;	/* it runs when its graph does, which its caller orders */
-	st = per_thread_event(rt, handle, &event);
-	if (st)
-		return st;
-	st = rt->platform.ops->event_synchronize(&rt->platform, event);
-	xdm_event_put(rt, event);
-	return st;
-}
-
-/*
  * Work queued on the native stream so far must finish before the block is
  * reused.  Nothing to do on the block's own stream; an untyped use on any
  * other.  A stack that cannot track uses frees synchronously (cuda_direct's
  * cuMemFree waits for the device, host's free=sync for every stream), which
  * orders the free after that work already.
  */
-static enum xdm_status native_use(struct xdm_runtime *rt, void *handle, uint32_t v,
-				  const struct xdm_block *b)
+static enum xdm_status native_use(struct xdm_runtime *rt, uint32_t v, const struct xdm_block *b)
 {
-	if (VALUE_FLAGS(v) & XDM_NATIVE_PER_THREAD)
-		return per_thread_use(rt, handle);
 	if (VALUE_ID(v) == b->stream || !xdm_supports_block_use_tracking(rt))
 		return XDM_OK;
 	return xdm_record_block_use(rt, b, VALUE_ID(v));
@@ -349,14 +227,12 @@ enum xdm_status xdm_native_free(struct xdm_runtime *rt, void *ptr, void *native_
 		return st;
 	if (!native_block(rt, ptr, &b))
 		return not_a_block(rt, "xdm_native_free", ptr);
-	if (VALUE_FLAGS(v) & XDM_NATIVE_PER_THREAD)
-		return per_thread_free(rt, native_stream, &b);
 	/*
 	 * If the use cannot be ordered, free all the same: keeping the block
 	 * would leak it for good, and the error still reaches the caller (the
 	 * same choice as a failed wait in xdm_deallocate()).
 	 */
-	st = native_use(rt, native_stream, v, &b);
+	st = native_use(rt, v, &b);
 	st_free = xdm_deallocate(rt, &b);
 	return st_free ? st_free : st;
 }
@@ -388,7 +264,7 @@ enum xdm_status xdm_native_record_use(struct xdm_runtime *rt, void *ptr, void *n
 		return st;
 	if (!native_block(rt, ptr, &b))
 		return not_a_block(rt, "xdm_native_record_use", ptr);
-	return native_use(rt, native_stream, v, &b);
+	return native_use(rt, v, &b);
 }
 
 enum xdm_status xdm_native_lookup(struct xdm_runtime *rt, void *ptr, struct xdm_block *out)

@@ -78,43 +78,6 @@ static __attribute__((noinline, cold)) enum xdm_status unregistered(struct xdm_r
 	return st;
 }
 
-/* Layers see the block's identity before they fill in the memory. */
-static inline void new_block(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
-			     const char *tag, struct xdm_block *out)
-{
-	*out = (struct xdm_block){
-		.ordinal = rt->ordinal,
-		.stream = stream,
-		.bytes = bytes,
-		.align = XDM_DEFAULT_ALIGN,
-		.tag = tag ? tag : "untagged",
-		.state = XDM_BLOCK_LIVE,
-	};
-}
-
-/*
- * The stack refused.  Blocks freed on per-thread streams may still be held
- * for their events (stream_frees.c): when memory is short, the host waits
- * for them, hands them to the stack and asks once more.  Out of line: cold.
- */
-static __attribute__((noinline, cold)) enum xdm_status refused(struct xdm_runtime *rt,
-							     size_t bytes,
-							     xdm_stream_id stream,
-							     const char *tag,
-							     struct xdm_block *out,
-							     enum xdm_status st)
-{
-	if ((st == XDM_E_OUT_OF_MEMORY || st == XDM_E_OUT_OF_BUDGET) &&
-	    atomic_load_explicit(&rt->streams.held_frees, memory_order_acquire) &&
-	    xdm_pending_frees_release(rt, XDM_HELD_WAIT) == XDM_OK) {
-		new_block(rt, bytes, stream, tag, out);
-		st = top_allocate(rt, bytes, stream, out);
-	}
-	if (st != XDM_OK)
-		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
-	return st;
-}
-
 enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
 			     const char *tag, struct xdm_block *out)
 {
@@ -124,12 +87,19 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 		return xdm_error_set(XDM_E_INVALID, "xdm_allocate: NULL runtime or result");
 	if (__builtin_expect(bytes == 0 || !xdm_stream_native(rt, stream), 0))
 		return refuse_allocate(rt, "xdm_allocate", bytes, stream);
-	new_block(rt, bytes, stream, tag, out);
+	/* Layers see the block's identity before they fill in the memory. */
+	*out = (struct xdm_block){
+		.ordinal = rt->ordinal,
+		.stream = stream,
+		.bytes = bytes,
+		.align = XDM_DEFAULT_ALIGN,
+		.tag = tag ? tag : "untagged",
+		.state = XDM_BLOCK_LIVE,
+	};
 	st = top_allocate(rt, bytes, stream, out);
 	if (__builtin_expect(st != XDM_OK, 0)) {
-		st = refused(rt, bytes, stream, tag, out, st);
-		if (st)
-			return st;
+		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
+		return st;
 	}
 	st = xdm_registry_insert(&rt->registry, out);
 	if (__builtin_expect(st != XDM_OK, 0))
@@ -152,7 +122,14 @@ enum xdm_status xdm_allocate_at(struct xdm_runtime *rt, uint64_t ptr, size_t byt
 		return xdm_error_set(XDM_E_INVALID, "xdm_allocate_at: 0x%llx is not a multiple "
 				     "of %u", (unsigned long long)ptr, (unsigned int)XDM_DEFAULT_ALIGN);
 	}
-	new_block(rt, bytes, stream, tag, out);
+	*out = (struct xdm_block){
+		.ordinal = rt->ordinal,
+		.stream = stream,
+		.bytes = bytes,
+		.align = XDM_DEFAULT_ALIGN,
+		.tag = tag ? tag : "untagged",
+		.state = XDM_BLOCK_LIVE,
+	};
 	st = xdm_up_allocate_at(&rt->layers[0], ptr, bytes, stream, out->tag, out);
 	if (st) {
 		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
@@ -251,45 +228,6 @@ enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block *block)
 	return st;
 }
 
-enum xdm_status xdm_release_held(struct xdm_runtime *rt, struct xdm_block *b)
-{
-	/* A block another process holds goes to its stack when it lets go. */
-	if (xdm_ipc_hold_free(&rt->ipc, b))
-		return XDM_OK;
-	return xdm_up_deallocate(&rt->layers[0], b);
-}
-
-enum xdm_status xdm_deallocate_held(struct xdm_runtime *rt, struct xdm_block *block, void *event)
-{
-	const struct xdm_ops *plat = rt->platform.ops;
-	enum xdm_status st = XDM_OK, st_wait = XDM_OK;
-	struct xdm_use_track uses;
-	struct xdm_block b;
-
-	if (!xdm_registry_take(&rt->registry, block->ptr, block->generation, &b, &uses)) {
-		xdm_event_put(rt, event);
-		return not_live(rt, "xdm_native_free", block->ptr, block->generation);
-	}
-	xdm_count_free(&rt->counters, b.bytes);
-	/* Uses on the runtime's own streams are waited for as at any free. */
-	if (!xdm_use_track_empty(&uses)) {
-		st_wait = xdm_track_release(rt, &b, &uses);
-		xdm_use_track_free(&uses);
-	}
-	block->state = XDM_BLOCK_RETIRED;
-	if (xdm_pending_free_hold(rt, event, &b))
-		return st_wait;
-	/* No room to hold it: the host waits for the event here instead. */
-	st = plat->event_synchronize(&rt->platform, event);
-	xdm_event_put(rt, event);
-	if (st == XDM_OK)
-		st = xdm_release_held(rt, &b);
-	else
-		b.state = XDM_BLOCK_RETIRED;	/* the work may still run: leaked, never early */
-	block->state = b.state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : b.state;
-	return st ? st : st_wait;
-}
-
 size_t xdm_bytes_outstanding(struct xdm_runtime *rt)
 {
 	return rt ? xdm_up_bytes_outstanding(&rt->layers[0]) : 0;
@@ -297,15 +235,7 @@ size_t xdm_bytes_outstanding(struct xdm_runtime *rt)
 
 enum xdm_status xdm_reap_pending(struct xdm_runtime *rt)
 {
-	enum xdm_status st, st_held;
-
-	if (!rt)
-		return null_runtime("xdm_reap_pending");
-	/* Frees held for per-thread streams first: they are memory the stack
-	 * has not seen back yet, which its reap may then release. */
-	st_held = xdm_pending_frees_release(rt, XDM_HELD_WAIT);
-	st = xdm_up_reap_pending(&rt->layers[0]);
-	return st ? st : st_held;
+	return rt ? xdm_up_reap_pending(&rt->layers[0]) : null_runtime("xdm_reap_pending");
 }
 
 bool xdm_supports_block_use_tracking(struct xdm_runtime *rt)

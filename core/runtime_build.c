@@ -319,12 +319,6 @@ void xdm_runtime_teardown(struct xdm_runtime *rt)
 
 	/* Queued frees call into the backend: let them run before its fini. */
 	sync_streams(rt);
-	/*
-	 * Frees held for per-thread streams (stream_frees.c) go to the stack
-	 * while it lives: the host waits for each event, never a stream.
-	 */
-	if (rt->platform.ops && rt->nlayers && rt->layers[0].inited)
-		xdm_pending_frees_release(rt, XDM_HELD_FORCE);
 	/* No importer reaches it from now on; what this runtime imported is unmapped. */
 	xdm_ipc_fini(rt);
 	/*

@@ -17,21 +17,7 @@
  *
  * Nor are frees on a stream that is being captured into a graph: an event
  * recorded there is part of the capture, and querying it would end the
- * capture with an error.
- *
- * The list also holds the frees made on a per-thread stream (CUDA's
- * per-thread default stream, doc/design.md "Per-thread default streams"):
- * the event was recorded by the freeing thread on its own per-thread
- * stream, which no other thread can name, and the block stays here until
- * the host sees the event complete.  Only then does it go to the stack, on
- * its own stream.  No stream is ever made to wait on such an event: on the
- * H200 (driver 580) a thread hung in its exit, where the driver tears its
- * per-thread stream down, while another stream still waited on an event
- * of it (commit c44f699).  The host's query or synchronize of an event
- * outlives the stream it was recorded on (an event is an object of its
- * own; a destroyed stream's queued work still runs).  A held free counts
- * as pending like any other, and is released by the prune that finds its
- * event complete, which removes it from the list: one prune, one release.
+ * capture with an error.  The list is only ever a count for a reader.
  */
 #include "config.h"
 
@@ -56,9 +42,9 @@ static struct xdm_pending_frees *pending_of(struct xdm_runtime *rt, xdm_stream_i
 
 enum push_result { NO_MEMORY, PUSHED, PUSHED_PRUNE };
 
-/* Append ev (and block, held, if not NULL); the array grows outside the
- * lock.  PUSHED_PRUNE: the list reached prune_at. */
-static enum push_result push(struct xdm_pending_frees *p, void *ev, const struct xdm_block *block)
+/* Append ev; the array grows outside the lock.  PUSHED_PRUNE: the list
+ * reached prune_at. */
+static enum push_result push(struct xdm_pending_frees *p, void *ev)
 {
 	struct xdm_pending_free *grown = NULL, *old = NULL;
 	uint32_t grown_cap = 0;
@@ -79,11 +65,6 @@ static enum push_result push(struct xdm_pending_frees *p, void *ev, const struct
 
 			p->v[n - 1].event = ev;
 			p->v[n - 1].seq = p->next_seq++;
-			p->v[n - 1].held = block != NULL;
-			if (block) {
-				p->v[n - 1].block = *block;
-				atomic_fetch_add_explicit(&p->held, 1, memory_order_relaxed);
-			}
 			xdm_spin_unlock(&p->lock);
 			free(grown);
 			free(old);
@@ -110,47 +91,21 @@ static bool remove_locked(struct xdm_pending_frees *p, const struct xdm_pending_
 	return false;
 }
 
-/*
- * Whether an entry's free is done.  A plain pending free is only counted:
- * a broken event says nothing, so it stops being counted.  A held block
- * is memory: it goes to the stack only once the host has seen its event
- * complete, but for the runtime's end (FORCE), which must give it back.
- */
-static bool entry_done(struct xdm_runtime *rt, const struct xdm_pending_free *e,
-		       enum xdm_held_wait how, enum xdm_status *first)
+/* Query a copy of the list unlocked; drop what completed. */
+static void prune(struct xdm_runtime *rt, struct xdm_pending_frees *p)
 {
 	const struct xdm_ops *plat = rt->platform.ops;
-	enum xdm_status st;
-	bool done = false;
-
-	if (e->held && how != XDM_HELD_QUERY)
-		st = plat->event_synchronize(&rt->platform, e->event);
-	else
-		st = plat->event_query(&rt->platform, e->event, &done);
-	if (st == XDM_OK)
-		return e->held && how != XDM_HELD_QUERY ? true : done;
-	if (e->held && how != XDM_HELD_QUERY && *first == XDM_OK)
-		*first = st;
-	return !e->held || how == XDM_HELD_FORCE;
-}
-
-/* Query a copy of the list unlocked; drop what completed, release what it held. */
-static enum xdm_status prune(struct xdm_runtime *rt, struct xdm_pending_frees *p,
-			     enum xdm_held_wait how)
-{
-	enum xdm_status first = XDM_OK, st;
 	struct xdm_pending_free *copy;
-	uint32_t n, ndone = 0, nheld = 0;
+	uint32_t n, ndone = 0;
 
 	xdm_spin_lock(&p->lock);
 	n = p->n;
 	xdm_spin_unlock(&p->lock);
 	if (!n)
-		return XDM_OK;
+		return;
 	copy = malloc(n * sizeof(*copy));
 	if (!copy)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "no memory to look at %u pending frees",
-				     n);
+		return;
 	xdm_spin_lock(&p->lock);
 	if (n > p->n)
 		n = p->n;
@@ -158,35 +113,24 @@ static enum xdm_status prune(struct xdm_runtime *rt, struct xdm_pending_frees *p
 	xdm_spin_unlock(&p->lock);
 
 	/* Keep the completed ones at the front of copy. */
-	for (uint32_t i = 0; i < n; i++)
-		if (entry_done(rt, &copy[i], how, &first))
+	for (uint32_t i = 0; i < n; i++) {
+		bool done = false;
+
+		if (plat->event_query(&rt->platform, copy[i].event, &done) != XDM_OK)
+			done = true;	/* a broken event says nothing: stop counting it */
+		if (done)
 			copy[ndone++] = copy[i];
+	}
 	xdm_spin_lock(&p->lock);
-	for (uint32_t i = 0; i < ndone; i++) {
+	for (uint32_t i = 0; i < ndone; i++)
 		if (!remove_locked(p, &copy[i]))
 			copy[i].event = NULL;	/* another prune took it */
-		else if (copy[i].held)
-			nheld++;
-	}
 	p->prune_at = p->n * 2 > PRUNE_AT ? p->n * 2 : PRUNE_AT;
 	xdm_spin_unlock(&p->lock);
-	/* Outside the lock: the stack may call the platform. */
-	for (uint32_t i = 0; i < ndone; i++) {
-		if (!copy[i].event)
-			continue;
-		xdm_event_put(rt, copy[i].event);
-		if (!copy[i].held)
-			continue;
-		st = xdm_release_held(rt, &copy[i].block);
-		if (st && first == XDM_OK)
-			first = st;
-	}
-	if (nheld) {
-		atomic_fetch_sub_explicit(&p->held, nheld, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&rt->streams.held_frees, nheld, memory_order_release);
-	}
+	for (uint32_t i = 0; i < ndone; i++)
+		if (copy[i].event)
+			xdm_event_put(rt, copy[i].event);
 	free(copy);
-	return first;
 }
 
 void xdm_pending_free_mark(struct xdm_runtime *rt, xdm_stream_id stream)
@@ -199,49 +143,11 @@ void xdm_pending_free_mark(struct xdm_runtime *rt, xdm_stream_id stream)
 		return;
 	if (rt->platform.ops->event_record(&rt->platform, ev, rt->streams.slots[stream].handle) ==
 	    XDM_OK)
-		pushed = push(p, ev, NULL);
+		pushed = push(p, ev);
 	if (pushed == NO_MEMORY)
 		xdm_event_put(rt, ev);
 	else if (pushed == PUSHED_PRUNE)
-		prune(rt, p, XDM_HELD_QUERY);
-}
-
-bool xdm_pending_free_hold(struct xdm_runtime *rt, void *event, const struct xdm_block *block)
-{
-	struct xdm_pending_frees *p = pending_of(rt, block->stream);
-	enum push_result pushed;
-
-	if (!p)
-		return false;
-	/* Counted first: a reader of held_frees never misses a held block. */
-	atomic_fetch_add_explicit(&rt->streams.held_frees, 1, memory_order_relaxed);
-	pushed = push(p, event, block);
-	if (pushed == NO_MEMORY) {
-		atomic_fetch_sub_explicit(&rt->streams.held_frees, 1, memory_order_relaxed);
-		return false;
-	}
-	if (pushed == PUSHED_PRUNE)
-		prune(rt, p, XDM_HELD_QUERY);
-	return true;
-}
-
-enum xdm_status xdm_pending_frees_release(struct xdm_runtime *rt, enum xdm_held_wait how)
-{
-	uint32_t count = xdm_stream_count(rt);
-	enum xdm_status first = XDM_OK, st;
-
-	if (!atomic_load_explicit(&rt->streams.held_frees, memory_order_acquire))
-		return XDM_OK;
-	for (uint32_t s = 0; s < count; s++) {
-		struct xdm_pending_frees *p = &rt->streams.slots[s].pending;
-
-		if (!atomic_load_explicit(&p->held, memory_order_relaxed))
-			continue;
-		st = prune(rt, p, how);
-		if (st && first == XDM_OK)
-			first = st;
-	}
-	return first;
+		prune(rt, p);
 }
 
 uint32_t xdm_pending_free_count(struct xdm_runtime *rt, xdm_stream_id stream)
@@ -251,7 +157,7 @@ uint32_t xdm_pending_free_count(struct xdm_runtime *rt, xdm_stream_id stream)
 
 	if (!p)
 		return 0;
-	prune(rt, p, XDM_HELD_QUERY);
+	prune(rt, p);
 	xdm_spin_lock(&p->lock);
 	n = p->n;
 	xdm_spin_unlock(&p->lock);
@@ -265,7 +171,6 @@ void xdm_pending_frees_fini(struct xdm_runtime *rt)
 	for (uint32_t s = 0; s < count; s++) {
 		struct xdm_pending_frees *p = &rt->streams.slots[s].pending;
 
-		/* Held blocks went to the stack before it ended (teardown). */
 		for (uint32_t i = 0; i < p->n; i++)
 			xdm_event_put(rt, p->v[i].event);
 		free(p->v);

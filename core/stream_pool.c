@@ -19,7 +19,6 @@ enum xdm_status xdm_stream_pool_init(struct xdm_runtime *rt, uint32_t count)
 	if (count == 0 || count > XDM_MAX_STREAMS)
 		return xdm_error_set(XDM_E_CONFIG, "streams must be 1..%d, not %u",
 				     XDM_MAX_STREAMS, count);
-	atomic_flag_clear(&pool->releasing);
 	for (uint32_t i = 0; i < count; i++) {
 		st = rt->platform.ops->stream_create(&rt->platform, &pool->slots[i].handle);
 		if (st)

@@ -86,7 +86,6 @@ void cuda_event_destroy(struct xdm_layer *self, void *event);
 enum xdm_status cuda_event_record(struct xdm_layer *self, void *event, void *stream);
 enum xdm_status cuda_stream_wait_event(struct xdm_layer *self, void *stream, void *event);
 enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void **canonical);
-bool cuda_stream_per_thread(struct xdm_layer *self, void *handle);
 enum xdm_status cuda_stream_capture(struct xdm_layer *self, void *stream, uint64_t *capture);
 /* The same, for the backends: their platform's state and a native stream. */
 enum xdm_status cuda_capture_of(const struct cuda_platform *p, CUstream s, uint64_t *capture);

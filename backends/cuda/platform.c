@@ -158,5 +158,4 @@ const struct xdm_ops cuda_platform_ops = {
 	.memcpy_async = cuda_memcpy_async,
 	.stream_resolve = cuda_stream_resolve,
 	.stream_capture = cuda_stream_capture,
-	.stream_per_thread = cuda_stream_per_thread,
 };

@@ -283,18 +283,15 @@ enum xdm_status cuda_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t
  * context current, so CU_STREAM_LEGACY held in the pool always means that
  * context's legacy stream, from any thread.
  *
- * CU_STREAM_PER_THREAD names the calling thread's own default stream,
- * which no other thread can name, so the pool cannot keep blocks on it: it
- * resolves to the legacy stream too, and cuda_stream_per_thread() tells
- * the core so.  A per-thread default stream is a blocking stream: work
- * queued on it waits for the legacy stream's earlier work ("Stream
- * synchronization behavior" in the driver API's documentation), so a block
- * of the legacy stream is ready for the thread's next kernel.  The core
- * orders a free made there by an event the freeing thread records on its
- * per-thread stream, which only the host ever queries or synchronizes:
- * making the legacy stream wait on it (the first design) hung a thread in
- * its exit on the H200 (driver 580), where the driver tears its per-thread
- * stream down (commit c44f699).
+ * CU_STREAM_PER_THREAD is refused.  It names the calling thread's own
+ * default stream, which no other thread can name: a pool that reuses a
+ * block on another thread, moves a chunk or trims must record events on
+ * the stream a block was freed on, and it cannot from there.  Serving it
+ * through the legacy stream (which CUDA synchronizes with every per-thread
+ * stream) and ordering each free by an event the freeing thread records
+ * was tried: on the H200 (driver 580) a thread then hung in its exit,
+ * where the driver tears its per-thread stream down, whenever the legacy
+ * stream still waited on that stream's event.
  *
  * Any other handle must belong to the primary context: a stream of another
  * device or context would take the runtime's memory where it is not valid.
@@ -308,10 +305,15 @@ enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void *
 
 	if (!canonical)
 		return cuda_null("stream_resolve", "output");
-	if (!handle || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+	if (!handle || handle == CU_STREAM_LEGACY) {
 		*canonical = CU_STREAM_LEGACY;
 		return XDM_OK;
 	}
+	if (handle == CU_STREAM_PER_THREAD)
+		return xdm_error_set(XDM_E_STREAM_MISUSE, "cuda: the per-thread default stream "
+				     "(CU_STREAM_PER_THREAD) is not supported: it is another "
+				     "stream on every thread; use the legacy default stream or "
+				     "a stream of your own");
 	st = cuda_ctx_enter(p, &restore);
 	if (st)
 		return st;
@@ -326,12 +328,6 @@ enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void *
 				     handle, p->ordinal);
 	*canonical = handle;
 	return XDM_OK;
-}
-
-/* The per-thread default stream is another stream on every thread. */
-bool cuda_stream_per_thread(struct xdm_layer *self, void *handle)
-{
-	return handle == CU_STREAM_PER_THREAD;
 }
 
 /*

@@ -37,7 +37,6 @@ struct host_event {
 	uint64_t latest;		/* sequence of the latest record; 0: none */
 	struct host_mark_item *pending;	/* marks queued, not yet reached */
 	unsigned int refs;		/* the owner's, plus one per queued item */
-	bool per_thread;		/* the latest record is on a per-thread stream */
 };
 
 /* Queued by a record: completes that record when the stream reaches it. */
@@ -138,7 +137,6 @@ int host_event_record(struct host_event *ev, struct host_stream *s)
 
 	pthread_mutex_lock(&ev->lock);
 	m->seq = ++ev->latest;
-	ev->per_thread = host_stream_is_per_thread(s);
 	/* Newest first: queries and new waits look for the latest. */
 	m->next_pending = ev->pending;
 	ev->pending = m;
@@ -170,11 +168,6 @@ int host_stream_wait_event(struct host_stream *s, struct host_event *ev)
 	struct host_wait_item *w;
 
 	pthread_mutex_lock(&ev->lock);
-	if (ev->per_thread) {
-		/* What hung a thread's exit on CUDA is refused here, done or not. */
-		pthread_mutex_unlock(&ev->lock);
-		return EPERM;
-	}
 	if (!host_event_pending(ev, ev->latest)) {
 		/* Already complete, or never recorded: nothing to hold for. */
 		pthread_mutex_unlock(&ev->lock);

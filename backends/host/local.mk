@@ -10,8 +10,6 @@ backends_host_la_SOURCES = \
 	backends/host/platform.c \
 	backends/host/streams.h \
 	backends/host/streams.c \
-	backends/host/per_thread.h \
-	backends/host/per_thread.c \
 	backends/host/backend.c \
 	backends/host/stream.h \
 	backends/host/queue.h \

@@ -22,7 +22,6 @@
 #include <xdm/module.h>
 
 #include "host.h"
-#include "per_thread.h"
 #include "stream.h"
 #include "streams.h"
 
@@ -190,28 +189,6 @@ static struct host_stream_set *host_streams_of(struct xdm_layer *self)
 	return p ? &p->streams : NULL;
 }
 
-/*
- * The stream a handle names: XDM_STREAM_PER_THREAD is the calling thread's
- * own (per_thread.h), which work queued there (queue) first makes follow
- * the default streams' earlier work, as CUDA does for a blocking stream.
- */
-static enum xdm_status host_stream_of(const char *op, void *handle, bool queue,
-				      struct host_stream **out)
-{
-	int err;
-
-	if (!handle)
-		return host_null(op, "stream");
-	if (handle != XDM_STREAM_PER_THREAD) {
-		*out = handle;
-		return XDM_OK;
-	}
-	err = host_per_thread_stream(out);
-	if (!err && queue)
-		err = host_per_thread_follow_defaults(*out);
-	return err ? host_errno(err, "cannot reach the thread's per-thread stream") : XDM_OK;
-}
-
 static enum xdm_status host_op_stream_create(struct xdm_layer *self, void **stream)
 {
 	struct host_stream_set *set = host_streams_of(self);
@@ -253,20 +230,12 @@ static enum xdm_status host_op_stream_resolve(struct xdm_layer *self, void *hand
 	return host_stream_set_resolve(set, handle, canonical);
 }
 
-static bool host_op_stream_per_thread(struct xdm_layer *self, void *handle)
+static enum xdm_status host_op_stream_synchronize(struct xdm_layer *self, void *stream)
 {
-	return handle == XDM_STREAM_PER_THREAD;
-}
-
-static enum xdm_status host_op_stream_synchronize(struct xdm_layer *self, void *handle)
-{
-	struct host_stream *stream;
-	enum xdm_status st;
 	int err;
 
-	st = host_stream_of("stream_synchronize", handle, false, &stream);
-	if (st)
-		return st;
+	if (!stream)
+		return host_null("stream_synchronize", "stream");
 	err = host_stream_synchronize(stream);
 	if (err == EDEADLK)
 		return xdm_error_set(XDM_E_STREAM_MISUSE,
@@ -294,38 +263,27 @@ static void host_op_event_destroy(struct xdm_layer *self, void *event)
 	host_event_destroy(event);
 }
 
-static enum xdm_status host_op_event_record(struct xdm_layer *self, void *event, void *handle)
+static enum xdm_status host_op_event_record(struct xdm_layer *self, void *event, void *stream)
 {
-	struct host_stream *stream;
-	enum xdm_status st;
 	int err;
 
 	if (!event)
 		return host_null("event_record", "event");
-	st = host_stream_of("event_record", handle, true, &stream);
-	if (st)
-		return st;
+	if (!stream)
+		return host_null("event_record", "stream");
 	err = host_event_record(event, stream);
 	return err ? host_errno(err, "cannot queue an event record") : XDM_OK;
 }
 
-static enum xdm_status host_op_stream_wait_event(struct xdm_layer *self, void *handle, void *event)
+static enum xdm_status host_op_stream_wait_event(struct xdm_layer *self, void *stream, void *event)
 {
-	struct host_stream *stream;
-	enum xdm_status st;
 	int err;
 
+	if (!stream)
+		return host_null("stream_wait_event", "stream");
 	if (!event)
 		return host_null("stream_wait_event", "event");
-	st = host_stream_of("stream_wait_event", handle, true, &stream);
-	if (st)
-		return st;
 	err = host_stream_wait_event(stream, event);
-	if (err == EPERM)
-		return xdm_error_set(XDM_E_STREAM_MISUSE,
-				     "host platform: a stream may not wait on an event recorded on a "
-				     "per-thread stream (on CUDA such a wait hung the thread's exit); "
-				     "the host must query or synchronize it");
 	return err ? host_errno(err, "cannot queue an event wait") : XDM_OK;
 }
 
@@ -347,51 +305,41 @@ static enum xdm_status host_op_event_synchronize(struct xdm_layer *self, void *e
 	return XDM_OK;
 }
 
-static enum xdm_status host_op_launch_host_func(struct xdm_layer *self, void *handle,
+static enum xdm_status host_op_launch_host_func(struct xdm_layer *self, void *stream,
 						void (*fn)(void *arg), void *arg)
 {
-	struct host_stream *stream;
-	enum xdm_status st;
 	int err;
 
+	if (!stream)
+		return host_null("launch_host_func", "stream");
 	if (!fn)
 		return host_null("launch_host_func", "function");
-	st = host_stream_of("launch_host_func", handle, true, &stream);
-	if (st)
-		return st;
 	err = host_stream_launch(stream, fn, arg);
 	return err ? host_errno(err, "cannot queue a host function") : XDM_OK;
 }
 
 static enum xdm_status host_op_memset_async(struct xdm_layer *self, uint64_t ptr, int value,
-					    size_t bytes, void *handle)
+					    size_t bytes, void *stream)
 {
-	struct host_stream *stream;
-	enum xdm_status st;
 	int err;
 
-	if (!handle)
+	if (!stream)
 		return host_null("memset_async", "stream");
 	if (!bytes)
 		return XDM_OK;
 	if (!ptr)
 		return xdm_error_set(XDM_E_INVALID,
 				     "host platform: memset_async of %zu bytes at address 0", bytes);
-	st = host_stream_of("memset_async", handle, true, &stream);
-	if (st)
-		return st;
 	err = host_stream_memset(stream, (void *)(uintptr_t)ptr, value, bytes);
 	return err ? host_errno(err, "cannot queue a memset") : XDM_OK;
 }
 
 static enum xdm_status host_op_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t src,
-					    size_t bytes, void *handle)
+					    size_t bytes, void *stream)
 {
-	struct host_stream *stream;
-	enum xdm_status st;
 	int err;
 
-	if (!handle)
+	if (!stream)
 		return host_null("memcpy_async", "stream");
 	if (!bytes)
 		return XDM_OK;
@@ -399,9 +347,6 @@ static enum xdm_status host_op_memcpy_async(struct xdm_layer *self, uint64_t dst
 		return xdm_error_set(XDM_E_INVALID,
 				     "host platform: memcpy_async of %zu bytes with a %s address of 0",
 				     bytes, dst ? "source" : "destination");
-	st = host_stream_of("memcpy_async", handle, true, &stream);
-	if (st)
-		return st;
 	err = host_stream_memcpy(stream, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
 				 bytes);
 	return err ? host_errno(err, "cannot queue a memcpy") : XDM_OK;
@@ -440,7 +385,6 @@ const struct xdm_ops host_platform_ops = {
 	.memset_async = host_op_memset_async,
 	.memcpy_async = host_op_memcpy_async,
 	.stream_resolve = host_op_stream_resolve,
-	.stream_per_thread = host_op_stream_per_thread,
 	.ipc_import = host_ipc_import,
 	.ipc_unmap = host_ipc_unmap,
 };

@@ -28,7 +28,6 @@ struct host_stream {
 	uint64_t finished;		/* items ever run; FIFO, so a prefix */
 	unsigned int sync_waiters;	/* threads blocked on done */
 	bool stopping;
-	bool per_thread;		/* a thread's per-thread stream (per_thread.c) */
 	pthread_t worker;
 };
 
@@ -131,16 +130,6 @@ void host_stream_destroy(struct host_stream *s)
 	pthread_cond_destroy(&s->work);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
-}
-
-void host_stream_set_per_thread(struct host_stream *s)
-{
-	s->per_thread = true;
-}
-
-bool host_stream_is_per_thread(const struct host_stream *s)
-{
-	return s->per_thread;
 }
 
 int host_stream_synchronize(struct host_stream *s)

@@ -32,10 +32,6 @@ void host_stream_destroy(struct host_stream *s);
  * wait for itself. */
 int host_stream_synchronize(struct host_stream *s);
 
-/* Mark s as a thread's per-thread stream (per_thread.h), before any use. */
-void host_stream_set_per_thread(struct host_stream *s);
-bool host_stream_is_per_thread(const struct host_stream *s);
-
 /* Queue fn(arg) to run on the worker in stream order.  ENOMEM. */
 int host_stream_launch(struct host_stream *s, void (*fn)(void *arg), void *arg);
 /* Queue a memset or a memcpy of host memory in stream order.  ENOMEM. */
@@ -50,8 +46,7 @@ void host_event_destroy(struct host_event *ev);
 /* The event's latest record becomes this point of stream s.  ENOMEM. */
 int host_event_record(struct host_event *ev, struct host_stream *s);
 /* Stream s holds until the event's latest record as of this call has
- * completed; later records of the event do not concern it.  ENOMEM; EPERM
- * when that record is on a per-thread stream (per_thread.h says why). */
+ * completed; later records of the event do not concern it.  ENOMEM. */
 int host_stream_wait_event(struct host_stream *s, struct host_event *ev);
 /* Whether the event's latest record has completed. */
 bool host_event_query(struct host_event *ev);

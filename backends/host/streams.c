@@ -9,17 +9,13 @@
  * checked by reading it, so the platform keeps the set of the streams it
  * made and accepts only those.  NULL is the platform's default stream, as
  * NULL is the legacy default stream on cuda: one more worker-thread queue,
- * made the first time a framework asks for it.  XDM_STREAM_PER_THREAD is
- * the calling thread's per-thread stream (per_thread.h), which the pool
- * cannot hold: it resolves to the default stream, as CUDA's per-thread
- * default stream resolves to the legacy stream.
+ * made the first time a framework asks for it.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-#include "per_thread.h"
 #include "stream.h"
 #include "streams.h"
 
@@ -33,10 +29,8 @@ void host_stream_set_init(struct host_stream_set *set)
 
 void host_stream_set_fini(struct host_stream_set *set)
 {
-	if (set->default_stream) {
-		host_default_stream_remove(set->default_stream);
+	if (set->default_stream)
 		host_stream_destroy(set->default_stream);
-	}
 	free(set->v);
 	pthread_mutex_destroy(&set->lock);
 }
@@ -66,20 +60,15 @@ int host_stream_set_add(struct host_stream_set *set, struct host_stream *s)
 	return err;
 }
 
-static void host_stream_set_remove_locked(struct host_stream_set *set, struct host_stream *s)
+void host_stream_set_remove(struct host_stream_set *set, struct host_stream *s)
 {
+	pthread_mutex_lock(&set->lock);
 	for (size_t i = 0; i < set->n; i++) {
 		if (set->v[i] == s) {
 			set->v[i] = set->v[--set->n];
 			break;
 		}
 	}
-}
-
-void host_stream_set_remove(struct host_stream_set *set, struct host_stream *s)
-{
-	pthread_mutex_lock(&set->lock);
-	host_stream_set_remove_locked(set, s);
 	pthread_mutex_unlock(&set->lock);
 }
 
@@ -98,7 +87,7 @@ enum xdm_status host_stream_set_resolve(struct host_stream_set *set, void *handl
 	int err;
 
 	pthread_mutex_lock(&set->lock);
-	if (handle && handle != XDM_STREAM_PER_THREAD) {
+	if (handle) {
 		if (set_has_locked(set, handle))
 			*canonical = handle;
 		else
@@ -115,10 +104,7 @@ enum xdm_status host_stream_set_resolve(struct host_stream_set *set, void *handl
 			goto unlock;
 		}
 		err = set_add_locked(set, set->default_stream);
-		if (!err)
-			err = host_default_stream_add(set->default_stream);
 		if (err) {
-			host_stream_set_remove_locked(set, set->default_stream);
 			host_stream_destroy(set->default_stream);
 			set->default_stream = NULL;
 			st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "host platform: no memory to "

@@ -26,8 +26,7 @@ void host_stream_set_fini(struct host_stream_set *set);
 /* Remember a new stream, forget a destroyed one.  ENOMEM. */
 int host_stream_set_add(struct host_stream_set *set, struct host_stream *s);
 void host_stream_set_remove(struct host_stream_set *set, struct host_stream *s);
-/* The platform op: NULL and XDM_STREAM_PER_THREAD are the default stream,
- * else one of the set. */
+/* The platform op: NULL is the default stream, else one of the set. */
 enum xdm_status host_stream_set_resolve(struct host_stream_set *set, void *handle,
 					void **canonical);
 

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 7
+#define XDM_ABI_MINOR 6
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -249,23 +249,6 @@ struct xdm_ops {
 	 * capturing.  NULL: the platform has no capture, every stream answers 0.
 	 */
 	enum xdm_status (*stream_capture)(struct xdm_layer *self, void *stream, uint64_t *capture);
-
-	/* ABI 1.7: platform */
-	/*
-	 * Whether handle, one stream_resolve accepts, names a different stream
-	 * on every calling thread, which no other thread can name (CUDA's
-	 * per-thread default stream).  stream_resolve must then give, as its
-	 * canonical handle, a stream every thread shares and whose earlier
-	 * work all later work on any thread's per-thread stream follows by
-	 * itself (CUDA's legacy stream: a per-thread stream is a blocking
-	 * stream).  The core passes such a handle only to event_record,
-	 * event_query's event, stream_synchronize and stream_capture, always
-	 * from the thread that named it, and never makes a stream wait on an
-	 * event recorded there: the host queries or synchronizes those events
-	 * (doc/design.md, "Per-thread default streams").  NULL: no handle is
-	 * per-thread.
-	 */
-	bool (*stream_per_thread)(struct xdm_layer *self, void *handle);
 	/* append new members here, and bump XDM_ABI_MINOR */
 };
 

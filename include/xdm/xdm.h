@@ -329,26 +329,12 @@ XDM_API enum xdm_status xdm_stream_launch_host(struct xdm_runtime *rt, xdm_strea
  * again without a lock afterwards.  On cuda:
  *  - NULL and CU_STREAM_LEGACY (0x1) are the device's legacy default stream,
  *    one stream of the pool ("legacy"), reached from any thread;
- *  - CU_STREAM_PER_THREAD (0x2, XDM_STREAM_PER_THREAD), the calling thread's
- *    per-thread default stream, which no other thread can name, is served
- *    from the legacy stream: its id is the legacy stream's, and a block
- *    allocated there belongs to the legacy stream, whose earlier work CUDA
- *    makes every per-thread stream wait for by itself.  A free naming it
- *    records an event on the freeing thread's per-thread stream, from that
- *    thread, and the block goes back to the stack (on its own stream) only
- *    once the host has seen that event complete: at a later native
- *    allocation, xdm_reap_pending(), an allocation that would fail without
- *    it, or the runtime's end.  No stream ever waits on such an event.  On
- *    a per-thread stream that is being captured into a graph the free is
- *    immediate (the capture keeps the order);
+ *  - CU_STREAM_PER_THREAD (0x2), a different stream on every thread that no
+ *    other thread can name, is refused (STREAM_MISUSE): xdm(3) says why;
  *  - any other handle must be a stream of the runtime's device and context.
- * On host, NULL is the platform's default stream, XDM_STREAM_PER_THREAD the
- * calling thread's own stream served the same way, and any other handle must
- * be one of the platform's streams.  xdm(3) says what ordering each promises.
+ * On host, NULL is the platform's default stream and any other handle must be
+ * one of the platform's streams.  xdm(3) says what ordering each promises.
  */
-
-/* The per-thread default stream's handle: CU_STREAM_PER_THREAD on cuda. */
-#define XDM_STREAM_PER_THREAD ((void *)(uintptr_t)0x2)
 
 /* The stream id of a native handle, importing it on first sight. */
 XDM_API enum xdm_status xdm_native_stream(struct xdm_runtime *rt, void *native_stream,
@@ -378,9 +364,7 @@ XDM_API enum xdm_status xdm_native_free(struct xdm_runtime *rt, void *ptr, void 
 XDM_API enum xdm_status xdm_native_release(struct xdm_runtime *rt, void *ptr);
 /*
  * The block at ptr is used on native_stream (torch's record_stream): its
- * free waits for the work queued there so far.  On the per-thread default
- * stream the host waits for that work here, before the call returns (no
- * stream may wait on it, and a block keeps no host-only uses).
+ * free waits for the work queued there so far.
  */
 XDM_API enum xdm_status xdm_native_record_use(struct xdm_runtime *rt, void *ptr,
 					      void *native_stream);

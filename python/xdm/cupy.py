@@ -13,20 +13,13 @@ freed when CuPy lets go of it, on that same stream.  Memory used on
 another stream must be synchronized by the caller before it is dropped, as
 with CuPy's own pool.  CuPy's pinned host memory is left to CuPy.
 
-CuPy's per-thread default stream (``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``,
-set before cupy is imported, or ``cupy.cuda.Stream.ptds``) is served from
-the legacy stream.  A free on it records an event on the freeing thread's
-own per-thread stream, and the memory is reusable only once the host has
-seen that event complete (at a later allocation, a reap, or when memory
-runs short): it is ordered after the freeing thread's work, which is the
-thread that used it last when the last reference dies there.  See xdm(3).
-
 A refusal raises an exception that is both
 ``cupy.cuda.memory.OutOfMemoryError`` (what CuPy users catch, and what
 CuPy's own pool raises) and ``xdm.OutOfBudget`` (with ``requested``,
 ``remaining``, and xdm's sentence as its message); the platform running
 out is such a class too, deriving from ``xdm.OutOfMemory`` instead.  Any
-other failure raises the xdm error as is.
+other failure raises the xdm error as is (``xdm.StreamMisuse`` for CuPy's
+per-thread default stream, which xdm refuses: see xdm(3)).
 
 Importing this module does not import CuPy; ``use`` does.
 """

@@ -14,13 +14,9 @@ Numba then asks ``xdm.runtime(d)`` for every device array of device ``d``
 default stream (handle 0).  Numba's own streams (``cuda.stream()``) are
 blocking streams, which the legacy stream waits for, so a free queued there
 follows their work.  With per-thread default streams
-(``NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM=1``) the allocation and the free
-name the per-thread default stream (handle 2): xdm serves it from the
-legacy stream and holds each free until the host sees the freeing thread's
-per-thread work done, so the memory is reusable only then (at a later
-allocation, a reap, or when memory runs short; see xdm(3)).  Numba may run
-a deallocation on another thread than the last user's: synchronize such an
-array's work first.  Pinned and mapped host memory stay Numba's own.
+(``NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM=1``) the allocation names the
+per-thread default stream, which xdm refuses with ``xdm.StreamMisuse``
+(see xdm(3)).  Pinned and mapped host memory stay Numba's own.
 
 A refusal raises ``xdm.OutOfBudget`` (a ``MemoryError``) with
 ``requested``, ``remaining`` and xdm's sentence.  ``get_memory_info()``

@@ -10,9 +10,9 @@ snapshots, CUDA graphs and their private pools, MemPool, IPC, OOM
 handling, record_stream, empty_cache.  Those tests are a second opinion on
 how faithfully xdm serves that interface (python/xdm/torch.py).
 
-This script reads the file with ``ast`` (no torch needed), selects the
-tests of TestCuda, TestCudaMallocAsync (TestCudaAllocator in later
-torch), TestMemPool and TestBlockStateAbsorption whose names match
+This script reads the file with ``ast`` (no torch needed), selects every
+test of TestCudaMallocAsync (TestCudaAllocator in later torch), TestMemPool
+and TestBlockStateAbsorption, and those of TestCuda whose names match
 KEYWORDS (or the ids of a selection file), and runs each selected test
 once per mode in a fresh python, so that a crash, a hang or a poisoned
 allocator takes down one test and no other:
@@ -20,6 +20,11 @@ allocator takes down one test and no other:
 - ``torch``: the file as it is, torch's own caching allocator;
 - ``xdm``: ``import xdm.torch; xdm.torch.use()`` first (before torch
   touches CUDA), then the file.
+
+A file newer than the torch installed may import helpers this torch
+lacks: those become placeholders whose use skips the test, in both modes
+alike, and each run's log names them ("bridged:"); so does a stand-in for
+the expecttest package where it is missing.
 
 Writes into the output directory: selection.txt (the ids chosen, to be
 reviewed), logs/MODE/ID.log (each run's output), results.json (every
@@ -38,6 +43,8 @@ From a build tree on the GPU machine::
 import argparse
 import ast
 import concurrent.futures
+import functools
+import importlib
 import json
 import os
 import re
@@ -45,6 +52,8 @@ import signal
 import subprocess
 import sys
 import time
+import types
+import unittest
 
 # The classes of test_cuda.py that exercise the allocator.  torch renamed
 # TestCudaMallocAsync to TestCudaAllocator after 2.11; both are accepted.
@@ -176,6 +185,108 @@ def unittest_args(test):
 
 # ---- the child: one test in this process ----------------------------------
 
+# ---- a test file newer than the torch installed ------------------------------
+#
+# torch's test_cuda.py is read from torch's repository, and the copy at hand
+# may be newer than the torch installed: it may import a helper that torch
+# does not have yet (from torch.testing._internal...), and torch's test base
+# needs the expecttest package, which a GPU machine may lack.  Such a name
+# becomes a placeholder whose use skips the test that uses it (as a
+# decorator, a context manager or a call), and reads as False as a flag; the
+# same in both modes, so the comparison stays fair.  Each run says which.
+
+BRIDGED_PREFIX = "torch.testing._internal"
+
+
+class Missing:
+    """A name this torch lacks: using it skips the test that uses it."""
+
+    def __init__(self, where):
+        self.where = where
+
+    def skip(self):
+        raise unittest.SkipTest("torch_suite: this torch has no %s" % self.where)
+
+    def __call__(self, *args, **kwargs):
+        # As a decorator of a test: the test skips.  As a decorator
+        # factory (called with its arguments at import): itself again.
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            test = args[0]
+
+            @functools.wraps(test)
+            def skipped(*a, **k):
+                self.skip()
+            return skipped
+        return self
+
+    def __enter__(self):
+        self.skip()
+
+    def __exit__(self, *exc):
+        return False
+
+    def __bool__(self):
+        return False
+
+    def __iter__(self):
+        return iter(())
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+
+def stand_in_expecttest():
+    """A minimal expecttest (torch's TestCase derives from its TestCase):
+    assertExpectedInline compares the text, and never rewrites a file."""
+    module = types.ModuleType("expecttest")
+    module.ACCEPT = False
+
+    class TestCase(unittest.TestCase):
+        longMessage = True
+
+        def assertExpectedInline(self, actual, expect, skip=0):
+            self.assertEqual(str(actual).strip(), str(expect).strip())
+
+        def assertExpectedRaisesInline(self, exc_type, fn, expect, *args, **kwargs):
+            with self.assertRaises(exc_type) as ctx:
+                fn(*args, **kwargs)
+            self.assertExpectedInline(str(ctx.exception), expect)
+
+    module.TestCase = TestCase
+    return module
+
+
+def bridge_versions(path):
+    """Placeholders for what the file imports from torch's test helpers
+    and this torch lacks; a stand-in expecttest if it is missing.  Returns
+    what was bridged."""
+    bridged = []
+    try:
+        import expecttest  # noqa: F401
+    except ImportError:
+        sys.modules["expecttest"] = stand_in_expecttest()
+        bridged.append("expecttest (a stand-in)")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and
+                node.module.startswith(BRIDGED_PREFIX)):
+            continue
+        try:
+            module = importlib.import_module(node.module)
+        except ImportError:
+            continue        # the run then fails on it, and says so
+        for alias in node.names:
+            if alias.name == "*" or hasattr(module, alias.name):
+                continue
+            where = "%s.%s" % (node.module, alias.name)
+            setattr(module, alias.name, Missing(where))
+            bridged.append(where)
+    return bridged
+
+
 def child(mode, path, args, stack):
     """Run the test file as __main__ with unittest's argv, after installing
     xdm in mode xdm.  torch's common_utils reads sys.argv when it is
@@ -199,6 +310,9 @@ def child(mode, path, args, stack):
     # As `python3 test_cuda.py` would: the file's folder first on the path,
     # in place of this script's (tests/gpu holds test files of its own).
     sys.path[0] = os.path.dirname(os.path.abspath(path))
+    bridged = bridge_versions(path)
+    if bridged:
+        print("torch_suite: bridged: %s" % ", ".join(bridged), flush=True)
     runpy.run_path(path, run_name="__main__")
     return 0
 

@@ -197,3 +197,67 @@ def test_a_file_that_does_not_import_stops_the_run(tmp_path):
     assert r.returncode == 2, r.stdout
     assert "does not import here" in r.stdout
     assert "ModuleNotFoundError" in r.stdout
+
+
+# A test file newer than the torch at hand: it imports a helper this torch
+# lacks, and torch's test base needs expecttest, absent here.
+FAKE_NEWER = textwrap.dedent('''
+    import unittest
+
+    import expecttest
+    from torch.testing._internal.common_fake import (HAS, missing_context,
+                                                     missing_decorator, MISSING_FLAG)
+
+
+    class TestCuda(expecttest.TestCase):
+        @missing_decorator
+        def test_memory_uses_a_missing_decorator(self):
+            pass
+
+        @missing_decorator(3, key="value")
+        def test_memory_uses_a_missing_decorator_factory(self):
+            pass
+
+        def test_memory_reads_a_missing_flag(self):
+            self.assertFalse(MISSING_FLAG)
+            self.assertEqual(HAS, 1)
+
+        def test_memory_enters_a_missing_context(self):
+            with missing_context():
+                pass
+
+        def test_memory_expects_inline(self):
+            self.assertExpectedInline("a b\\n", """a b""")
+
+
+    if __name__ == "__main__":
+        unittest.main()
+''')
+
+
+def test_names_this_torch_lacks_skip_the_tests_that_use_them(tmp_path):
+    tests = tmp_path / "test_cuda.py"
+    write(str(tests), FAKE_NEWER)
+    # A torch of its own beside the file: the file's folder leads the path.
+    write(str(tmp_path / "torch" / "__init__.py"), "__version__ = '0.fake'\n")
+    write(str(tmp_path / "torch" / "testing" / "__init__.py"), "")
+    write(str(tmp_path / "torch" / "testing" / "_internal" / "__init__.py"), "")
+    write(str(tmp_path / "torch" / "testing" / "_internal" / "common_fake.py"), "HAS = 1\n")
+    out = tmp_path / "out"
+    r = run([str(tests), "-o", str(out), "--modes", "torch", "-q"])
+    assert r.returncode == 0, r.stdout
+    with open(str(out / "results.json")) as f:
+        got = {x["id"]: x["outcome"] for x in json.load(f)["results"]}
+    assert got == {
+        "TestCuda.test_memory_uses_a_missing_decorator": "skip",
+        "TestCuda.test_memory_uses_a_missing_decorator_factory": "skip",
+        "TestCuda.test_memory_reads_a_missing_flag": "pass",
+        "TestCuda.test_memory_enters_a_missing_context": "skip",
+        "TestCuda.test_memory_expects_inline": "pass",
+    }, got
+    log = (out / "logs" / "torch" / "TestCuda.test_memory_enters_a_missing_context.log")
+    text = log.read_text()
+    assert "bridged: expecttest (a stand-in), " in text
+    for name in ("missing_context", "missing_decorator", "MISSING_FLAG"):
+        assert "torch.testing._internal.common_fake.%s" % name in text
+    assert "common_fake.HAS" not in text

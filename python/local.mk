@@ -6,7 +6,7 @@
 # PYTHONPATH and XDM_LIBRARY), without _paths.py.
 xdm_python_sources = python/xdm/__init__.py python/xdm/_lib.py python/xdm/errors.py \
 	python/xdm/runtime.py python/xdm/tags.py python/xdm/tree.py \
-	python/xdm/cupy.py python/xdm/numba.py python/xdm/torch.py \
+	python/xdm/cupy.py python/xdm/numba.py python/xdm/rmm.py python/xdm/torch.py \
 	python/xdm/torch_conf.py python/xdm/pytest.py python/xdm/ipc.py
 EXTRA_DIST += $(xdm_python_sources) python/xdm/_paths.py.in python/README.md
 

@@ -120,7 +120,12 @@ if HAVE_CUDA
 conformance_cuda_cppflags = $(CUDA_CFLAGS) -DXDM_CONFORMANCE_CUDA
 conformance_cuda_ldadd = tests/lib/libcudatest.la
 endif
-tests_conformance_check_conformance_CPPFLAGS = $(AM_CPPFLAGS) $(conformance_cuda_cppflags)
+# The rmm backend's stacks join the cuda ones where it was built.
+if HAVE_RMM
+conformance_rmm_cppflags = -DXDM_CONFORMANCE_RMM
+endif
+tests_conformance_check_conformance_CPPFLAGS = $(AM_CPPFLAGS) $(conformance_cuda_cppflags) \
+	$(conformance_rmm_cppflags)
 tests_conformance_check_conformance_LDADD = $(conformance_cuda_ldadd) $(LDADD) -lrt
 
 # ---- process: several processes --------------------------------------------
@@ -239,7 +244,7 @@ endif
 EXTRA_DIST += tests/python/python_tests.sh tests/python/conftest.py \
 	tests/python/test_runtime.py tests/python/test_errors.py \
 	tests/python/test_tags.py tests/python/test_tree.py \
-	tests/python/test_imports.py tests/python/test_frameworks.py \
+	tests/python/test_imports.py tests/python/test_frameworks.py tests/python/test_rmm.py \
 	tests/python/test_library_search.py tests/python/test_packaging.py \
 	tests/python/test_sitedir.py tests/python/test_pytest_plugin.py \
 	tests/python/test_ipc.py tests/python/test_torch_conf.py \
@@ -321,6 +326,19 @@ tests_gpu_cuda_oob_CPPFLAGS = $(gpu_cppflags)
 tests_gpu_cuda_oob_LDFLAGS = $(test_exec_flags)
 tests_gpu_cuda_oob_LDADD = tests/lib/libcudatest.la libxdm.la
 endif
+
+# xdm and RMM both ways (--with-rmm): the rmm backend, budget over an RMM
+# pool, and xdm/rmm.hpp driven as a RAPIDS library drives RMM.  C++, with
+# RMM's headers and the CUDA runtime.
+if HAVE_RMM
+check_PROGRAMS += tests/gpu/check_rmm_cuda
+TESTS += tests/gpu/check_rmm_cuda
+endif
+tests_gpu_check_rmm_cuda_SOURCES = tests/gpu/check_rmm_cuda.cpp
+tests_gpu_check_rmm_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(RMM_CPPFLAGS)
+tests_gpu_check_rmm_cuda_CXXFLAGS = $(RMM_CXXFLAGS) $(PTHREAD_FLAGS) -Wall
+tests_gpu_check_rmm_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_rmm_cuda_LDADD = tests/lib/libcudatest.la $(LDADD) $(RMM_LIBS)
 
 # ---- modules: one loader failure each -------------------------------------
 # Real dlopen modules (-rpath makes libtool build a shared object although

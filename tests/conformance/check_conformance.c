@@ -129,6 +129,14 @@ static const struct base bases[] = {
 	{ "cuda", 0, "pool | cuda_async", DRIVER, true, true, "bytes_pending_free", 0 },
 	{ "cuda", 0, "pool | cuda_vmm", OOM, true, false, "releasing", KNOWN_REAP_NO_WAIT },
 	{ "cuda", 0, "pool | cuda_direct", DRIVER, true, false, NULL, 0 },
+#ifdef XDM_CONFORMANCE_RMM
+	/* The rmm backend (--with-rmm): RMM's resources, the same contract. */
+	{ "cuda", 0, "rmm", OOM, true, false, NULL, 0 },
+	{ "cuda", 0, "rmm resource=cuda", OOM, true, false, NULL, 0 },
+	{ "cuda", 0, "rmm resource=pool", OOM, true, true, NULL, 0 },
+	{ "cuda", 0, "rmm resource=arena", OOM, true, false, NULL, 0 },
+	{ "cuda", 0, "rmm resource=binning", OOM, true, false, NULL, 0 },
+#endif
 };
 
 static const struct adaptor adaptors[] = {

@@ -469,7 +469,7 @@ EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus tests/fuzz/dict
 noinst_HEADERS += tests/fuzz/fuzz.h tests/fuzz/conf_text.h
 
 if FUZZING
-noinst_PROGRAMS = $(fuzz_targets)
+noinst_PROGRAMS += $(fuzz_targets)
 endif
 
 # The parser targets reach internal functions, so they link the core's

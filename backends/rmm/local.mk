@@ -5,8 +5,8 @@
 if HAVE_RMM
 pkglib_LTLIBRARIES += backends/rmm.la
 endif
-backends_rmm_la_SOURCES = backends/rmm/resource.h backends/rmm/module.c \
-	backends/rmm/resource.cpp
+backends_rmm_la_SOURCES = backends/rmm/resource.h backends/rmm/rmm_calls.hpp \
+	backends/rmm/module.c backends/rmm/resource.cpp
 backends_rmm_la_CPPFLAGS = $(AM_CPPFLAGS) $(RMM_CPPFLAGS)
 backends_rmm_la_CXXFLAGS = $(RMM_CXXFLAGS) $(PTHREAD_FLAGS) -Wall -fvisibility=hidden \
 	-fvisibility-inlines-hidden
@@ -20,3 +20,13 @@ backends_rmm_la_LIBADD = $(module_link_libs) $(RMM_LIBS)
 # A program compiles it against its own RMM: installed with or without one.
 xdminclude_HEADERS += include/xdm/rmm.hpp
 dist_man_MANS += man/xdm-rmm.7
+
+# What a pair costs RAPIDS through RMM, with xdm underneath and without
+# (BENCHMARKS.md); built with the backend, never installed.
+if HAVE_RMM
+noinst_PROGRAMS += tools/bench/xdm-rmm-bench
+endif
+tools_bench_xdm_rmm_bench_SOURCES = tools/bench/rmm_bench.cpp
+tools_bench_xdm_rmm_bench_CPPFLAGS = $(AM_CPPFLAGS) $(RMM_CPPFLAGS)
+tools_bench_xdm_rmm_bench_CXXFLAGS = $(RMM_CXXFLAGS) $(PTHREAD_FLAGS) -Wall -O2
+tools_bench_xdm_rmm_bench_LDADD = libxdm.la $(RMM_LIBS)

@@ -46,6 +46,7 @@
 #include <rmm/error.hpp>
 
 #include "resource.h"
+#include "rmm_calls.hpp"
 
 namespace {
 
@@ -74,37 +75,6 @@ public:
 private:
 	int previous;
 };
-
-/*
- * RMM 25.12 orders the arguments (stream, pointer, bytes) and keeps the
- * older (bytes, stream) only behind a macro; 25.10 has only the older.
- * Whichever the headers have is called.
- */
-template <class R>
-auto allocate_on(R &r, std::size_t bytes, rmm::cuda_stream_view s, int)
-	-> decltype(r.allocate(s, bytes))
-{
-	return r.allocate(s, bytes);
-}
-
-template <class R>
-void *allocate_on(R &r, std::size_t bytes, rmm::cuda_stream_view s, long)
-{
-	return r.allocate(bytes, s);
-}
-
-template <class R>
-auto deallocate_on(R &r, void *p, std::size_t bytes, rmm::cuda_stream_view s, int)
-	-> decltype(r.deallocate(s, p, bytes))
-{
-	r.deallocate(s, p, bytes);
-}
-
-template <class R>
-void deallocate_on(R &r, void *p, std::size_t bytes, rmm::cuda_stream_view s, long)
-{
-	r.deallocate(p, bytes, s);
-}
 
 /* An error with RMM's (or the runtime's) sentence, as xdm's error. */
 enum xdm_status fail(enum xdm_status code, const std::string &what)
@@ -257,7 +227,7 @@ enum xdm_status rmm_backend_allocate(struct rmm_backend *b, size_t bytes, void *
 	try {
 		device_guard on(b->device);
 		rmm::cuda_stream_view view(static_cast<cudaStream_t>(stream));
-		void *p = allocate_on(*b->stats, bytes, view, 0);
+		void *p = xdm_rmm::allocate(*b->stats, bytes, view);
 
 		*ptr = reinterpret_cast<uintptr_t>(p);
 		return XDM_OK;
@@ -275,8 +245,8 @@ void rmm_backend_deallocate(struct rmm_backend *b, uint64_t ptr, size_t bytes, v
 	device_guard on(b->device);
 	rmm::cuda_stream_view view(static_cast<cudaStream_t>(stream));
 
-	deallocate_on(*b->stats, reinterpret_cast<void *>(static_cast<uintptr_t>(ptr)), bytes, view,
-		      0);
+	xdm_rmm::deallocate(*b->stats, reinterpret_cast<void *>(static_cast<uintptr_t>(ptr)), bytes,
+			    view);
 }
 
 bool rmm_backend_figure(struct rmm_backend *b, enum rmm_figure which, uint64_t *out)

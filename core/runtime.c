@@ -78,6 +78,31 @@ static __attribute__((noinline, cold)) enum xdm_status unregistered(struct xdm_r
 	return st;
 }
 
+/* Layers see the block's identity before they fill in the memory. */
+static inline void new_block(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
+			     const char *tag, struct xdm_block *out)
+{
+	*out = (struct xdm_block){
+		.ordinal = rt->ordinal,
+		.stream = stream,
+		.bytes = bytes,
+		.align = XDM_DEFAULT_ALIGN,
+		.tag = tag ? tag : "untagged",
+		.state = XDM_BLOCK_LIVE,
+	};
+}
+
+/* The stack handed out *out: into the registry, and counted. */
+static inline enum xdm_status registered(struct xdm_runtime *rt, struct xdm_block *out)
+{
+	enum xdm_status st = xdm_registry_insert(&rt->registry, out);
+
+	if (__builtin_expect(st != XDM_OK, 0))
+		return unregistered(rt, out, st);
+	xdm_count_alloc(&rt->counters, out->bytes);
+	return XDM_OK;
+}
+
 enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id stream,
 			     const char *tag, struct xdm_block *out)
 {
@@ -87,25 +112,13 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 		return xdm_error_set(XDM_E_INVALID, "xdm_allocate: NULL runtime or result");
 	if (__builtin_expect(bytes == 0 || !xdm_stream_native(rt, stream), 0))
 		return refuse_allocate(rt, "xdm_allocate", bytes, stream);
-	/* Layers see the block's identity before they fill in the memory. */
-	*out = (struct xdm_block){
-		.ordinal = rt->ordinal,
-		.stream = stream,
-		.bytes = bytes,
-		.align = XDM_DEFAULT_ALIGN,
-		.tag = tag ? tag : "untagged",
-		.state = XDM_BLOCK_LIVE,
-	};
+	new_block(rt, bytes, stream, tag, out);
 	st = top_allocate(rt, bytes, stream, out);
 	if (__builtin_expect(st != XDM_OK, 0)) {
 		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
 		return st;
 	}
-	st = xdm_registry_insert(&rt->registry, out);
-	if (__builtin_expect(st != XDM_OK, 0))
-		return unregistered(rt, out, st);
-	xdm_count_alloc(&rt->counters, out->bytes);
-	return XDM_OK;
+	return registered(rt, out);
 }
 
 enum xdm_status xdm_allocate_at(struct xdm_runtime *rt, uint64_t ptr, size_t bytes,
@@ -122,24 +135,13 @@ enum xdm_status xdm_allocate_at(struct xdm_runtime *rt, uint64_t ptr, size_t byt
 		return xdm_error_set(XDM_E_INVALID, "xdm_allocate_at: 0x%llx is not a multiple "
 				     "of %u", (unsigned long long)ptr, (unsigned int)XDM_DEFAULT_ALIGN);
 	}
-	*out = (struct xdm_block){
-		.ordinal = rt->ordinal,
-		.stream = stream,
-		.bytes = bytes,
-		.align = XDM_DEFAULT_ALIGN,
-		.tag = tag ? tag : "untagged",
-		.state = XDM_BLOCK_LIVE,
-	};
+	new_block(rt, bytes, stream, tag, out);
 	st = xdm_up_allocate_at(&rt->layers[0], ptr, bytes, stream, out->tag, out);
 	if (st) {
 		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
 		return st;
 	}
-	st = xdm_registry_insert(&rt->registry, out);
-	if (st)
-		return unregistered(rt, out, st);
-	xdm_count_alloc(&rt->counters, out->bytes);
-	return XDM_OK;
+	return registered(rt, out);
 }
 
 /* The generation now live at ptr, or 0: a stale id's message says so. */

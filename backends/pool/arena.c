@@ -315,6 +315,17 @@ static struct pool_seg *merge_and_bin(struct pool_arena *a, struct pool_seg *s)
 	return s;
 }
 
+/* A free segment, in the used table already, becomes used. */
+static struct pool_seg *mark_used(struct pool_arena *a, struct pool_seg *s)
+{
+	s->state = SEG_USED;
+	pool_sub(&a->free_bytes, s->size);
+	pool_free_low_clamp(a);
+	pool_sub(&a->free_blocks, 1);
+	pool_add(&a->in_use, s->size);
+	return s;
+}
+
 struct pool_seg *pool_arena_take(struct pool *p, struct pool_arena *a, uint64_t size,
 				 bool *no_memory)
 {
@@ -356,12 +367,7 @@ found:
 		*no_memory = true;
 		return NULL;
 	}
-	s->state = SEG_USED;
-	pool_sub(&a->free_bytes, s->size);
-	pool_free_low_clamp(a);
-	pool_sub(&a->free_blocks, 1);
-	pool_add(&a->in_use, s->size);
-	return s;
+	return mark_used(a, s);
 }
 
 /* The segment of a's chunks that holds the address ptr, or NULL. */
@@ -426,12 +432,7 @@ struct pool_seg *pool_arena_take_at(struct pool_arena *a, uint64_t ptr, uint64_t
 		*no_memory = true;
 		return NULL;
 	}
-	s->state = SEG_USED;
-	pool_sub(&a->free_bytes, s->size);
-	pool_free_low_clamp(a);
-	pool_sub(&a->free_blocks, 1);
-	pool_add(&a->in_use, s->size);
-	return s;
+	return mark_used(a, s);
 }
 
 struct pool_seg *pool_arena_give(struct pool *p, struct pool_arena *a, struct pool_seg *s,

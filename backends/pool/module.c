@@ -266,11 +266,9 @@ static enum xdm_status pool_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 	(void)tag;
 	if (bytes == 0 || bytes > POOL_MAX_REQUEST)
 		return xdm_error_set(XDM_E_INVALID, "pool: cannot allocate %zu bytes", bytes);
-	size = pool_round(bytes);
-	if (size <= p->params.small_max)
-		size = p->class_size[pool_class(p, size)];
 	if (stream >= XDM_MAX_STREAMS)
 		return xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
+	size = pool_block_size(p, bytes);
 	i = pool_arena_index(p, stream, size);
 	if (!pool_tc_takes(p, size) || !(ptr = pool_tc_pop(p, i, size))) {
 		st = pool_allocate_arena(p, i, size, &ptr);
@@ -310,9 +308,7 @@ static enum xdm_status pool_allocate_at(struct xdm_layer *self, uint64_t ptr, si
 				     bytes, ptr);
 	if (stream >= XDM_MAX_STREAMS)
 		return xdm_error_set(XDM_E_INVALID, "pool: stream %u is not in the pool", stream);
-	size = pool_round(bytes);
-	if (size <= p->params.small_max)
-		size = p->class_size[pool_class(p, size)];
+	size = pool_block_size(p, bytes);
 	i = pool_arena_index(p, stream, size);
 	a = pool_arena_at(p, i);
 	if (!a)

@@ -268,6 +268,14 @@ static inline unsigned int pool_class(const struct pool *p, uint64_t size)
 	return p->class_of[size >> POOL_GRAIN_SHIFT];
 }
 
+/* What a request of bytes is carved as: grains, or its size class. */
+static inline uint64_t pool_block_size(const struct pool *p, uint64_t bytes)
+{
+	uint64_t size = pool_round(bytes);
+
+	return size <= p->params.small_max ? p->class_size[pool_class(p, size)] : size;
+}
+
 /* ---- arena.c: one stream's free pieces -------------------------------- */
 
 struct pool_arena *pool_arena_new(xdm_stream_id stream);

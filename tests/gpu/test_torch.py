@@ -12,7 +12,9 @@ from conftest import run
 # Deterministic cuBLAS, for the training runs (read at CUDA's start).
 DETERMINISTIC = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 
-TRAIN = '''
+# What every training program starts with: xdm installed (MODE "xdm")
+# before torch touches CUDA, a fixed seed, deterministic kernels, no TF32.
+TRAIN_PRELUDE = '''
 if MODE == "xdm":
     import xdm.torch
     xdm.torch.use(stack=STACK, ordinal=0)
@@ -22,7 +24,9 @@ torch.manual_seed(0)
 torch.use_deterministic_algorithms(True)
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-width, classes, steps = 512, 16, 300
+'''
+
+TRAIN = TRAIN_PRELUDE + '''width, classes, steps = 512, 16, 300
 model = torch.nn.Sequential(
     torch.nn.Linear(64, width), torch.nn.LayerNorm(width), torch.nn.GELU(),
     torch.nn.Linear(width, width), torch.nn.LayerNorm(width), torch.nn.GELU(),
@@ -153,17 +157,9 @@ report("RESULT", **fields)
 # generation, as torch asks of a training loop.  The program counts the
 # captures and replays of torch.cuda.CUDAGraph, and the graphs inductor
 # skipped, to show the steps ran as graphs.
-COMPILED_TRAIN = '''
-if MODE == "xdm":
-    import xdm.torch
-    xdm.torch.use(stack=STACK, ordinal=0)
-import torch
+COMPILED_TRAIN = TRAIN_PRELUDE + '''
 import torch._dynamo.utils
 
-torch.manual_seed(0)
-torch.use_deterministic_algorithms(True)
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
 width, classes, steps, batch = 512, 16, 300, 256
 model = torch.nn.Sequential(
     torch.nn.Linear(64, width), torch.nn.LayerNorm(width), torch.nn.GELU(),

@@ -78,13 +78,15 @@ static enum xdm_status rmm_init(struct xdm_layer *self, const struct xdm_params 
 	if (!l)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "rmm: no memory for its state");
 	st = rmm_backend_new(&c, &l->rmm);
-	if (st) {
-		free(l);
-		return st;
-	}
+	if (st)
+		goto err_free;
 	atomic_init(&l->outstanding, 0);
 	xdm_layer_set_priv(self, l);
 	return XDM_OK;
+
+err_free:
+	free(l);
+	return st;
 }
 
 static void rmm_fini(struct xdm_layer *self)

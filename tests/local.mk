@@ -216,6 +216,7 @@ EXTRA_DIST += tests/process/devices_order.sh tests/process/devices_order_body.sh
 # reading the CSV back (snapshot's read back the way PyTorch's viewer
 # reads it).
 tools_live_tests = \
+	tests/tools/configure_rmm.sh \
 	tests/tools/bench_smoke.sh \
 	tests/tools/xdmctl_ps.sh \
 	tests/tools/xdmctl_groups.sh \

@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +25,6 @@
 
 struct rmm_layer {
 	struct rmm_backend *rmm;
-	_Atomic uint64_t outstanding;	/* bytes of live blocks, for bytes_outstanding */
 };
 
 static struct rmm_layer *rmm_of(struct xdm_layer *self)
@@ -80,7 +78,6 @@ static enum xdm_status rmm_init(struct xdm_layer *self, const struct xdm_params 
 	st = rmm_backend_new(&c, &l->rmm);
 	if (st)
 		goto err_free;
-	atomic_init(&l->outstanding, 0);
 	xdm_layer_set_priv(self, l);
 	return XDM_OK;
 
@@ -114,7 +111,6 @@ static enum xdm_status rmm_allocate(struct xdm_layer *self, size_t bytes, xdm_st
 	st = rmm_backend_allocate(l->rmm, bytes, s, &ptr);
 	if (st)
 		return st;
-	atomic_fetch_add_explicit(&l->outstanding, bytes, memory_order_relaxed);
 	out->ptr = ptr;
 	out->bytes = bytes;
 	out->align = XDM_DEFAULT_ALIGN;
@@ -135,14 +131,17 @@ static enum xdm_status rmm_deallocate(struct xdm_layer *self, struct xdm_block *
 				     "not in the pool", block->ptr, block->stream);
 	/* RMM frees in stream order and cannot fail. */
 	rmm_backend_deallocate(l->rmm, block->ptr, block->bytes, s);
-	atomic_fetch_sub_explicit(&l->outstanding, block->bytes, memory_order_relaxed);
 	block->state = XDM_BLOCK_RETIRED;
 	return XDM_OK;
 }
 
+/* RMM's own count: its statistics adaptor sees every block this layer has. */
 static size_t rmm_bytes_outstanding(struct xdm_layer *self)
 {
-	return atomic_load_explicit(&rmm_of(self)->outstanding, memory_order_relaxed);
+	uint64_t bytes = 0;
+
+	rmm_backend_figure(rmm_of(self)->rmm, RMM_BYTES_CURRENT, &bytes);
+	return (size_t)bytes;
 }
 
 /* ---- the tree: RMM's own figures ------------------------------------------ */

@@ -58,10 +58,12 @@ class device_guard {
 public:
 	explicit device_guard(int device) : previous(-1)
 	{
-		if (cudaGetDevice(&previous) != cudaSuccess)
+		/* Already current (the common case): nothing to switch or put back. */
+		if (cudaGetDevice(&previous) == cudaSuccess && previous == device) {
 			previous = -1;
-		if (previous != device)
-			ok = cudaSetDevice(device) == cudaSuccess;
+			return;
+		}
+		ok = cudaSetDevice(device) == cudaSuccess;
 	}
 	~device_guard()
 	{
@@ -73,7 +75,7 @@ public:
 	bool ok = true;
 
 private:
-	int previous;
+	int previous;	/* the caller's device to put back; -1: none */
 };
 
 /* An error with RMM's (or the runtime's) sentence, as xdm's error. */

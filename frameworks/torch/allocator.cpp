@@ -160,17 +160,14 @@ refused:
 			device_name(device));
 }
 
-} // namespace
-
 /*
- * Free ptr, a live block of rt (of torch pool `pool`): the streams
- * record_stream named are ordered first, and a trace records the free.
- * Never throws: a refusal is told (and counted) as a failed free.
+ * Free ptr, a live block of rt (of torch pool `pool`), after the streams
+ * record_stream named for it; a trace records the free.  Never throws: a
+ * refusal is told (and counted) as a failed free.
  */
-void free_block_in(xdm_runtime *rt, MempoolId_t pool, void *ptr) noexcept
+void release_in(xdm_runtime *rt, MempoolId_t pool, void *ptr,
+		const std::vector<cudaStream_t> &streams) noexcept
 {
-	std::vector<cudaStream_t> streams = take_recorded(ptr);
-
 	for (cudaStream_t s : streams)
 		if (xdm_native_record_use(rt, ptr, s) != XDM_OK)
 			tell_failed_free(ptr, nullptr);
@@ -188,9 +185,17 @@ void free_block_in(xdm_runtime *rt, MempoolId_t pool, void *ptr) noexcept
 		tell_failed_free(ptr, nullptr);
 }
 
+} // namespace
+
+void free_block_in(xdm_runtime *rt, MempoolId_t pool, void *ptr) noexcept
+{
+	release_in(rt, pool, ptr, take_recorded(ptr));
+}
+
 /*
  * torch's deleter, handed the pointer alone: it must not throw.  The
- * block is freed on its own stream in whichever runtime holds it.
+ * block is freed on its own stream in whichever runtime holds it; only a
+ * block with streams recorded, or a trace on, needs its owner found first.
  */
 void delete_block(void *ptr) noexcept
 {
@@ -201,14 +206,15 @@ void delete_block(void *ptr) noexcept
 		xdm_block b;
 		MempoolId_t pool{0, 0};
 		xdm_runtime *rt;
+		std::vector<cudaStream_t> streams = take_recorded(ptr);
 
-		if (recorded_count.load(std::memory_order_acquire) || tracing()) {
+		if (!streams.empty() || tracing()) {
 			rt = owner_of(ptr, &b, &pool);
 			if (!rt) {
 				tell_failed_free(ptr, "no xdm runtime torch used holds it");
 				return;
 			}
-			free_block_in(rt, pool, ptr);
+			release_in(rt, pool, ptr, streams);
 			return;
 		}
 		if (!release_anywhere(ptr, -1))

@@ -157,8 +157,10 @@ static int show_figure(struct xdm_layer *self, enum rmm_figure which, char *buf,
 {
 	uint64_t v;
 
+	/* A figure the resource does not have (pool_size of an arena) is not
+	 * supported there, as the tree says of such files. */
 	if (!rmm_backend_figure(rmm_of(self)->rmm, which, &v))
-		return -ENODATA;
+		return -EOPNOTSUPP;
 	return show_u64(buf, len, v);
 }
 

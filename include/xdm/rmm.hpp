@@ -54,7 +54,8 @@ public:
 	 * A runtime the caller made (xdm_runtime_create) and keeps alive for
 	 * as long as any block of this resource is; tag, if given, names every
 	 * block in the tree and the log (it must outlive them: a literal, or
-	 * xdm_tag_intern()).
+	 * xdm_tag_intern()).  The runtime imports every stream RMM names and
+	 * synchronizes them when it is destroyed: destroy it before them.
 	 */
 	explicit rmm_resource(struct xdm_runtime *rt, const char *tag = nullptr)
 		: rt_(rt), tag_(tag)

@@ -206,6 +206,14 @@ START_TEST(rapids_lifecycle)
 		ck_assert_uint_ge(blk.bytes, MIB);
 		TU_OK(xdm_native_lookup(rt, v.data(), &blk));
 		ck_assert_uint_ge(blk.bytes, 1000 * sizeof(int));
+		/* ...and in the tree, tag and all. */
+		char *text = nullptr;
+		std::size_t len = 0;
+		std::string path = std::string(xdm_runtime_name(rt)) + "/blocks/" +
+				   std::to_string(blk.generation) + "/tag";
+		ck_assert_int_eq(xdm_tree_show(path.c_str(), &text, &len), 0);
+		ck_assert_str_eq(text, "rapids\n");
+		std::free(text);
 		xdm_runtime_stats(rt, &st);
 		ck_assert_uint_eq(st.blocks_outstanding, 2);
 
@@ -240,9 +248,10 @@ START_TEST(rapids_lifecycle)
 	ck_assert_uint_eq(st.blocks_outstanding, 0);
 	ck_assert_uint_eq(st.allocs, 4);
 	rmm::mr::set_current_device_resource(before);
+	/* The runtime imported RMM's streams: they outlive it (xdm(3)). */
+	TU_OK(xdm_runtime_destroy(rt));
 	CUDA_OK(cudaStreamDestroy(s1));
 	CUDA_OK(cudaStreamDestroy(s2));
-	TU_OK(xdm_runtime_destroy(rt));
 }
 END_TEST
 

@@ -176,6 +176,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rmm::cuda_stream_view s(stream);
+	/* A row as soon as it is measured, into a pipe too. */
+	std::setvbuf(stdout, nullptr, _IOLBF, 0);
 	{
 		xdm::rmm_resource over_xdm(rt, "rmm-bench");
 		rmm::mr::cuda_async_memory_resource async;
@@ -205,6 +207,9 @@ int main(int argc, char **argv)
 		}
 		cudaStreamSynchronize(stream);
 	}
+	/* The runtime imported the stream: it must outlive the runtime (xdm(3)). */
+	int rc = xdm_runtime_destroy(rt) == XDM_OK ? 0 : 1;
+
 	cudaStreamDestroy(stream);
-	return xdm_runtime_destroy(rt) == XDM_OK ? 0 : 1;
+	return rc;
 }

@@ -362,6 +362,22 @@ def safe_name(tid):
     return re.sub(r"[^A-Za-z0-9_.-]", "_", tid)
 
 
+# Variables holding paths (lists joined by ':') that a child must still
+# find from the test file's directory, where it runs.
+PATH_VARIABLES = ("PYTHONPATH", "XDM_LIBRARY", "XDM_TORCH_LIBRARY", "XDM_MODULE_PATH",
+                  "LD_LIBRARY_PATH")
+
+
+def absolute_paths(environ):
+    """A copy of environ whose relative paths in PATH_VARIABLES are absolute."""
+    env = dict(environ)
+    for name in PATH_VARIABLES:
+        if env.get(name):
+            env[name] = os.pathsep.join(os.path.abspath(p) if p else p
+                                        for p in env[name].split(os.pathsep))
+    return env
+
+
 def run_one(test, mode, opts):
     tid = test_id(test)
     log_dir = os.path.join(opts.output, "logs", mode)
@@ -370,7 +386,7 @@ def run_one(test, mode, opts):
     if opts.stack:
         cmd += ["--stack", opts.stack]
     cmd += ["--"] + unittest_args(test)
-    env = dict(os.environ)
+    env = absolute_paths(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     start = time.monotonic()
     timed_out = False

@@ -101,12 +101,12 @@ def write(path, text):
         f.write(text)
 
 
-def run(args, fake_path=None):
+def run(args, fake_path=None, cwd=None):
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if fake_path:
         env["PYTHONPATH"] = fake_path
-    return subprocess.run([sys.executable, RUNNER] + args, env=env,
+    return subprocess.run([sys.executable, RUNNER] + args, env=env, cwd=cwd,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=120)
 
@@ -170,6 +170,22 @@ def test_both_modes_classified_and_summarized(tmp_path):
     assert "graph pools differ under xdm" in summary
     assert (out / "selection.txt").read_text().count("TestCuda.") == 8
     assert (out / "logs" / "xdm" / "TestCuda.test_graph_capture.log").exists()
+
+
+def test_relative_pythonpath_reaches_the_children(tmp_path):
+    # A child runs in the test file's directory: PYTHONPATH=python, as
+    # written from a build tree, must still find the package there.
+    tests = tmp_path / "torchtests" / "test_cuda.py"
+    write(str(tests), FAKE_TESTS)
+    write(str(tmp_path / "fake" / "xdm" / "__init__.py"), "")
+    write(str(tmp_path / "fake" / "xdm" / "torch.py"), FAKE_XDM_TORCH)
+    sel = tmp_path / "sel.txt"
+    write(str(sel), "TestCuda.test_memory_stats\n")
+    out = tmp_path / "out"
+    r = run([str(tests), "-o", str(out), "-s", str(sel), "--modes", "xdm", "-q"],
+            "fake", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout
+    assert "xdm: 1 passed, 0 failed" in r.stdout, r.stdout
 
 
 def test_selection_file_and_torch_mode_alone(tmp_path):

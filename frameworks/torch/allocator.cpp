@@ -130,6 +130,9 @@ void *allocate_on(int device, size_t size, cudaStream_t stream)
 	xdm_runtime *rt;
 	void *ptr = nullptr;
 
+	/* torch's own bound, refused before anything is asked of xdm. */
+	TORCH_CHECK_WITH(OutOfMemoryError, size < (uint64_t{1} << 60),
+			 "CUDA out of memory. Tried to allocate more than 1EB memory.");
 	runtime_of(device);
 	rt = route(device, stream, &pool);
 	if (xdm_native_allocate(rt, size, stream, nullptr, &ptr) != XDM_OK) {
@@ -145,16 +148,17 @@ void *allocate_on(int device, size_t size, cudaStream_t stream)
 	return ptr;
 
 refused:
-	if (is_refusal(xdm_last_error())) {
-		std::string msg = xdm_last_error_message();
+	/* A request past the whole device is torch's OOM too, whatever the
+	 * layer that turned it away called it (a pool: too large to split). */
+	if (is_refusal(xdm_last_error()) || beyond_device(device, size)) {
+		/* Taken first: reading the figures below may set the thread's error. */
+		std::string why = std::string("xdm: ") + xdm_strerror(xdm_last_error()->code) +
+				  ": " + xdm_last_error_message();
 
 		trace_oom(device, size, stream, pool);
 		tell_oom_observers(device);
 		/* One string: no number goes through torch's stream formatting. */
-		std::string what = "xdm: torch asked for " + std::to_string(size) + " bytes on " +
-				   device_name(device) + ": " +
-				   xdm_strerror(xdm_last_error()->code) + ": " + msg;
-		TORCH_CHECK_WITH(OutOfMemoryError, false, what);
+		TORCH_CHECK_WITH(OutOfMemoryError, false, oom_message(device, size, why));
 	}
 	throw_xdm_error("torch asked for " + std::to_string(size) + " bytes on " +
 			device_name(device));

@@ -51,6 +51,13 @@ bool is_refusal(const xdm_error *e);
 [[noreturn]] void throw_xdm_error(const std::string &what);
 std::string device_name(int device);
 
+/* ---- refusals as torch words them (oom.cpp) ------------------------------ */
+
+/* torch's OutOfMemoryError text for size bytes on device, then why. */
+std::string oom_message(int device, size_t size, const std::string &why);
+/* More than the device holds: a refusal whatever xdm's code says. */
+bool beyond_device(int device, size_t size);
+
 /* ---- runtimes (allocator.cpp) -------------------------------------------- */
 
 /* The device's runtime, built on first use; throws if it cannot be. */

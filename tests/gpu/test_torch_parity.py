@@ -176,6 +176,32 @@ def test_concurrent_replay_of_graphs_in_their_own_pools():
         assert r["a"] == 3.0 * n and r["b"] == 7.0 * n, r
 
 
+def test_oom_message_reads_as_torchs():
+    """A request past the device, and one past 1 EiB, raise OutOfMemoryError
+    with the words torch's allocator uses (what scripts and torch's own
+    tests match), and the process goes on."""
+    ctrl, xdm = both('''
+        import re
+        x = torch.zeros(1024, device="cuda")
+        texts, kinds = [], []
+        for n in (1024 * 1024 * 1024 * 800000000, 1024 * 1024 * 1024 * 8000000000):
+            try:
+                torch.empty(n, dtype=torch.int8, device="cuda")
+            except RuntimeError as e:
+                texts.append(str(e))
+                kinds.append(type(e).__name__)
+        x.fill_(1)
+        report("RESULT", texts=texts, kinds=kinds, ok=bool((x == 1).all()),
+               device=bool(re.search(r"Tried to allocate 800000000\.00 GiB\. GPU 0 has a "
+                                     r"total capacity of", texts[0])),
+               exa="Tried to allocate more than 1EB memory" in texts[1])
+    ''')
+    for r in (ctrl, xdm):
+        assert r["kinds"] == ["OutOfMemoryError", "OutOfMemoryError"], r
+        assert r["device"] and r["exa"] and r["ok"], r
+    assert "xdm:" in xdm["texts"][0], xdm
+
+
 def test_oom_inside_a_capture_raises_and_the_process_goes_on(budget_key):
     _, xdm = both('''
         s = torch.cuda.Stream()

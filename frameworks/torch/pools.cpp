@@ -490,6 +490,20 @@ cca::CheckpointDelta pool_restore(int device, const std::shared_ptr<cca::Allocat
 	return delta;
 }
 
+/*
+ * torch's empty_cache gives back every idle byte at once, and its callers
+ * read memory_reserved right after.  A reap alone leaves a pool over a
+ * virtual-memory upstream to its trimmer (xdm-pool(7)), so the pool's trim
+ * is written too: every wholly free chunk or granule goes back now.
+ */
+static bool trim_pool(xdm_runtime *rt)
+{
+	int pool = layer_index(rt, "pool");
+
+	return pool < 0 || xdm_layer_attr_store(rt, static_cast<uint32_t>(pool), "trim", "1") ==
+				   XDM_OK;
+}
+
 void empty_cache(MempoolId_t id)
 {
 	pool_table &t = table();
@@ -501,7 +515,9 @@ void empty_cache(MempoolId_t id)
 		for (int d = 0; d < XDM_MAX_DEVICES; d++) {
 			xdm_runtime *rt = built_runtime(d);
 
-			if (rt && xdm_reap_pending(rt) != XDM_OK)
+			if (!rt)
+				continue;
+			if (xdm_reap_pending(rt) != XDM_OK || !trim_pool(rt))
 				std::fprintf(stderr, "xdm: emptying the cache of %s: %s\n",
 					     device_name(d).c_str(), xdm_last_error_message());
 		}

@@ -176,6 +176,30 @@ def test_concurrent_replay_of_graphs_in_their_own_pools():
         assert r["a"] == 3.0 * n and r["b"] == 7.0 * n, r
 
 
+def test_empty_cache_gives_back_at_once():
+    """After empty_cache, memory_reserved is back where it was and a new
+    peak starts there, as torch's own test_memory_stats expects; over
+    cuda_vmm too, where only the pool's trimmer gave granules back
+    before."""
+    for stack in ("pool | cuda_async", "pool | cuda_vmm"):
+        ctrl, xdm = both('''
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_reserved()
+            x = torch.randn(8 << 20, device="cuda")
+            grown = torch.cuda.memory_reserved() - base
+            del x
+            torch.cuda.empty_cache()
+            after = torch.cuda.memory_reserved() - base
+            torch.cuda.reset_peak_memory_stats()
+            peak = torch.cuda.max_memory_reserved() - base
+            report("RESULT", grown=grown, after=after, peak=peak)
+        ''', stack=stack)
+        for r in (ctrl, xdm):
+            assert r["grown"] >= 32 << 20, (stack, r)
+            assert r["after"] == 0 and r["peak"] == 0, (stack, r)
+
+
 def test_oom_message_reads_as_torchs():
     """A request past the device, and one past 1 EiB, raise OutOfMemoryError
     with the words torch's allocator uses (what scripts and torch's own

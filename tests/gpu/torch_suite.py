@@ -430,6 +430,14 @@ def run_all(tests, opts):
     results = []
     done = 0
     total = len(jobs) + len(serial)
+    # --deadline: no run starts after it; what did not start is left out
+    # of the counts and named in the summary.
+    stop_at = time.monotonic() + opts.deadline if opts.deadline else None
+
+    def in_time(t, m):
+        if stop_at is None or time.monotonic() < stop_at:
+            return run_one(t, m, opts)
+        return None
 
     # One line per result as it comes: a run cut short (the GPU machine's
     # time ran out) still leaves what it finished.
@@ -437,6 +445,8 @@ def run_all(tests, opts):
 
     def note(r):
         nonlocal done
+        if r is None:
+            return
         done += 1
         results.append(r)
         progress.write(json.dumps({k: r[k] for k in ("id", "mode", "outcome", "seconds")})
@@ -448,18 +458,29 @@ def run_all(tests, opts):
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=opts.jobs) as pool:
         for fut in concurrent.futures.as_completed(
-                [pool.submit(run_one, t, m, opts) for t, m in jobs]):
+                [pool.submit(in_time, t, m) for t, m in jobs]):
             note(fut.result())
     for t, m in serial:
-        note(run_one(t, m, opts))
+        note(in_time(t, m))
     progress.close()
     return results
 
 
 def summarize(tests, results, opts):
     by = {(r["id"], r["mode"]): r for r in results}
+    selected_count = len(tests)
+    # Counted: the tests that ran in every mode (all of them, unless a
+    # --deadline passed first).
+    not_reached = [t for t in tests
+                   if any((test_id(t), m) not in by for m in opts.modes)]
+    tests = [t for t in tests if t not in not_reached]
     lines = ["torch_suite: %s" % opts.test_file,
-             "%d tests selected; modes: %s" % (len(tests), ", ".join(opts.modes)), ""]
+             "%d tests selected; modes: %s" % (selected_count, ", ".join(opts.modes))]
+    if not_reached:
+        lines.append("%d not run in every mode before the deadline (%d s); the counts are "
+                     "of the other %d: %s" % (len(not_reached), opts.deadline, len(tests),
+                                              " ".join(test_id(t) for t in not_reached)))
+    lines.append("")
     counts = {}
     for mode in opts.modes:
         c = {o: 0 for o in OUTCOMES}
@@ -484,6 +505,7 @@ def summarize(tests, results, opts):
     with open(os.path.join(opts.output, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"test_file": os.path.abspath(opts.test_file), "modes": opts.modes,
                    "counts": counts, "not_passing_under_xdm": [r["id"] for r in regressions],
+                   "not_reached": [test_id(t) for t in not_reached],
                    "results": sorted(results, key=lambda r: (r["id"], r["mode"]))},
                   f, indent=1)
     return text
@@ -513,6 +535,12 @@ def main(argv=None):
                    help="comma-separated: torch (its own allocator), xdm (default both)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per test (300)")
     p.add_argument("--stack", help="the stack given to xdm.torch.use() (its default if unset)")
+    p.add_argument("--deadline", type=int, default=0,
+                   help="seconds after which no run starts (0: none); the summary counts the "
+                        "tests that ran in every mode and names the others")
+    p.add_argument("--part", choices=("all", "parallel", "serial"), default="all",
+                   help="run only the tests that may run side by side, or only those that "
+                        "run alone (sized by the device's memory)")
     p.add_argument("--list", action="store_true", help="print the selection and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no line per test")
     opts = p.parse_args(argv)
@@ -528,6 +556,8 @@ def main(argv=None):
         chosen = read_selection(opts.selection, tests)
     else:
         chosen = [t for t in tests if selected(t)]
+    if opts.part != "all":
+        chosen = [t for t in chosen if t["serial"] == (opts.part == "serial")]
     per_class = {}
     for t in chosen:
         per_class[t["class"]] = per_class.get(t["class"], 0) + 1

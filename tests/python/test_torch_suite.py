@@ -188,6 +188,38 @@ def test_relative_pythonpath_reaches_the_children(tmp_path):
     assert "xdm: 1 passed, 0 failed" in r.stdout, r.stdout
 
 
+def test_deadline_counts_what_ran_and_names_the_rest(tmp_path):
+    tests = tmp_path / "test_cuda.py"
+    write(str(tests), FAKE_TESTS)
+    sel = tmp_path / "sel.txt"
+    # One at a time: the second run cannot start before the first has
+    # timed out (3 s), well past the 1 s deadline.
+    write(str(sel), "TestCuda.test_record_stream_hangs\nTestCuda.test_cudnn_broken\n")
+    out = tmp_path / "out"
+    r = run([str(tests), "-o", str(out), "-s", str(sel), "--modes", "torch", "-j", "1",
+             "--timeout", "3", "--deadline", "1", "-q"])
+    assert r.returncode == 0, r.stdout
+    assert "not run in every mode before the deadline (1 s)" in r.stdout, r.stdout
+    with open(str(out / "results.json")) as f:
+        doc = json.load(f)
+    assert "TestCuda.test_cudnn_broken" in doc["not_reached"], doc
+    assert all(x["id"] != "TestCuda.test_cudnn_broken" for x in doc["results"]), doc
+    total = sum(doc["counts"]["torch"].values())
+    assert total == 2 - len(doc["not_reached"]), doc
+
+
+def test_part_splits_serial_from_parallel(tmp_path):
+    tests = tmp_path / "test_cuda.py"
+    write(str(tests), FAKE_TESTS)
+    r = run([str(tests), "--list", "--part", "serial"])
+    assert r.returncode == 0, r.stdout
+    ids = [line.split()[0] for line in r.stdout.splitlines() if not line.startswith("#")]
+    assert ids == ["TestCuda.test_out_of_memory"], r.stdout
+    r = run([str(tests), "--list", "--part", "parallel"])
+    ids = [line.split()[0] for line in r.stdout.splitlines() if not line.startswith("#")]
+    assert len(ids) == 8 and "TestCuda.test_out_of_memory" not in ids, r.stdout
+
+
 def test_selection_file_and_torch_mode_alone(tmp_path):
     tests = tmp_path / "test_cuda.py"
     write(str(tests), FAKE_TESTS)

@@ -305,6 +305,31 @@ XDM_HIDDEN bool xdm_registry_take(struct xdm_registry *reg, uint64_t ptr,
 				  xdm_generation generation, struct xdm_block *out,
 				  struct xdm_use_track *uses);
 XDM_HIDDEN void xdm_use_track_free(struct xdm_use_track *t);
+/* Move a track (its reads may be inline): src is left empty. */
+XDM_HIDDEN void xdm_use_track_move(struct xdm_use_track *dst, struct xdm_use_track *src);
+/*
+ * True if a use was recorded outside any graph capture on a stream other
+ * than own (tracking.c).
+ */
+XDM_HIDDEN bool xdm_track_has_uncaptured(const struct xdm_use_track *t, xdm_stream_id own);
+/*
+ * True once every use recorded outside a capture has completed; with wait,
+ * the host waits for them first.  A failed query counts as not done.
+ */
+XDM_HIDDEN bool xdm_track_uncaptured_done(struct xdm_runtime *rt, const struct xdm_use_track *t,
+					  bool wait);
+/* capture_frees.c */
+struct xdm_capture_frees;
+XDM_HIDDEN void xdm_capture_frees_init(struct xdm_capture_frees *h);
+XDM_HIDDEN void xdm_capture_frees_fini(struct xdm_capture_frees *h);
+XDM_HIDDEN bool xdm_capture_free_must_hold(struct xdm_runtime *rt, uint64_t cap,
+					   const struct xdm_block *b,
+					   const struct xdm_use_track *uses);
+XDM_HIDDEN enum xdm_status xdm_capture_free_hold(struct xdm_runtime *rt,
+						 const struct xdm_block *b,
+						 struct xdm_use_track *uses);
+/* Let go of the holds that may go now; with wait, of all (teardown). */
+XDM_HIDDEN void xdm_capture_frees_release(struct xdm_runtime *rt, bool wait);
 /* Unlink every live entry and hand each to fn (without the shard lock);
  * the runtime's counters do not see it (teardown only). */
 XDM_HIDDEN void xdm_registry_drain(struct xdm_registry *reg,
@@ -380,6 +405,18 @@ struct xdm_block_index {
 	size_t n;
 };
 
+/*
+ * Frees made inside a graph capture that must follow work outside it,
+ * held until that work completes (capture_frees.c).
+ */
+struct xdm_capture_free;
+struct xdm_capture_frees {
+	pthread_mutex_t lock;
+	struct xdm_capture_free *head;
+	_Atomic uint32_t count;		/* a sample while frees come and go */
+	_Atomic uint64_t bytes;
+};
+
 struct xdm_runtime {
 	uint32_t ordinal;
 	bool singleton;
@@ -402,6 +439,7 @@ struct xdm_runtime {
 	_Atomic uint64_t peer_uses;
 	/* Blocks shared with other processes, both ways (ipc.h). */
 	struct xdm_ipc ipc;
+	struct xdm_capture_frees capture_frees;
 };
 
 /*

@@ -25,6 +25,7 @@ core_libxdmcore_la_SOURCES = \
 	core/version.c \
 	core/uuid.c \
 	core/stream_frees.c \
+	core/capture_frees.c \
 	core/tree.h \
 	core/tree.c \
 	core/tree_process.c \

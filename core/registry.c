@@ -205,6 +205,17 @@ void xdm_use_track_free(struct xdm_use_track *t)
 	t->capreads = XDM_INLINE_READS;
 }
 
+void xdm_use_track_move(struct xdm_use_track *dst, struct xdm_use_track *src)
+{
+	*dst = *src;
+	if (src->reads == src->inline_reads)
+		dst->reads = dst->inline_reads;
+	src->has_write = false;
+	src->reads = src->inline_reads;
+	src->nreads = 0;
+	src->capreads = XDM_INLINE_READS;
+}
+
 void xdm_registry_for_each(struct xdm_registry *reg,
 			   void (*fn)(const struct xdm_reg_entry *e, void *arg), void *arg)
 {

@@ -187,10 +187,19 @@ static __attribute__((noinline)) enum xdm_status free_tracked(struct xdm_runtime
 {
 	enum xdm_status st, st_wait = XDM_OK;
 	bool tracked, crossed;
+	uint64_t cap = 0;
 
 	/* The registry's copy is authoritative: the caller's may be damaged. */
 	tracked = !xdm_use_track_empty(uses);
 	crossed = tracked && xdm_use_track_crosses(uses, b->stream);
+	if (crossed)
+		cap = xdm_stream_capture(rt, b->stream);
+	/* Inside a capture, after work outside it: held until that work is done. */
+	if (crossed && xdm_capture_free_must_hold(rt, cap, b, uses) &&
+	    xdm_capture_free_hold(rt, b, uses) == XDM_OK) {
+		block->state = XDM_BLOCK_FREED;
+		return XDM_OK;
+	}
 	if (tracked) {
 		st_wait = xdm_track_release(rt, b, uses);
 		xdm_use_track_free(uses);
@@ -204,6 +213,9 @@ static __attribute__((noinline)) enum xdm_status free_tracked(struct xdm_runtime
 	if (crossed && st == XDM_OK)
 		xdm_pending_free_mark(rt, b->stream);
 	block->state = b->state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : b->state;
+	/* Outside a capture, earlier holds may go now (queries are safe here). */
+	if (crossed && !cap)
+		xdm_capture_frees_release(rt, false);
 	return st ? st : st_wait;
 }
 
@@ -237,7 +249,10 @@ size_t xdm_bytes_outstanding(struct xdm_runtime *rt)
 
 enum xdm_status xdm_reap_pending(struct xdm_runtime *rt)
 {
-	return rt ? xdm_up_reap_pending(&rt->layers[0]) : null_runtime("xdm_reap_pending");
+	if (!rt)
+		return null_runtime("xdm_reap_pending");
+	xdm_capture_frees_release(rt, false);
+	return xdm_up_reap_pending(&rt->layers[0]);
 }
 
 bool xdm_supports_block_use_tracking(struct xdm_runtime *rt)

@@ -263,6 +263,7 @@ enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg
 	pthread_mutex_init(&rt->events.lock, NULL);
 	pthread_mutex_init(&rt->streams.lock, NULL);
 	pthread_mutex_init(&rt->tree_index.lock, NULL);
+	xdm_capture_frees_init(&rt->capture_frees);
 	xdm_registry_init(&rt->registry);
 	st = xdm_ipc_init(&rt->ipc);
 	if (st) {
@@ -319,6 +320,9 @@ void xdm_runtime_teardown(struct xdm_runtime *rt)
 
 	/* Queued frees call into the backend: let them run before its fini. */
 	sync_streams(rt);
+	/* Frees held for a capture wait for their uses and go to the stack. */
+	if (rt->nlayers && rt->layers[0].inited)
+		xdm_capture_frees_release(rt, true);
 	/* No importer reaches it from now on; what this runtime imported is unmapped. */
 	xdm_ipc_fini(rt);
 	/*
@@ -340,6 +344,7 @@ void xdm_runtime_teardown(struct xdm_runtime *rt)
 	}
 	free(rt->layers);
 	xdm_registry_fini(rt);
+	xdm_capture_frees_fini(&rt->capture_frees);
 	xdm_counters_fini(&rt->counters);
 	if (rt->platform.ops)
 		xdm_pending_frees_fini(rt);

@@ -28,8 +28,10 @@
  * caller orders: a stream outside that capture does not wait for it (the
  * wait would pull the stream into the capture, or end it).  A captured
  * stream that must follow a use outside its capture cannot wait for it
- * either (that ends the capture): the host waits for the use's event
- * instead, once, so that the block is free of it in real time.
+ * either (that ends the capture).  A free that must follow such a use is
+ * held until the use completes (capture_frees.c); another access waits for
+ * the use's event on the host instead, once, so that the block is free of
+ * it in real time.
  */
 #include "config.h"
 
@@ -73,6 +75,50 @@ static enum xdm_status queue_wait(struct xdm_runtime *owner, struct xdm_runtime 
 	if (st == XDM_OK)
 		atomic_fetch_add_explicit(&wrt->counters.waits, 1, memory_order_relaxed);
 	return st;
+}
+
+/* Outside any capture and on another stream than own: stream order does not cover it. */
+static bool uncaptured_elsewhere(const struct xdm_use_event *use, xdm_stream_id own)
+{
+	return !use->capture && (use->stream != own || use->rt);
+}
+
+bool xdm_track_has_uncaptured(const struct xdm_use_track *t, xdm_stream_id own)
+{
+	if (t->has_write && uncaptured_elsewhere(&t->last_write, own))
+		return true;
+	for (uint32_t i = 0; i < t->nreads; i++)
+		if (uncaptured_elsewhere(&t->reads[i], own))
+			return true;
+	return false;
+}
+
+/* One use outside any capture: done, or (with wait) waited for. */
+static bool uncaptured_use_done(struct xdm_runtime *owner, const struct xdm_use_event *use,
+				bool wait)
+{
+	struct xdm_runtime *from = use_rt(owner, use);
+	bool done = false;
+
+	if (use->capture)
+		return true;
+	if (wait)
+		return from->platform.ops->event_synchronize(&from->platform, use->event) == XDM_OK;
+	return from->platform.ops->event_query(&from->platform, use->event, &done) == XDM_OK &&
+	       done;
+}
+
+bool xdm_track_uncaptured_done(struct xdm_runtime *rt, const struct xdm_use_track *t, bool wait)
+{
+	bool done = true;
+
+	/* With wait, every use is waited for even after one fails. */
+	if (t->has_write && !uncaptured_use_done(rt, &t->last_write, wait))
+		done = false;
+	for (uint32_t i = 0; i < t->nreads && (done || wait); i++)
+		if (!uncaptured_use_done(rt, &t->reads[i], wait))
+			done = false;
+	return done;
 }
 
 void xdm_use_put(struct xdm_runtime *rt, const struct xdm_use_event *use)

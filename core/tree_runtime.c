@@ -81,6 +81,18 @@ STAT_FILE(bytes_allocated)
 STAT_FILE(bytes_freed)
 STAT_FILE(blocks_peak)
 
+/* "<frees> <bytes>": frees made inside a capture, held for work outside it. */
+static int show_capture_frees_held(const struct tree_pos *pos, struct tree_buf *b)
+{
+	const struct xdm_capture_frees *h = &pos->rt->capture_frees;
+
+	tree_printf(b, "%" PRIu32 " %" PRIu64 "\n",
+		    atomic_load_explicit(&h->count, memory_order_relaxed),
+		    atomic_load_explicit(&h->bytes, memory_order_relaxed));
+	return 0;
+}
+
+
 /*
  * The resets, as the logging module's flush: write 1 (a newline after it
  * is fine).  Anything else is EINVAL and resets nothing.
@@ -132,6 +144,7 @@ const struct tree_file xdm_tree_runtime_files[] = {
 	{ "bytes_allocated", show_bytes_allocated, NULL },
 	{ "bytes_freed", show_bytes_freed, NULL },
 	{ "blocks_peak", show_blocks_peak, NULL },
+	{ "capture_frees_held", show_capture_frees_held, NULL },
 	{ "reset_peak", NULL, store_reset_peak },
 	{ "reset_totals", NULL, store_reset_totals },
 	{ "imports", show_imports, NULL },

@@ -338,6 +338,23 @@ bool release_anywhere(void *ptr, int hint_device)
 	return false;
 }
 
+/*
+ * A free made inside a capture, of a block with a use outside it that had
+ * not completed, is held by the core until that use completes
+ * (xdm_reap_pending lets go of what may go).  Called with no route open,
+ * so no capture of torch's is under way that a query could break.
+ */
+static void let_go_of_capture_frees_locked(pool_table &t, int device)
+{
+	xdm_runtime *rt = built_runtime(device);
+
+	if (rt)
+		(void)xdm_reap_pending(rt);
+	for (auto &entry : t.pools)
+		if (entry.first.first == device)
+			(void)xdm_reap_pending(entry.second.rt);
+}
+
 void create_or_incref_pool(int device, MempoolId_t id)
 {
 	pool_table &t = table();
@@ -361,8 +378,15 @@ void begin_allocate_to_pool(int device, MempoolId_t id, std::function<bool(cudaS
 	if (!p)
 		p = &create_locked(t, device, id);
 	p->use_count++;
-	if (t.routes.empty())
+	if (t.routes.empty()) {
+		/*
+		 * Before the capture begins: frees an earlier capture held for
+		 * work outside it go back to their pools if that work is done,
+		 * so this capture may reuse their memory, as under torch.
+		 */
+		let_go_of_capture_frees_locked(t, device);
 		pause_trimmers_locked(t);
+	}
 	t.routes.push_back({device, id, std::move(filter)});
 	open_routes.store(static_cast<int>(t.routes.size()), std::memory_order_release);
 }
@@ -379,8 +403,10 @@ void end_allocate_to_pool(int device, MempoolId_t id)
 		    pool_name(id), " of ", device_name(device), " is open");
 	t.routes.erase(it);
 	open_routes.store(static_cast<int>(t.routes.size()), std::memory_order_release);
-	if (t.routes.empty())
+	if (t.routes.empty()) {
+		let_go_of_capture_frees_locked(t, device);
 		resume_trimmers_locked(t);
+	}
 }
 
 void release_pool(int device, MempoolId_t id)

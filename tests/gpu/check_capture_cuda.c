@@ -18,7 +18,13 @@
  *     reaps in a device runtime whose pool also holds memory of the
  *     capturing stream; the capture survives;
  *  e. an allocation a budget refuses inside the capture is OUT_OF_BUDGET,
- *     and the capture survives it.
+ *     and the capture survives it;
+ *  f. a block used on another stream outside the capture (the use stands
+ *     behind a gate the host opens later) and freed inside a capture of its
+ *     own stream: the free returns at once (a host wait there deadlocks a
+ *     program whose use waits for the capturing thread), the capture
+ *     survives, the block is held and not handed out again until the use
+ *     has run, and a reap after that gives it back.
  *
  * The graphs hold no kernels: memsets and copies are the nodes, and the
  * host reads the output back.  One process, no fork (CUDA state does not
@@ -393,6 +399,66 @@ START_TEST(budget_refusal_leaves_the_capture_alone)
 }
 END_TEST
 
+/* ---- f: a free inside a capture that must follow work outside it ---------- */
+
+static void expect_held(struct xdm_runtime *rt, const char *want, const char *when)
+{
+	char path[128], *text = NULL;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/capture_frees_held", xdm_runtime_name(rt));
+	ck_assert_int_eq(xdm_tree_show(path, &text, &len), 0);
+	ck_assert_msg(!strcmp(text, want), "%s: capture_frees_held is '%s', not '%s'", when,
+		      text, want);
+	free(text);
+}
+
+START_TEST(free_in_capture_after_outside_use_is_held)
+{
+	struct xdm_runtime *rt = runtime(private_stacks[_i]);
+	CUstream s = new_stream(), side = new_stream();
+	char want[64];
+	struct tu_gate gate;
+	xdm_stream_id side_id;
+	CUdeviceptr q;
+	void *p = NULL;
+	CUgraph g = NULL;
+
+	TU_OK(xdm_native_allocate(rt, SCRATCH, s, "held", &p));
+	CU_OK(ct_drv.cuStreamSynchronize(s));
+	TU_OK(xdm_native_stream(rt, side, &side_id));
+	tu_gate_init(&gate);
+	tu_gate_hold(rt, side_id, &gate);
+	TU_OK(xdm_native_record_use(rt, p, side));
+
+	begin(s);
+	cap_free(rt, (CUdeviceptr)(uintptr_t)p, s);
+	snprintf(want, sizeof(want), "1 %zu\n", SCRATCH);
+	expect_held(rt, want, "freed in the capture");
+	q = cap_alloc(rt, SCRATCH, s);
+	ck_assert_msg(q != (CUdeviceptr)(uintptr_t)p, "a held block was handed out again");
+	cap_free(rt, q, s);
+	expect_capturing(s, "before the end");
+	CU_OK(ct_drv.cuStreamEndCapture(s, &g));
+	ck_assert_ptr_nonnull(g);
+	CU_OK(ct_drv.cuGraphDestroy(g));
+
+	/* The use has not run: a reap keeps the hold. */
+	TU_OK(xdm_reap_pending(rt));
+	expect_held(rt, want, "reaped behind the gate");
+	tu_gate_open(&gate);
+	CU_OK(ct_drv.cuStreamSynchronize(side));
+	ck_assert(!tu_gate_timed_out(&gate));
+	TU_OK(xdm_reap_pending(rt));
+	expect_held(rt, "0 0\n", "reaped after the use ran");
+
+	TU_OK(xdm_runtime_destroy(rt));
+	tu_gate_destroy(&gate);
+	CU_OK(ct_drv.cuStreamDestroy(side));
+	CU_OK(ct_drv.cuStreamDestroy(s));
+}
+END_TEST
+
 static Suite *capture_cuda_suite(void)
 {
 	Suite *s = suite_create("capture_cuda");
@@ -403,6 +469,7 @@ static Suite *capture_cuda_suite(void)
 	tcase_add_loop_test(tc, device_runtime_on_another_thread_leaves_the_capture_alone, 0,
 			    N_DEVICE);
 	tcase_add_test(tc, budget_refusal_leaves_the_capture_alone);
+	tcase_add_loop_test(tc, free_in_capture_after_outside_use_is_held, 0, N_PRIVATE);
 	suite_add_tcase(s, tc);
 	return s;
 }

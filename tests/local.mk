@@ -55,6 +55,7 @@ unit_tests = \
 	tests/unit/check_errors \
 	tests/unit/check_runtime \
 	tests/unit/check_tracking \
+	tests/unit/check_capture_host \
 	tests/unit/check_tree \
 	tests/unit/check_devices \
 	tests/unit/check_native \
@@ -87,6 +88,15 @@ tests_unit_check_ipc_handle_LDADD = core/libxdmcore.la $(CHECK_LIBS)
 tests_unit_check_host_platform_SOURCES = tests/unit/check_host_platform.c \
 	backends/host/stream.h backends/host/queue.h backends/host/stream.c \
 	backends/host/event.c backends/host/copy.c
+# The core's capture rules over the host platform's simulated captures: the
+# platform's files linked in and registered under a name of their own, so
+# that the suite can begin and end captures on a runtime's streams.
+tests_unit_check_capture_host_SOURCES = tests/unit/check_capture_host.c \
+	backends/host/host.h backends/host/platform.c backends/host/streams.h \
+	backends/host/streams.c backends/host/stream.h backends/host/queue.h \
+	backends/host/stream.c backends/host/event.c backends/host/copy.c \
+	backends/host/shared.c
+tests_unit_check_capture_host_CFLAGS = $(AM_CFLAGS)
 # (Flags of its own give it its own objects of the module's files; so for
 # check_peers below.)
 tests_unit_check_host_platform_CFLAGS = $(AM_CFLAGS)

@@ -45,6 +45,10 @@ struct host_mark_item {
 	struct host_event *ev;
 	uint64_t seq;
 	struct host_mark_item *next_pending;
+	/* The capture that took it (0: none), and its stream, alive while the
+	 * mark is pending. */
+	uint64_t capture;
+	struct host_stream *stream;
 };
 
 /* Queued by a wait: holds the stream until record seq is complete. */
@@ -147,9 +151,46 @@ int host_event_record(struct host_event *ev, struct host_stream *s)
 	 * would otherwise sit ahead of the mark it waits for, forever.
 	 * (Lock order: event, then stream; nothing takes them the other way.)
 	 */
-	host_stream_push(s, &m->base);
+	m->stream = s;
+	m->capture = host_stream_push(s, &m->base);
 	pthread_mutex_unlock(&ev->lock);
 	return 0;
+}
+
+/* The pending mark of the latest record, or NULL; ev->lock held. */
+static struct host_mark_item *latest_mark(const struct host_event *ev)
+{
+	struct host_mark_item *m;
+
+	for (m = ev->pending; m; m = m->next_pending)
+		if (m->seq == ev->latest)
+			return m;
+	return NULL;
+}
+
+/* The open capture the latest record sits in, or 0; ev->lock held. */
+static uint64_t open_capture(const struct host_event *ev, struct host_stream **stream)
+{
+	struct host_mark_item *m = latest_mark(ev);
+
+	if (!m || !m->capture || host_stream_capture_id(m->stream) != m->capture)
+		return 0;
+	*stream = m->stream;
+	return m->capture;
+}
+
+int host_event_capture_check(struct host_event *ev)
+{
+	struct host_stream *s = NULL;
+	uint64_t capture;
+
+	pthread_mutex_lock(&ev->lock);
+	capture = open_capture(ev, &s);
+	if (capture)
+		host_stream_capture_break(s, capture, "an event recorded in the capture was "
+					  "queried or synchronized");
+	pthread_mutex_unlock(&ev->lock);
+	return capture ? EBUSY : 0;
 }
 
 static void host_wait_run(struct host_item *item)
@@ -167,7 +208,23 @@ int host_stream_wait_event(struct host_stream *s, struct host_event *ev)
 {
 	struct host_wait_item *w;
 
+	struct host_stream *other = NULL;
+	uint64_t mine, theirs;
+
 	pthread_mutex_lock(&ev->lock);
+	/* A wait may not cross a capture's edge, either way. */
+	mine = host_stream_capture_id(s);
+	theirs = open_capture(ev, &other);
+	if (mine != theirs) {
+		if (mine)
+			host_stream_capture_break(s, mine, "the captured stream waited on an event "
+						  "recorded outside its capture");
+		else
+			host_stream_capture_break(other, theirs, "a stream outside the capture "
+						  "waited on an event recorded in it");
+		pthread_mutex_unlock(&ev->lock);
+		return EBUSY;
+	}
 	if (!host_event_pending(ev, ev->latest)) {
 		/* Already complete, or never recorded: nothing to hold for. */
 		pthread_mutex_unlock(&ev->lock);

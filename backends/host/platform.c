@@ -49,6 +49,13 @@ static enum xdm_status host_null(const char *op, const char *what)
 	return xdm_error_set(XDM_E_INVALID, "host platform: %s was given a NULL %s", op, what);
 }
 
+/* A call a graph capture forbids: it broke the capture, as the driver's would. */
+static enum xdm_status host_capture_broken(const char *op, const char *what)
+{
+	return xdm_error_set(XDM_E_STREAM_MISUSE, "host platform: %s on %s ends that capture "
+			     "(the capture is now invalid)", op, what);
+}
+
 static enum xdm_status host_physical_memory(uint64_t *out)
 {
 	long pages = sysconf(_SC_PHYS_PAGES);
@@ -237,6 +244,8 @@ static enum xdm_status host_op_stream_synchronize(struct xdm_layer *self, void *
 	if (!stream)
 		return host_null("stream_synchronize", "stream");
 	err = host_stream_synchronize(stream);
+	if (err == EBUSY)
+		return host_capture_broken("stream_synchronize", "a stream being captured");
 	if (err == EDEADLK)
 		return xdm_error_set(XDM_E_STREAM_MISUSE,
 				     "host platform: stream_synchronize was called by a host function "
@@ -284,6 +293,8 @@ static enum xdm_status host_op_stream_wait_event(struct xdm_layer *self, void *s
 	if (!event)
 		return host_null("stream_wait_event", "event");
 	err = host_stream_wait_event(stream, event);
+	if (err == EBUSY)
+		return host_capture_broken("stream_wait_event", "a wait across a capture's edge");
 	return err ? host_errno(err, "cannot queue an event wait") : XDM_OK;
 }
 
@@ -293,6 +304,8 @@ static enum xdm_status host_op_event_query(struct xdm_layer *self, void *event, 
 		return host_null("event_query", "event");
 	if (!done)
 		return host_null("event_query", "output");
+	if (host_event_capture_check(event))
+		return host_capture_broken("event_query", "an event recorded in a capture");
 	*done = host_event_query(event);
 	return XDM_OK;
 }
@@ -301,7 +314,20 @@ static enum xdm_status host_op_event_synchronize(struct xdm_layer *self, void *e
 {
 	if (!event)
 		return host_null("event_synchronize", "event");
+	if (host_event_capture_check(event))
+		return host_capture_broken("event_synchronize", "an event recorded in a capture");
 	host_event_synchronize(event);
+	return XDM_OK;
+}
+
+static enum xdm_status host_op_stream_capture(struct xdm_layer *self, void *stream,
+					      uint64_t *capture)
+{
+	if (!stream)
+		return host_null("stream_capture", "stream");
+	if (!capture)
+		return host_null("stream_capture", "output");
+	*capture = host_stream_capture_id(stream);
 	return XDM_OK;
 }
 
@@ -385,6 +411,7 @@ const struct xdm_ops host_platform_ops = {
 	.memset_async = host_op_memset_async,
 	.memcpy_async = host_op_memcpy_async,
 	.stream_resolve = host_op_stream_resolve,
+	.stream_capture = host_op_stream_capture,
 	.ipc_import = host_ipc_import,
 	.ipc_unmap = host_ipc_unmap,
 };

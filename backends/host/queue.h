@@ -11,6 +11,7 @@
 #define XDM_HOST_QUEUE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "stream.h"
 
@@ -25,8 +26,8 @@ struct host_item {
 /*
  * Append an item to the stream's queue; the stream owns it from here on.
  * Cannot fail: callers allocate the item first, so that a failure leaves
- * nothing half-queued.
+ * nothing half-queued.  Returns the capture that took the item (0: none).
  */
-void host_stream_push(struct host_stream *s, struct host_item *item);
+uint64_t host_stream_push(struct host_stream *s, struct host_item *item);
 
 #endif /* XDM_HOST_QUEUE_H */

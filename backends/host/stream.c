@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "queue.h"
@@ -29,7 +30,20 @@ struct host_stream {
 	unsigned int sync_waiters;	/* threads blocked on done */
 	bool stopping;
 	pthread_t worker;
+	/*
+	 * A simulated graph capture: while capture is not 0, pushed work is
+	 * kept on the capture list instead of running; the capture's end
+	 * queues it (the graph launched once).  broken: a call did what a
+	 * capture forbids; why says what.
+	 */
+	uint64_t capture;
+	struct host_item *cap_head, *cap_tail;
+	uint64_t cap_items;
+	bool broken;
+	char why[160];
 };
+
+static void break_locked(struct host_stream *s, const char *why);
 
 static void *host_stream_worker(void *arg)
 {
@@ -119,6 +133,8 @@ void host_stream_destroy(struct host_stream *s)
 {
 	if (!s)
 		return;
+	/* A capture left open ends here: its work runs like the rest. */
+	host_stream_capture_end(s, NULL, 0);
 	/* The worker leaves only once the queue is empty: queued work runs. */
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
@@ -139,6 +155,11 @@ int host_stream_synchronize(struct host_stream *s)
 	if (pthread_equal(pthread_self(), s->worker))
 		return EDEADLK;
 	pthread_mutex_lock(&s->lock);
+	if (s->capture) {
+		break_locked(s, "the stream was synchronized during its capture");
+		pthread_mutex_unlock(&s->lock);
+		return EBUSY;
+	}
 	/* Items are counted in queue order, so "everything queued before the
 	 * call" is exactly the first `queued` items. */
 	target = s->queued;
@@ -150,18 +171,111 @@ int host_stream_synchronize(struct host_stream *s)
 	return 0;
 }
 
-void host_stream_push(struct host_stream *s, struct host_item *item)
+/* Append a list of items, counted n, to the queue; s->lock held. */
+static void queue_locked(struct host_stream *s, struct host_item *first, struct host_item *last,
+			 uint64_t n)
 {
+	if (s->tail)
+		s->tail->next = first;
+	else
+		s->head = first;
+	s->tail = last;
+	s->queued += n;
+	pthread_cond_signal(&s->work);
+}
+
+uint64_t host_stream_push(struct host_stream *s, struct host_item *item)
+{
+	uint64_t capture;
+
 	item->next = NULL;
 	pthread_mutex_lock(&s->lock);
-	if (s->tail)
-		s->tail->next = item;
-	else
-		s->head = item;
-	s->tail = item;
-	s->queued++;
-	pthread_cond_signal(&s->work);
+	capture = s->capture;
+	if (capture) {
+		if (s->cap_tail)
+			s->cap_tail->next = item;
+		else
+			s->cap_head = item;
+		s->cap_tail = item;
+		s->cap_items++;
+	} else {
+		queue_locked(s, item, item, 1);
+	}
 	pthread_mutex_unlock(&s->lock);
+	return capture;
+}
+
+/* ---- simulated graph capture --------------------------------------------- */
+
+static void break_locked(struct host_stream *s, const char *why)
+{
+	if (s->broken)
+		return;		/* the first reason is the one to tell */
+	s->broken = true;
+	snprintf(s->why, sizeof(s->why), "%s", why);
+}
+
+int host_stream_capture_begin(struct host_stream *s, uint64_t id)
+{
+	int err = 0;
+
+	if (!id)
+		return EINVAL;
+	pthread_mutex_lock(&s->lock);
+	if (s->capture) {
+		err = EBUSY;
+	} else {
+		s->capture = id;
+		s->broken = false;
+		s->why[0] = '\0';
+	}
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+int host_stream_capture_end(struct host_stream *s, char *why, size_t len)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->capture) {
+		pthread_mutex_unlock(&s->lock);
+		return EINVAL;
+	}
+	if (s->broken) {
+		err = ECANCELED;
+		if (why && len)
+			snprintf(why, len, "%s", s->why);
+	}
+	if (s->cap_head)
+		queue_locked(s, s->cap_head, s->cap_tail, s->cap_items);
+	s->cap_head = s->cap_tail = NULL;
+	s->cap_items = 0;
+	s->capture = 0;
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+uint64_t host_stream_capture_id(struct host_stream *s)
+{
+	uint64_t capture;
+
+	pthread_mutex_lock(&s->lock);
+	capture = s->capture;
+	pthread_mutex_unlock(&s->lock);
+	return capture;
+}
+
+bool host_stream_capture_break(struct host_stream *s, uint64_t id, const char *why)
+{
+	bool hit;
+
+	pthread_mutex_lock(&s->lock);
+	hit = s->capture && s->capture == id;
+	if (hit)
+		break_locked(s, why);
+	pthread_mutex_unlock(&s->lock);
+	return hit;
 }
 
 struct host_fn_item {

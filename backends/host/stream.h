@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct host_stream;
 struct host_event;
@@ -52,5 +53,31 @@ int host_stream_wait_event(struct host_stream *s, struct host_event *ev);
 bool host_event_query(struct host_event *ev);
 /* Block until the event's latest record as of the call has completed. */
 void host_event_synchronize(struct host_event *ev);
+
+/*
+ * Simulated CUDA graph capture, so that the capture rules can be tested
+ * without a GPU.  Between begin and end, work queued on the stream is kept
+ * instead of run; end queues it, in order (as if the graph were launched
+ * once at once).  A call that a capture forbids breaks it, and end then
+ * says ECANCELED and why:
+ *   - a synchronize of the captured stream (which itself fails, EBUSY);
+ *   - a query or synchronize of an event whose latest record is in an
+ *     open capture (host_event_capture_check: EBUSY);
+ *   - a wait from a captured stream on an event not recorded in its
+ *     capture, or from another stream on an event recorded in one (the
+ *     wait fails, EBUSY, and is not queued).
+ * id names the capture (not 0, and not reused while a use of an old one
+ * may be remembered): the caller picks it.  begin: EINVAL for id 0, EBUSY
+ * if a capture is open; end: EINVAL if none is.
+ */
+int host_stream_capture_begin(struct host_stream *s, uint64_t id);
+int host_stream_capture_end(struct host_stream *s, char *why, size_t len);
+/* The open capture's id, or 0. */
+uint64_t host_stream_capture_id(struct host_stream *s);
+/* Break capture id of s if it is still open; whether it was. */
+bool host_stream_capture_break(struct host_stream *s, uint64_t id, const char *why);
+/* 0, or EBUSY (and the capture broken) if a query or synchronize of the
+ * event now would look into an open capture. */
+int host_event_capture_check(struct host_event *ev);
 
 #endif /* XDM_HOST_STREAM_H */

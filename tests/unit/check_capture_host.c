@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_capture_host.c - the core's rules for CUDA graph capture
+ * (doc/design.md, "CUDA graph capture"), on the host platform's simulated
+ * captures: the platform's files are linked in and registered as the
+ * platform "capture_host", so that the suite can begin and end a capture
+ * on a runtime's stream (host_stream_capture_begin/end) and hear from the
+ * platform when xdm did something a capture forbids (the end says
+ * ECANCELED, and why).
+ *
+ *  a. the simulation itself: a synchronize of a captured stream is refused
+ *     and breaks the capture (the suite can fail);
+ *  b. a block used on another stream outside the capture, the use held
+ *     behind a gate, then freed inside a capture of its own stream: the
+ *     free returns at once (a host wait there would never end: the gate
+ *     opens after), the capture survives, the block is held
+ *     (capture_frees_held) and not handed out again, a reap keeps it while
+ *     the use has not run and gives it back after;
+ *  c. the same free with the use already done is held too (no query may
+ *     be made during the capture) and goes at the first reap after it;
+ *  d. a block used and freed inside one capture: the waits join the
+ *     capture, nothing is held, the capture survives;
+ *  e. a runtime destroyed with a free still held waits for the use and
+ *     gives the block to its stack.
+ */
+#include "config.h"
+
+#include <xdm/module.h>
+
+#include "backends/host/host.h"
+#include "backends/host/stream.h"
+#include "tests/lib/testutil.h"
+
+#define BYTES ((size_t)64 * 1024)
+
+/* Capture ids: the suite names them, never twice in a test's process. */
+static uint64_t next_capture = 1;
+
+static struct xdm_runtime *runtime(const char *stack)
+{
+	struct xdm_runtime *rt;
+
+	TU_OK(xdm_runtime_create(0, "capture_host", stack, &rt));
+	ck_assert_uint_ge(xdm_stream_count(rt), 2);
+	return rt;
+}
+
+static struct host_stream *native(struct xdm_runtime *rt, xdm_stream_id s)
+{
+	void *h = NULL;
+
+	TU_OK(xdm_stream_handle(rt, s, &h));
+	ck_assert_ptr_nonnull(h);
+	return h;
+}
+
+static void begin(struct xdm_runtime *rt, xdm_stream_id s)
+{
+	ck_assert_int_eq(host_stream_capture_begin(native(rt, s), next_capture++), 0);
+}
+
+/* End the capture, which must have survived. */
+static void end_intact(struct xdm_runtime *rt, xdm_stream_id s)
+{
+	char why[200] = "";
+	int err = host_stream_capture_end(native(rt, s), why, sizeof(why));
+
+	ck_assert_msg(err == 0, "the capture broke: %s", why);
+}
+
+static void expect_held(struct xdm_runtime *rt, unsigned int frees, size_t bytes,
+			const char *when)
+{
+	char path[128], want[64], *text = NULL;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/capture_frees_held", xdm_runtime_name(rt));
+	snprintf(want, sizeof(want), "%u %zu\n", frees, bytes);
+	ck_assert_int_eq(xdm_tree_show(path, &text, &len), 0);
+	ck_assert_msg(!strcmp(text, want), "%s: capture_frees_held is '%s', not '%s'", when,
+		      text, want);
+	free(text);
+}
+
+/* A read of b on stream use, behind gate g (NULL: none), recorded. */
+static void use_on(struct xdm_runtime *rt, struct xdm_block *b, xdm_stream_id use,
+		   struct tu_gate *g)
+{
+	struct xdm_block_id id = xdm_block_id_of(b);
+
+	TU_OK(xdm_prepare_block_use(rt, id, use, XDM_ACCESS_READ));
+	if (g)
+		tu_gate_hold(rt, use, g);
+	TU_OK(xdm_finish_block_use(rt, id, use, XDM_ACCESS_READ));
+}
+
+/* ---- a: the simulation catches what it must ------------------------------ */
+
+START_TEST(synchronize_breaks_a_capture)
+{
+	struct xdm_runtime *rt = runtime("pool | host");
+	char why[200] = "";
+
+	begin(rt, 0);
+	ck_assert_int_eq(xdm_stream_synchronize(rt, 0), XDM_E_STREAM_MISUSE);
+	ck_assert_int_eq(host_stream_capture_end(native(rt, 0), why, sizeof(why)), ECANCELED);
+	ck_assert_msg(strstr(why, "synchronized"), "why: %s", why);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* ---- b, c: a free inside a capture after a use outside it ----------------- */
+
+START_TEST(free_after_gated_outside_use_is_held)
+{
+	struct xdm_runtime *rt = runtime("pool | host");
+	struct xdm_block b, again;
+	struct tu_gate gate;
+
+	TU_OK(xdm_allocate(rt, BYTES, 0, "held", &b));
+	tu_gate_init(&gate);
+	use_on(rt, &b, 1, &gate);
+
+	begin(rt, 0);
+	TU_OK(xdm_deallocate(rt, &b));
+	expect_held(rt, 1, b.bytes, "freed in the capture");
+	TU_OK(xdm_allocate(rt, BYTES, 0, "in the capture", &again));
+	ck_assert_msg(again.ptr != b.ptr, "a held block was handed out again");
+	TU_OK(xdm_deallocate(rt, &again));
+	end_intact(rt, 0);
+
+	/* The use has not run: a reap keeps the hold. */
+	TU_OK(xdm_reap_pending(rt));
+	expect_held(rt, 1, b.bytes, "reaped behind the gate");
+	tu_gate_open(&gate);
+	TU_OK(xdm_stream_synchronize(rt, 1));
+	ck_assert(!tu_gate_timed_out(&gate));
+	TU_OK(xdm_reap_pending(rt));
+	expect_held(rt, 0, 0, "reaped after the use ran");
+	/* The pool has it back: the next block of its size on its stream is it. */
+	TU_OK(xdm_stream_synchronize(rt, 0));
+	TU_OK(xdm_allocate(rt, BYTES, 0, "after", &again));
+	TU_OK(xdm_deallocate(rt, &again));
+	TU_OK(xdm_runtime_destroy(rt));
+	tu_gate_destroy(&gate);
+}
+END_TEST
+
+START_TEST(free_after_finished_outside_use_goes_at_the_next_reap)
+{
+	struct xdm_runtime *rt = runtime("pool | host");
+	struct xdm_block b;
+
+	TU_OK(xdm_allocate(rt, BYTES, 0, "held", &b));
+	use_on(rt, &b, 1, NULL);
+	TU_OK(xdm_stream_synchronize(rt, 1));
+
+	begin(rt, 0);
+	TU_OK(xdm_deallocate(rt, &b));
+	expect_held(rt, 1, b.bytes, "freed in the capture");
+	/* Inside the capture nothing is let go (its stream is captured). */
+	TU_OK(xdm_reap_pending(rt));
+	expect_held(rt, 1, b.bytes, "reaped in the capture");
+	end_intact(rt, 0);
+	TU_OK(xdm_reap_pending(rt));
+	expect_held(rt, 0, 0, "reaped after the capture");
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* ---- d: a use and a free in one capture ---------------------------------- */
+
+START_TEST(use_and_free_in_one_capture_hold_nothing)
+{
+	struct xdm_runtime *rt = runtime("pool | host");
+	struct xdm_block b;
+
+	TU_OK(xdm_allocate(rt, BYTES, 0, "captured", &b));
+	begin(rt, 0);
+	/* A second use on the captured stream itself, and the free. */
+	use_on(rt, &b, 0, NULL);
+	TU_OK(xdm_deallocate(rt, &b));
+	expect_held(rt, 0, 0, "used and freed in the capture");
+	end_intact(rt, 0);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* ---- e: teardown --------------------------------------------------------- */
+
+struct opener {
+	struct tu_gate *gate;
+	pthread_t thread;
+};
+
+static void *open_later(void *arg)
+{
+	struct opener *o = arg;
+
+	tu_sleep_ms(50);
+	tu_gate_open(o->gate);
+	return NULL;
+}
+
+START_TEST(destroy_waits_for_a_held_free)
+{
+	struct xdm_runtime *rt = runtime("pool | host");
+	struct xdm_block b;
+	struct tu_gate gate;
+	struct opener o = { .gate = &gate };
+
+	TU_OK(xdm_allocate(rt, BYTES, 0, "held", &b));
+	tu_gate_init(&gate);
+	use_on(rt, &b, 1, &gate);
+	begin(rt, 0);
+	TU_OK(xdm_deallocate(rt, &b));
+	end_intact(rt, 0);
+	expect_held(rt, 1, b.bytes, "before the end");
+	/* Whenever the gate opens, before or during the destroy, it returns. */
+	ck_assert_int_eq(pthread_create(&o.thread, NULL, open_later, &o), 0);
+	TU_OK(xdm_runtime_destroy(rt));
+	ck_assert_int_eq(pthread_join(o.thread, NULL), 0);
+	ck_assert(!tu_gate_timed_out(&gate));
+	tu_gate_destroy(&gate);
+}
+END_TEST
+
+static Suite *capture_host_suite(void)
+{
+	Suite *s = suite_create("capture_host");
+	TCase *tc = tcase_create("capture");
+
+	tcase_set_timeout(tc, TU_TIMEOUT_S);
+	tcase_add_test(tc, synchronize_breaks_a_capture);
+	tcase_add_test(tc, free_after_gated_outside_use_is_held);
+	tcase_add_test(tc, free_after_finished_outside_use_goes_at_the_next_reap);
+	tcase_add_test(tc, use_and_free_in_one_capture_hold_nothing);
+	tcase_add_test(tc, destroy_waits_for_a_held_free);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	struct xdm_ops platform = host_platform_ops;
+
+	/* Registered before check forks: every test's process has it. */
+	platform.name = "capture_host";
+	if (xdm_module_register(&platform) != XDM_OK) {
+		fprintf(stderr, "cannot register the platform: %s\n", xdm_last_error_message());
+		return EXIT_FAILURE;
+	}
+	return tu_run_suite(capture_host_suite());
+}

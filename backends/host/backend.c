@@ -115,10 +115,17 @@ static enum xdm_status host_reap_pending(struct xdm_layer *self)
 
 	if (!atomic_load_explicit(&hb->pending_frees, memory_order_acquire))
 		return XDM_OK;
-	/* Which streams hold frees is not worth tracking on the free path:
-	 * draining every stream is simple and leaves the count exact. */
+	/*
+	 * Which streams hold frees is not worth tracking on the free path:
+	 * draining every stream is simple and leaves the count exact.  Except
+	 * a stream being captured into a graph (the platform's simulation):
+	 * a synchronize would end the capture, so its frees stay pending until
+	 * a reap after it, as over cuda_async.
+	 */
 	n = xdm_layer_stream_count(self);
 	for (i = 0; i < n; i++) {
+		if (xdm_layer_stream_capture(self, i))
+			continue;
 		st = xdm_layer_stream_synchronize(self, i);
 		if (st && !first)
 			first = st;

@@ -21,9 +21,21 @@
  *  d. a block used and freed inside one capture: the waits join the
  *     capture, nothing is held, the capture survives;
  *  e. a runtime destroyed with a free still held waits for the use and
- *     gives the block to its stack.
+ *     gives the block to its stack;
+ *  f. while a capture is open, another thread of the program allocates
+ *     (its small blocks look for the captured stream's idle chunk, which
+ *     it may not take), uses across streams, frees and reaps in the same
+ *     runtime (the reap may not synchronize the captured stream), blocks
+ *     are allocated and freed in the capture (a block freed there comes
+ *     back to it at its address), and the pool's trimmer starts: the
+ *     capture survives;
+ *  g. a prepare on a captured stream of a write after a read outside the
+ *     capture: the host waits for the read (the stream cannot), and the
+ *     capture survives.
  */
 #include "config.h"
+
+#include <pthread.h>
 
 #include <xdm/module.h>
 
@@ -225,6 +237,108 @@ START_TEST(destroy_waits_for_a_held_free)
 }
 END_TEST
 
+/* ---- f: the rest of the program during a capture ------------------------- */
+
+struct other_thread {
+	struct xdm_runtime *rt;
+	enum xdm_status st;
+	char step[64];
+	char msg[512];
+};
+
+static bool step_ok(struct other_thread *o, enum xdm_status st, const char *step)
+{
+	if (st == XDM_OK)
+		return true;
+	o->st = st;
+	snprintf(o->step, sizeof(o->step), "%s", step);
+	snprintf(o->msg, sizeof(o->msg), "%s", xdm_last_error_message());
+	return false;
+}
+
+static void *other_user(void *arg)
+{
+	struct other_thread *o = arg;
+	struct xdm_block big, small[8];
+
+	if (!step_ok(o, xdm_allocate(o->rt, 256 * BYTES, 1, "other", &big), "allocate"))
+		return NULL;
+	for (int i = 0; i < 8; i++)
+		if (!step_ok(o, xdm_allocate(o->rt, 4096u << i, 1, "other", &small[i]),
+			     "allocate small"))
+			return NULL;
+	if (!step_ok(o, xdm_prepare_block_use(o->rt, xdm_block_id_of(&big), 2,
+					      XDM_ACCESS_WRITE), "prepare") ||
+	    !step_ok(o, xdm_finish_block_use(o->rt, xdm_block_id_of(&big), 2,
+					     XDM_ACCESS_WRITE), "finish") ||
+	    !step_ok(o, xdm_deallocate(o->rt, &big), "free after a use"))
+		return NULL;
+	for (int i = 0; i < 8; i++) {
+		if (!step_ok(o, xdm_record_block_use(o->rt, &small[i], 2), "record") ||
+		    !step_ok(o, xdm_deallocate(o->rt, &small[i]), "free small"))
+			return NULL;
+	}
+	step_ok(o, xdm_reap_pending(o->rt), "reap_pending");
+	return NULL;
+}
+
+START_TEST(other_thread_and_trimmer_leave_the_capture_alone)
+{
+	/* No thread caches: a freed block leaves its chunk idle at once. */
+	struct xdm_runtime *rt = runtime("pool trim_ms=0 tcache=0 | host");
+	struct other_thread o = { .rt = rt };
+	struct xdm_block before, a, b, c;
+	pthread_t th;
+
+	ck_assert_uint_ge(xdm_stream_count(rt), 3);
+	/* An idle chunk of the stream to be captured, for a steal or a trim. */
+	TU_OK(xdm_allocate(rt, BYTES, 0, "before", &before));
+	TU_OK(xdm_deallocate(rt, &before));
+
+	begin(rt, 0);
+	/* Its small blocks look for the captured stream's idle chunk first. */
+	ck_assert_int_eq(pthread_create(&th, NULL, other_user, &o), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(o.st == XDM_OK, "the other thread's %s: %s (%s)", o.step,
+		      xdm_strerror(o.st), o.msg);
+	TU_OK(xdm_allocate(rt, BYTES, 0, "a", &a));
+	TU_OK(xdm_allocate(rt, BYTES, 0, "b", &b));
+	TU_OK(xdm_deallocate(rt, &a));
+	TU_OK(xdm_allocate(rt, BYTES, 0, "c", &c));
+	ck_assert_msg(c.ptr == a.ptr, "the block freed in the capture was not reused (0x%llx, "
+		      "then 0x%llx)", (unsigned long long)a.ptr, (unsigned long long)c.ptr);
+	/* The trimmer starts with the capture open, and has time for passes. */
+	TU_OK(xdm_layer_attr_store(rt, 0, "trim_ms", "1"));
+	tu_sleep_ms(30);
+	TU_OK(xdm_deallocate(rt, &b));
+	TU_OK(xdm_deallocate(rt, &c));
+	end_intact(rt, 0);
+	TU_OK(xdm_reap_pending(rt));
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/* ---- g: a prepare that must follow a use outside the capture -------------- */
+
+START_TEST(prepare_after_outside_read_waits_on_the_host)
+{
+	struct xdm_runtime *rt = runtime("pool | host");
+	struct xdm_block b;
+	struct xdm_block_id id;
+
+	TU_OK(xdm_allocate(rt, BYTES, 0, "read outside", &b));
+	id = xdm_block_id_of(&b);
+	use_on(rt, &b, 1, NULL);
+	begin(rt, 0);
+	TU_OK(xdm_prepare_block_use(rt, id, 0, XDM_ACCESS_WRITE));
+	TU_OK(xdm_finish_block_use(rt, id, 0, XDM_ACCESS_WRITE));
+	end_intact(rt, 0);
+	TU_OK(xdm_deallocate(rt, &b));
+	expect_held(rt, 0, 0, "freed after the capture");
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
 static Suite *capture_host_suite(void)
 {
 	Suite *s = suite_create("capture_host");
@@ -236,6 +350,8 @@ static Suite *capture_host_suite(void)
 	tcase_add_test(tc, free_after_finished_outside_use_goes_at_the_next_reap);
 	tcase_add_test(tc, use_and_free_in_one_capture_hold_nothing);
 	tcase_add_test(tc, destroy_waits_for_a_held_free);
+	tcase_add_test(tc, other_thread_and_trimmer_leave_the_capture_alone);
+	tcase_add_test(tc, prepare_after_outside_read_waits_on_the_host);
 	suite_add_tcase(s, tc);
 	return s;
 }

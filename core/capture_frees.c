@@ -77,7 +77,7 @@ enum xdm_status xdm_capture_free_hold(struct xdm_runtime *rt, const struct xdm_b
 /* The free a hold stood for, now in stream order (see free_tracked). */
 static void give_to_stack(struct xdm_runtime *rt, struct xdm_capture_free *f)
 {
-	xdm_track_release(rt, &f->block, &f->uses);
+	xdm_track_release(rt, &f->block, &f->uses, xdm_stream_capture(rt, f->block.stream));
 	xdm_use_track_free(&f->uses);
 	if (!xdm_ipc_hold_free(&rt->ipc, &f->block))
 		xdm_up_deallocate(&rt->layers[0], &f->block);

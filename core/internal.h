@@ -352,10 +352,13 @@ XDM_HIDDEN bool xdm_registry_with_generation(struct xdm_registry *reg, xdm_gener
 
 /* ---- tracking (tracking.c) ------------------------------------------- */
 
-/* Before the free: make the block's stream wait on every recorded use and
- * hand the events back to the pool. */
+/*
+ * Before the free: make the block's stream wait on every recorded use and
+ * hand the events back to the pool.  cap: the capture the block's stream
+ * is in (xdm_stream_capture), asked by the caller, which may know it is 0.
+ */
 XDM_HIDDEN enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struct xdm_block *b,
-					     struct xdm_use_track *uses);
+					     struct xdm_use_track *uses, uint64_t cap);
 /* Hand one recorded use's event back to the runtime it came from. */
 XDM_HIDDEN void xdm_use_put(struct xdm_runtime *rt, const struct xdm_use_event *use);
 /* A use of owner's block on a stream of user, another device's runtime. */

@@ -192,6 +192,7 @@ static __attribute__((noinline)) enum xdm_status free_tracked(struct xdm_runtime
 	/* The registry's copy is authoritative: the caller's may be damaged. */
 	tracked = !xdm_use_track_empty(uses);
 	crossed = tracked && xdm_use_track_crosses(uses, b->stream);
+	/* Asked once (a driver call on cuda); uses on the block's own stream need no capture. */
 	if (crossed)
 		cap = xdm_stream_capture(rt, b->stream);
 	/* Inside a capture, after work outside it: held until that work is done. */
@@ -201,7 +202,7 @@ static __attribute__((noinline)) enum xdm_status free_tracked(struct xdm_runtime
 		return XDM_OK;
 	}
 	if (tracked) {
-		st_wait = xdm_track_release(rt, b, uses);
+		st_wait = xdm_track_release(rt, b, uses, cap);
 		xdm_use_track_free(uses);
 	}
 	/* A block another process holds goes to its stack when it lets go. */

@@ -308,7 +308,7 @@ static void free_leftover(struct xdm_reg_entry *e, void *arg)
 {
 	struct xdm_runtime *rt = arg;
 
-	xdm_track_release(rt, &e->block, &e->track);
+	xdm_track_release(rt, &e->block, &e->track, xdm_stream_capture(rt, e->block.stream));
 	xdm_use_track_free(&e->track);
 	xdm_up_deallocate(&rt->layers[0], &e->block);
 }

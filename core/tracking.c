@@ -425,9 +425,8 @@ bool xdm_track_supported(struct xdm_layer *self)
 }
 
 enum xdm_status xdm_track_release(struct xdm_runtime *rt, const struct xdm_block *b,
-				  struct xdm_use_track *t)
+				  struct xdm_use_track *t, uint64_t cap)
 {
-	uint64_t cap = xdm_stream_capture(rt, b->stream);
 	enum xdm_status st = XDM_OK, st2;
 
 	/* Queue every wait even if one fails: each is one more safe edge. */

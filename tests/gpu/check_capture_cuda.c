@@ -270,21 +270,8 @@ END_TEST
 struct other_thread {
 	struct xdm_runtime *rt;
 	CUstream t1, t2;
-	enum xdm_status st;
-	char step[64];
-	char msg[512];
+	struct tu_first_failure fail;
 };
-
-/* Stop at the first failure, and say where. */
-static bool step_ok(struct other_thread *o, enum xdm_status st, const char *step)
-{
-	if (st == XDM_OK)
-		return true;
-	o->st = st;
-	snprintf(o->step, sizeof(o->step), "%s", step);
-	snprintf(o->msg, sizeof(o->msg), "%s", xdm_last_error_message());
-	return false;
-}
 
 /*
  * What any other thread of a framework does meanwhile, in relaxed mode as
@@ -301,23 +288,23 @@ static void *device_user(void *arg)
 	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 
 	if (ct_drv.cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS) {
-		o->st = XDM_E_DRIVER;
-		snprintf(o->step, sizeof(o->step), "relaxed mode");
+		o->fail.st = XDM_E_DRIVER;
+		snprintf(o->fail.step, sizeof(o->fail.step), "relaxed mode");
 		return NULL;
 	}
-	if (!step_ok(o, xdm_native_allocate(o->rt, 48 * MIB, o->t1, "other", &big), "allocate"))
+	if (!tu_step_ok(&o->fail, xdm_native_allocate(o->rt, 48 * MIB, o->t1, "other", &big), "allocate"))
 		return NULL;
 	for (int i = 0; i < 8; i++)
-		if (!step_ok(o, xdm_native_allocate(o->rt, 4 * KIB << i, o->t1, "other",
+		if (!tu_step_ok(&o->fail, xdm_native_allocate(o->rt, 4 * KIB << i, o->t1, "other",
 						    &small[i]), "allocate small"))
 			return NULL;
-	if (!step_ok(o, xdm_native_record_use(o->rt, big, o->t2), "record_use") ||
-	    !step_ok(o, xdm_native_free(o->rt, big, o->t1), "free after a use"))
+	if (!tu_step_ok(&o->fail, xdm_native_record_use(o->rt, big, o->t2), "record_use") ||
+	    !tu_step_ok(&o->fail, xdm_native_free(o->rt, big, o->t1), "free after a use"))
 		return NULL;
 	for (int i = 0; i < 8; i++)
-		if (!step_ok(o, xdm_native_free(o->rt, small[i], o->t2), "free small"))
+		if (!tu_step_ok(&o->fail, xdm_native_free(o->rt, small[i], o->t2), "free small"))
 			return NULL;
-	step_ok(o, xdm_reap_pending(o->rt), "reap_pending");
+	tu_step_ok(&o->fail, xdm_reap_pending(o->rt), "reap_pending");
 	return NULL;
 }
 
@@ -350,8 +337,8 @@ START_TEST(device_runtime_on_another_thread_leaves_the_capture_alone)
 	ck_assert_int_eq(pthread_create(&th, NULL, device_user, &o), 0);
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
 	expect_capturing(s, dev_stack);
-	ck_assert_msg(o.st == XDM_OK, "%s: the other thread's %s: %s (%s)", dev_stack, o.step,
-		      xdm_strerror(o.st), o.msg);
+	ck_assert_msg(o.fail.st == XDM_OK, "%s: the other thread's %s: %s (%s)", dev_stack,
+		      o.fail.step, xdm_strerror(o.fail.st), o.fail.msg);
 	/* The capture goes on after it. */
 	CU_OK(ct_drv.cuMemsetD32Async(gr.out, gr.pattern, SCRATCH / 4, s));
 	finish(s, &gr);

@@ -253,6 +253,29 @@ static inline void tu_expect_config_error(const char *platform, const char *stac
 }
 
 /*
+ * The first failure of a helper thread, which cannot assert (check's
+ * asserts belong to the test's thread): the step, its status and message.
+ */
+struct tu_first_failure {
+	enum xdm_status st;
+	char step[64];
+	char msg[512];
+};
+
+/* True if st is XDM_OK; else the failure is remembered (the first) and false. */
+static inline bool tu_step_ok(struct tu_first_failure *f, enum xdm_status st, const char *step)
+{
+	if (st == XDM_OK)
+		return true;
+	if (f->st == XDM_OK) {
+		f->st = st;
+		snprintf(f->step, sizeof(f->step), "%s", step);
+		snprintf(f->msg, sizeof(f->msg), "%s", xdm_last_error_message());
+	}
+	return false;
+}
+
+/*
  * A gate a host function waits at on a stream: everything queued after it
  * there is held until the test opens it.  Every wait on it is bounded by
  * TU_PATIENCE_MS, so that a bug fails the test instead of hanging it.

@@ -241,44 +241,32 @@ END_TEST
 
 struct other_thread {
 	struct xdm_runtime *rt;
-	enum xdm_status st;
-	char step[64];
-	char msg[512];
+	struct tu_first_failure fail;
 };
-
-static bool step_ok(struct other_thread *o, enum xdm_status st, const char *step)
-{
-	if (st == XDM_OK)
-		return true;
-	o->st = st;
-	snprintf(o->step, sizeof(o->step), "%s", step);
-	snprintf(o->msg, sizeof(o->msg), "%s", xdm_last_error_message());
-	return false;
-}
 
 static void *other_user(void *arg)
 {
 	struct other_thread *o = arg;
 	struct xdm_block big, small[8];
 
-	if (!step_ok(o, xdm_allocate(o->rt, 256 * BYTES, 1, "other", &big), "allocate"))
+	if (!tu_step_ok(&o->fail, xdm_allocate(o->rt, 256 * BYTES, 1, "other", &big), "allocate"))
 		return NULL;
 	for (int i = 0; i < 8; i++)
-		if (!step_ok(o, xdm_allocate(o->rt, 4096u << i, 1, "other", &small[i]),
+		if (!tu_step_ok(&o->fail, xdm_allocate(o->rt, 4096u << i, 1, "other", &small[i]),
 			     "allocate small"))
 			return NULL;
-	if (!step_ok(o, xdm_prepare_block_use(o->rt, xdm_block_id_of(&big), 2,
+	if (!tu_step_ok(&o->fail, xdm_prepare_block_use(o->rt, xdm_block_id_of(&big), 2,
 					      XDM_ACCESS_WRITE), "prepare") ||
-	    !step_ok(o, xdm_finish_block_use(o->rt, xdm_block_id_of(&big), 2,
+	    !tu_step_ok(&o->fail, xdm_finish_block_use(o->rt, xdm_block_id_of(&big), 2,
 					     XDM_ACCESS_WRITE), "finish") ||
-	    !step_ok(o, xdm_deallocate(o->rt, &big), "free after a use"))
+	    !tu_step_ok(&o->fail, xdm_deallocate(o->rt, &big), "free after a use"))
 		return NULL;
 	for (int i = 0; i < 8; i++) {
-		if (!step_ok(o, xdm_record_block_use(o->rt, &small[i], 2), "record") ||
-		    !step_ok(o, xdm_deallocate(o->rt, &small[i]), "free small"))
+		if (!tu_step_ok(&o->fail, xdm_record_block_use(o->rt, &small[i], 2), "record") ||
+		    !tu_step_ok(&o->fail, xdm_deallocate(o->rt, &small[i]), "free small"))
 			return NULL;
 	}
-	step_ok(o, xdm_reap_pending(o->rt), "reap_pending");
+	tu_step_ok(&o->fail, xdm_reap_pending(o->rt), "reap_pending");
 	return NULL;
 }
 
@@ -299,8 +287,8 @@ START_TEST(other_thread_and_trimmer_leave_the_capture_alone)
 	/* Its small blocks look for the captured stream's idle chunk first. */
 	ck_assert_int_eq(pthread_create(&th, NULL, other_user, &o), 0);
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
-	ck_assert_msg(o.st == XDM_OK, "the other thread's %s: %s (%s)", o.step,
-		      xdm_strerror(o.st), o.msg);
+	ck_assert_msg(o.fail.st == XDM_OK, "the other thread's %s: %s (%s)", o.fail.step,
+		      xdm_strerror(o.fail.st), o.fail.msg);
 	TU_OK(xdm_allocate(rt, BYTES, 0, "a", &a));
 	TU_OK(xdm_allocate(rt, BYTES, 0, "b", &b));
 	TU_OK(xdm_deallocate(rt, &a));

@@ -49,20 +49,23 @@ bool xdm_capture_free_must_hold(struct xdm_runtime *rt, uint64_t cap, const stru
 				const struct xdm_use_track *uses)
 {
 	/* UINT64_MAX: the capture state is unknown; the host wait stays. */
-	if (!cap || cap == UINT64_MAX || !rt->platform.ops->event_query)
+	if (!cap || cap == UINT64_MAX)
 		return false;
 	return xdm_track_has_uncaptured(uses, b->stream);
 }
 
-enum xdm_status xdm_capture_free_hold(struct xdm_runtime *rt, const struct xdm_block *b,
-				      struct xdm_use_track *uses)
+/*
+ * False without memory for the hold: the caller then waits on the host as
+ * before, and no error is left behind for a free that succeeds.
+ */
+bool xdm_capture_free_hold(struct xdm_runtime *rt, const struct xdm_block *b,
+			   struct xdm_use_track *uses)
 {
 	struct xdm_capture_frees *h = &rt->capture_frees;
 	struct xdm_capture_free *f = malloc(sizeof(*f));
 
 	if (!f)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "no memory to hold a free made "
-				     "inside a graph capture");
+		return false;
 	f->block = *b;
 	xdm_use_track_move(&f->uses, uses);
 	pthread_mutex_lock(&h->lock);
@@ -71,37 +74,55 @@ enum xdm_status xdm_capture_free_hold(struct xdm_runtime *rt, const struct xdm_b
 	atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&h->bytes, b->bytes, memory_order_relaxed);
 	pthread_mutex_unlock(&h->lock);
-	return XDM_OK;
+	return true;
 }
 
-/* The free a hold stood for, now in stream order (see free_tracked). */
-static void give_to_stack(struct xdm_runtime *rt, struct xdm_capture_free *f)
+/*
+ * The free a hold stood for, now in stream order, as free_tracked makes
+ * it; cap: the capture its stream is in (0 unless at teardown's wait).
+ */
+static enum xdm_status give_to_stack(struct xdm_runtime *rt, struct xdm_capture_free *f,
+				     uint64_t cap)
 {
-	xdm_track_release(rt, &f->block, &f->uses, xdm_stream_capture(rt, f->block.stream));
+	enum xdm_status st_wait, st;
+
+	st_wait = xdm_track_release(rt, &f->block, &f->uses, cap);
 	xdm_use_track_free(&f->uses);
-	if (!xdm_ipc_hold_free(&rt->ipc, &f->block))
-		xdm_up_deallocate(&rt->layers[0], &f->block);
+	if (xdm_ipc_hold_free(&rt->ipc, &f->block))
+		return st_wait;
+	st = xdm_up_deallocate(&rt->layers[0], &f->block);
+	if (st == XDM_OK && !cap)
+		xdm_pending_free_mark(rt, f->block.stream);
+	return st ? st : st_wait;
 }
 
-static bool may_go(struct xdm_runtime *rt, struct xdm_capture_free *f, bool wait)
+/*
+ * Whether the hold may go; *cap: its stream's capture then.  The stream is
+ * asked once, so that the free goes in the state this saw (a capture that
+ * begins right after is the caller's race, as for any free).
+ */
+static bool may_go(struct xdm_runtime *rt, struct xdm_capture_free *f, bool wait, uint64_t *cap)
 {
+	*cap = xdm_stream_capture(rt, f->block.stream);
 	/* Teardown: the uses are waited for, and the free runs whatever they said. */
 	if (wait) {
 		xdm_track_uncaptured_done(rt, &f->uses, true);
 		return true;
 	}
-	if (xdm_stream_capture(rt, f->block.stream))
+	if (*cap)
 		return false;
 	return xdm_track_uncaptured_done(rt, &f->uses, false);
 }
 
-void xdm_capture_frees_release(struct xdm_runtime *rt, bool wait)
+enum xdm_status xdm_capture_frees_release(struct xdm_runtime *rt, bool wait)
 {
 	struct xdm_capture_frees *h = &rt->capture_frees;
 	struct xdm_capture_free *list, *f, *kept = NULL;
+	enum xdm_status first = XDM_OK, st;
+	uint64_t cap;
 
 	if (!atomic_load_explicit(&h->count, memory_order_relaxed))
-		return;
+		return XDM_OK;
 	/* Taken whole: two threads never look at the same hold. */
 	pthread_mutex_lock(&h->lock);
 	list = h->head;
@@ -109,24 +130,27 @@ void xdm_capture_frees_release(struct xdm_runtime *rt, bool wait)
 	pthread_mutex_unlock(&h->lock);
 	while ((f = list) != NULL) {
 		list = f->next;
-		if (!may_go(rt, f, wait)) {
+		if (!may_go(rt, f, wait, &cap)) {
 			f->next = kept;
 			kept = f;
 			continue;
 		}
 		atomic_fetch_sub_explicit(&h->count, 1, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&h->bytes, f->block.bytes, memory_order_relaxed);
-		give_to_stack(rt, f);
+		st = give_to_stack(rt, f, cap);
+		if (st && !first)
+			first = st;
 		free(f);
 	}
-	if (!kept)
-		return;
-	pthread_mutex_lock(&h->lock);
-	for (f = kept; f->next; f = f->next)
-		;
-	f->next = h->head;
-	h->head = kept;
-	pthread_mutex_unlock(&h->lock);
+	if (kept) {
+		pthread_mutex_lock(&h->lock);
+		for (f = kept; f->next; f = f->next)
+			;
+		f->next = h->head;
+		h->head = kept;
+		pthread_mutex_unlock(&h->lock);
+	}
+	return first;
 }
 
 void xdm_capture_frees_fini(struct xdm_capture_frees *h)

@@ -325,11 +325,14 @@ XDM_HIDDEN void xdm_capture_frees_fini(struct xdm_capture_frees *h);
 XDM_HIDDEN bool xdm_capture_free_must_hold(struct xdm_runtime *rt, uint64_t cap,
 					   const struct xdm_block *b,
 					   const struct xdm_use_track *uses);
-XDM_HIDDEN enum xdm_status xdm_capture_free_hold(struct xdm_runtime *rt,
-						 const struct xdm_block *b,
-						 struct xdm_use_track *uses);
-/* Let go of the holds that may go now; with wait, of all (teardown). */
-XDM_HIDDEN void xdm_capture_frees_release(struct xdm_runtime *rt, bool wait);
+/* Hold a free (uses moved into the hold); false without memory for it. */
+XDM_HIDDEN bool xdm_capture_free_hold(struct xdm_runtime *rt, const struct xdm_block *b,
+				      struct xdm_use_track *uses);
+/*
+ * Let go of the holds that may go now; with wait, of all (teardown).  The
+ * first error of a free let go.
+ */
+XDM_HIDDEN enum xdm_status xdm_capture_frees_release(struct xdm_runtime *rt, bool wait);
 /* Unlink every live entry and hand each to fn (without the shard lock);
  * the runtime's counters do not see it (teardown only). */
 XDM_HIDDEN void xdm_registry_drain(struct xdm_registry *reg,

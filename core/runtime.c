@@ -197,7 +197,7 @@ static __attribute__((noinline)) enum xdm_status free_tracked(struct xdm_runtime
 		cap = xdm_stream_capture(rt, b->stream);
 	/* Inside a capture, after work outside it: held until that work is done. */
 	if (crossed && xdm_capture_free_must_hold(rt, cap, b, uses) &&
-	    xdm_capture_free_hold(rt, b, uses) == XDM_OK) {
+	    xdm_capture_free_hold(rt, b, uses)) {
 		block->state = XDM_BLOCK_FREED;
 		return XDM_OK;
 	}
@@ -216,7 +216,7 @@ static __attribute__((noinline)) enum xdm_status free_tracked(struct xdm_runtime
 	block->state = b->state == XDM_BLOCK_LIVE ? XDM_BLOCK_FREED : b->state;
 	/* Outside a capture, earlier holds may go now (queries are safe here). */
 	if (crossed && !cap)
-		xdm_capture_frees_release(rt, false);
+		(void)xdm_capture_frees_release(rt, false);
 	return st ? st : st_wait;
 }
 
@@ -250,10 +250,18 @@ size_t xdm_bytes_outstanding(struct xdm_runtime *rt)
 
 enum xdm_status xdm_reap_pending(struct xdm_runtime *rt)
 {
+	enum xdm_status held, st;
+
 	if (!rt)
 		return null_runtime("xdm_reap_pending");
-	xdm_capture_frees_release(rt, false);
-	return xdm_up_reap_pending(&rt->layers[0]);
+	held = xdm_capture_frees_release(rt, false);
+	st = xdm_up_reap_pending(&rt->layers[0]);
+	return st ? st : held;
+}
+
+enum xdm_status xdm_release_capture_frees(struct xdm_runtime *rt)
+{
+	return rt ? xdm_capture_frees_release(rt, false) : null_runtime("xdm_release_capture_frees");
 }
 
 bool xdm_supports_block_use_tracking(struct xdm_runtime *rt)

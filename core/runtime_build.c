@@ -322,7 +322,7 @@ void xdm_runtime_teardown(struct xdm_runtime *rt)
 	sync_streams(rt);
 	/* Frees held for a capture wait for their uses and go to the stack. */
 	if (rt->nlayers && rt->layers[0].inited)
-		xdm_capture_frees_release(rt, true);
+		(void)xdm_capture_frees_release(rt, true);
 	/* No importer reaches it from now on; what this runtime imported is unmapped. */
 	xdm_ipc_fini(rt);
 	/*

@@ -117,7 +117,8 @@ enum xdm_status xdm_runtime_destroy(struct xdm_runtime *rt)
 		return xdm_error_set(XDM_E_INVALID,
 				     "xdm_runtime_destroy: %llu uses recorded on the streams of "
 				     "device %u are still kept by blocks of other devices; free "
-				     "those blocks first",
+				     "those blocks first (a free held for a graph capture keeps "
+				     "its uses until xdm_reap_pending() of the block's device)",
 				     (unsigned long long)atomic_load(&rt->peer_uses), rt->ordinal);
 	xdm_tree_unpublish(rt);
 	xdm_runtime_teardown(rt);

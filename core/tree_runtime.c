@@ -92,7 +92,6 @@ static int show_capture_frees_held(const struct tree_pos *pos, struct tree_buf *
 	return 0;
 }
 
-
 /*
  * The resets, as the logging module's flush: write 1 (a newline after it
  * is fine).  Anything else is EINVAL and resets nothing.

@@ -209,7 +209,7 @@ int host_stream_wait_event(struct host_stream *s, struct host_event *ev)
 	struct host_wait_item *w;
 
 	struct host_stream *other = NULL;
-	uint64_t mine, theirs;
+	uint64_t mine, theirs, taken;
 
 	pthread_mutex_lock(&ev->lock);
 	/* A wait may not cross a capture's edge, either way. */
@@ -239,9 +239,12 @@ int host_stream_wait_event(struct host_stream *s, struct host_event *ev)
 	w->ev = ev;
 	w->seq = ev->latest;
 	ev->refs++;
+	/* A capture of s begun since the check took a wait from outside it. */
+	taken = host_stream_push(s, &w->base);
+	if (taken && taken != mine)
+		host_stream_capture_break(s, taken, "the captured stream waited on an event "
+					  "recorded outside its capture");
 	pthread_mutex_unlock(&ev->lock);
-
-	host_stream_push(s, &w->base);
 	return 0;
 }
 

@@ -49,7 +49,12 @@ static enum xdm_status host_null(const char *op, const char *what)
 	return xdm_error_set(XDM_E_INVALID, "host platform: %s was given a NULL %s", op, what);
 }
 
-/* A call a graph capture forbids: it broke the capture, as the driver's would. */
+/*
+ * A call a graph capture forbids: it broke the capture, as the driver's
+ * would.  Stricter than the driver in one case: a stream outside the
+ * capture that waits on a captured event breaks it here, where the driver
+ * would have that stream join the capture; xdm never does either.
+ */
 static enum xdm_status host_capture_broken(const char *op, const char *what)
 {
 	return xdm_error_set(XDM_E_STREAM_MISUSE, "host platform: %s on %s ends that capture "

@@ -341,18 +341,19 @@ bool release_anywhere(void *ptr, int hint_device)
 /*
  * A free made inside a capture, of a block with a use outside it that had
  * not completed, is held by the core until that use completes
- * (xdm_reap_pending lets go of what may go).  Called with no route open,
- * so no capture of torch's is under way that a query could break.
+ * (xdm_release_capture_frees lets go of what may go, with no reap and no
+ * synchronize: a capture's edges stall nothing).  Called with no route
+ * open, so no capture of torch's is under way that a query could break.
  */
 static void let_go_of_capture_frees_locked(pool_table &t, int device)
 {
 	xdm_runtime *rt = built_runtime(device);
 
 	if (rt)
-		(void)xdm_reap_pending(rt);
+		(void)xdm_release_capture_frees(rt);
 	for (auto &entry : t.pools)
 		if (entry.first.first == device)
-			(void)xdm_reap_pending(entry.second.rt);
+			(void)xdm_release_capture_frees(entry.second.rt);
 }
 
 void create_or_incref_pool(int device, MempoolId_t id)

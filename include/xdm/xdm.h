@@ -182,6 +182,13 @@ XDM_API enum xdm_status xdm_deallocate(struct xdm_runtime *rt, struct xdm_block 
 /* Bytes the stack holds for live and not-yet-reaped retired blocks. */
 XDM_API size_t xdm_bytes_outstanding(struct xdm_runtime *rt);
 XDM_API enum xdm_status xdm_reap_pending(struct xdm_runtime *rt);
+/*
+ * Let go of the frees held for a graph capture whose uses outside it have
+ * completed (xdm-cuda(7), "CUDA GRAPH CAPTURE"), and nothing else: no
+ * backend's reap, no synchronize.  For a framework at a capture's edges;
+ * xdm_reap_pending() does it too.  The first error of a free let go.
+ */
+XDM_API enum xdm_status xdm_release_capture_frees(struct xdm_runtime *rt);
 
 XDM_API bool xdm_supports_block_use_tracking(struct xdm_runtime *rt);
 /* An untyped use of block on stream: later writers and the free wait on it. */

@@ -33,7 +33,10 @@
  *     capture survives;
  *  g. a prepare on a captured stream of a write after a read outside the
  *     capture: the host waits for the read (the stream cannot), and the
- *     capture survives.
+ *     capture survives;
+ *  h. an allocation the pool refuses inside a capture (past its max, with
+ *     idle memory of other streams it could have trimmed first) is
+ *     OUT_OF_MEMORY, and the capture survives it and goes on allocating.
  */
 #include "config.h"
 
@@ -361,6 +364,30 @@ START_TEST(prepare_after_outside_read_waits_on_the_host)
 }
 END_TEST
 
+/* ---- h: a refusal inside a capture ---------------------------------------- */
+
+START_TEST(refusal_leaves_the_capture_alone)
+{
+	struct xdm_runtime *rt = runtime("pool max=4M trim_ms=0 tcache=0 | host");
+	struct xdm_block idle, big, small;
+	enum xdm_status st;
+
+	/* Memory of another stream, idle: a refusal might want it back first. */
+	TU_OK(xdm_allocate(rt, 2 * 1024 * 1024, 1, "idle", &idle));
+	use_on(rt, &idle, 2, NULL);
+	TU_OK(xdm_deallocate(rt, &idle));
+
+	begin(rt, 0);
+	st = xdm_allocate(rt, 8 * 1024 * 1024, 0, "too big", &big);
+	ck_assert_msg(st == XDM_E_OUT_OF_MEMORY, "8M past a 4M max: %s (%s)", xdm_strerror(st),
+		      xdm_last_error_message());
+	TU_OK(xdm_allocate(rt, BYTES, 0, "after", &small));
+	TU_OK(xdm_deallocate(rt, &small));
+	end_intact(rt, 0);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
 static Suite *capture_host_suite(void)
 {
 	Suite *s = suite_create("capture_host");
@@ -374,6 +401,7 @@ static Suite *capture_host_suite(void)
 	tcase_add_test(tc, destroy_waits_for_a_held_free);
 	tcase_add_test(tc, other_thread_and_trimmer_leave_the_capture_alone);
 	tcase_add_test(tc, prepare_after_outside_read_waits_on_the_host);
+	tcase_add_test(tc, refusal_leaves_the_capture_alone);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -20,9 +20,10 @@
  * free does, in stream order.  Uses captured into a graph are not waited
  * for: they run when the graph does, which its caller orders.
  *
- * The held frees are looked at by xdm_reap_pending(), by a later free of
- * the runtime that crosses streams (outside a capture), and by the
- * runtime's teardown, which waits for them.  Nothing here runs on the
+ * The held frees are looked at by xdm_reap_pending() and
+ * xdm_release_capture_frees(), by a later free of the runtime that crosses
+ * streams (outside a capture), and by the runtime's teardown, which waits
+ * for them.  Nothing here runs on the
  * common free: a free is held only on the out-of-line tracked path.
  */
 #include "config.h"
@@ -45,7 +46,7 @@ void xdm_capture_frees_init(struct xdm_capture_frees *h)
 	atomic_init(&h->bytes, 0);
 }
 
-bool xdm_capture_free_must_hold(struct xdm_runtime *rt, uint64_t cap, const struct xdm_block *b,
+bool xdm_capture_free_must_hold(uint64_t cap, const struct xdm_block *b,
 				const struct xdm_use_track *uses)
 {
 	/* UINT64_MAX: the capture state is unknown; the host wait stays. */

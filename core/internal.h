@@ -322,8 +322,7 @@ XDM_HIDDEN bool xdm_track_uncaptured_done(struct xdm_runtime *rt, const struct x
 struct xdm_capture_frees;
 XDM_HIDDEN void xdm_capture_frees_init(struct xdm_capture_frees *h);
 XDM_HIDDEN void xdm_capture_frees_fini(struct xdm_capture_frees *h);
-XDM_HIDDEN bool xdm_capture_free_must_hold(struct xdm_runtime *rt, uint64_t cap,
-					   const struct xdm_block *b,
+XDM_HIDDEN bool xdm_capture_free_must_hold(uint64_t cap, const struct xdm_block *b,
 					   const struct xdm_use_track *uses);
 /* Hold a free (uses moved into the hold); false without memory for it. */
 XDM_HIDDEN bool xdm_capture_free_hold(struct xdm_runtime *rt, const struct xdm_block *b,
@@ -379,14 +378,20 @@ static inline bool xdm_use_track_empty(const struct xdm_use_track *t)
 	return !t->has_write && t->nreads == 0;
 }
 
+/* True if the use was on a stream other than own (the block's). */
+static inline bool xdm_use_crosses(const struct xdm_use_event *use, xdm_stream_id own)
+{
+	/* A peer use is on another device's stream: always a crossing. */
+	return use->stream != own || use->rt;
+}
+
 /* True if a use of the block was recorded on a stream other than its own. */
 static inline bool xdm_use_track_crosses(const struct xdm_use_track *t, xdm_stream_id own)
 {
-	/* A peer use is on another device's stream: always a crossing. */
-	if (t->has_write && (t->last_write.stream != own || t->last_write.rt))
+	if (t->has_write && xdm_use_crosses(&t->last_write, own))
 		return true;
 	for (uint32_t i = 0; i < t->nreads; i++)
-		if (t->reads[i].stream != own || t->reads[i].rt)
+		if (xdm_use_crosses(&t->reads[i], own))
 			return true;
 	return false;
 }

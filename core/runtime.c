@@ -196,7 +196,7 @@ static __attribute__((noinline)) enum xdm_status free_tracked(struct xdm_runtime
 	if (crossed)
 		cap = xdm_stream_capture(rt, b->stream);
 	/* Inside a capture, after work outside it: held until that work is done. */
-	if (crossed && xdm_capture_free_must_hold(rt, cap, b, uses) &&
+	if (crossed && xdm_capture_free_must_hold(cap, b, uses) &&
 	    xdm_capture_free_hold(rt, b, uses)) {
 		block->state = XDM_BLOCK_FREED;
 		return XDM_OK;

@@ -80,7 +80,7 @@ static enum xdm_status queue_wait(struct xdm_runtime *owner, struct xdm_runtime 
 /* Outside any capture and on another stream than own: stream order does not cover it. */
 static bool uncaptured_elsewhere(const struct xdm_use_event *use, xdm_stream_id own)
 {
-	return !use->capture && (use->stream != own || use->rt);
+	return !use->capture && xdm_use_crosses(use, own);
 }
 
 bool xdm_track_has_uncaptured(const struct xdm_use_track *t, xdm_stream_id own)

@@ -58,15 +58,21 @@ struct host_wait_item {
 	uint64_t seq;
 };
 
-/* Called with ev->lock held. */
-static bool host_event_pending(const struct host_event *ev, uint64_t seq)
+/* The pending mark of record seq, or NULL; ev->lock held. */
+static struct host_mark_item *pending_mark(const struct host_event *ev, uint64_t seq)
 {
-	const struct host_mark_item *m;
+	struct host_mark_item *m;
 
 	for (m = ev->pending; m; m = m->next_pending)
 		if (m->seq == seq)
-			return true;
-	return false;
+			return m;
+	return NULL;
+}
+
+/* Called with ev->lock held. */
+static bool host_event_pending(const struct host_event *ev, uint64_t seq)
+{
+	return pending_mark(ev, seq) != NULL;
 }
 
 /* Drop a reference and ev->lock; the last reference frees the event. */
@@ -157,21 +163,10 @@ int host_event_record(struct host_event *ev, struct host_stream *s)
 	return 0;
 }
 
-/* The pending mark of the latest record, or NULL; ev->lock held. */
-static struct host_mark_item *latest_mark(const struct host_event *ev)
-{
-	struct host_mark_item *m;
-
-	for (m = ev->pending; m; m = m->next_pending)
-		if (m->seq == ev->latest)
-			return m;
-	return NULL;
-}
-
 /* The open capture the latest record sits in, or 0; ev->lock held. */
 static uint64_t open_capture(const struct host_event *ev, struct host_stream **stream)
 {
-	struct host_mark_item *m = latest_mark(ev);
+	struct host_mark_item *m = pending_mark(ev, ev->latest);
 
 	if (!m || !m->capture || host_stream_capture_id(m->stream) != m->capture)
 		return 0;
@@ -207,7 +202,6 @@ static void host_wait_run(struct host_item *item)
 int host_stream_wait_event(struct host_stream *s, struct host_event *ev)
 {
 	struct host_wait_item *w;
-
 	struct host_stream *other = NULL;
 	uint64_t mine, theirs, taken;
 

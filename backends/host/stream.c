@@ -33,13 +33,12 @@ struct host_stream {
 	/*
 	 * A simulated graph capture: while capture is not 0, pushed work is
 	 * kept on the capture list instead of running; the capture's end
-	 * queues it (the graph launched once).  broken: a call did what a
-	 * capture forbids; why says what.
+	 * queues it (the graph launched once).  why: what a call did that
+	 * the capture forbids, the first such; empty while it is intact.
 	 */
 	uint64_t capture;
 	struct host_item *cap_head, *cap_tail;
 	uint64_t cap_items;
-	bool broken;
 	char why[160];
 };
 
@@ -171,15 +170,22 @@ int host_stream_synchronize(struct host_stream *s)
 	return 0;
 }
 
-/* Append a list of items, counted n, to the queue; s->lock held. */
+/* Append the items first..last to the list at *head, *tail. */
+static void append(struct host_item **head, struct host_item **tail, struct host_item *first,
+		   struct host_item *last)
+{
+	if (*tail)
+		(*tail)->next = first;
+	else
+		*head = first;
+	*tail = last;
+}
+
+/* Append items first..last, n of them, to the queue; s->lock held. */
 static void queue_locked(struct host_stream *s, struct host_item *first, struct host_item *last,
 			 uint64_t n)
 {
-	if (s->tail)
-		s->tail->next = first;
-	else
-		s->head = first;
-	s->tail = last;
+	append(&s->head, &s->tail, first, last);
 	s->queued += n;
 	pthread_cond_signal(&s->work);
 }
@@ -192,11 +198,7 @@ uint64_t host_stream_push(struct host_stream *s, struct host_item *item)
 	pthread_mutex_lock(&s->lock);
 	capture = s->capture;
 	if (capture) {
-		if (s->cap_tail)
-			s->cap_tail->next = item;
-		else
-			s->cap_head = item;
-		s->cap_tail = item;
+		append(&s->cap_head, &s->cap_tail, item, item);
 		s->cap_items++;
 	} else {
 		queue_locked(s, item, item, 1);
@@ -209,10 +211,8 @@ uint64_t host_stream_push(struct host_stream *s, struct host_item *item)
 
 static void break_locked(struct host_stream *s, const char *why)
 {
-	if (s->broken)
-		return;		/* the first reason is the one to tell */
-	s->broken = true;
-	snprintf(s->why, sizeof(s->why), "%s", why);
+	if (!s->why[0])		/* the first reason is the one to tell */
+		snprintf(s->why, sizeof(s->why), "%s", why);
 }
 
 int host_stream_capture_begin(struct host_stream *s, uint64_t id)
@@ -226,7 +226,6 @@ int host_stream_capture_begin(struct host_stream *s, uint64_t id)
 		err = EBUSY;
 	} else {
 		s->capture = id;
-		s->broken = false;
 		s->why[0] = '\0';
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -242,7 +241,7 @@ int host_stream_capture_end(struct host_stream *s, char *why, size_t len)
 		pthread_mutex_unlock(&s->lock);
 		return EINVAL;
 	}
-	if (s->broken) {
+	if (s->why[0]) {
 		err = ECANCELED;
 		if (why && len)
 			snprintf(why, len, "%s", s->why);
@@ -266,16 +265,12 @@ uint64_t host_stream_capture_id(struct host_stream *s)
 	return capture;
 }
 
-bool host_stream_capture_break(struct host_stream *s, uint64_t id, const char *why)
+void host_stream_capture_break(struct host_stream *s, uint64_t id, const char *why)
 {
-	bool hit;
-
 	pthread_mutex_lock(&s->lock);
-	hit = s->capture && s->capture == id;
-	if (hit)
+	if (s->capture && s->capture == id)
 		break_locked(s, why);
 	pthread_mutex_unlock(&s->lock);
-	return hit;
 }
 
 struct host_fn_item {

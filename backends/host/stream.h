@@ -74,8 +74,8 @@ int host_stream_capture_begin(struct host_stream *s, uint64_t id);
 int host_stream_capture_end(struct host_stream *s, char *why, size_t len);
 /* The open capture's id, or 0. */
 uint64_t host_stream_capture_id(struct host_stream *s);
-/* Break capture id of s if it is still open; whether it was. */
-bool host_stream_capture_break(struct host_stream *s, uint64_t id, const char *why);
+/* Break capture id of s if it is still open. */
+void host_stream_capture_break(struct host_stream *s, uint64_t id, const char *why);
 /* 0, or EBUSY (and the capture broken) if a query or synchronize of the
  * event now would look into an open capture. */
 int host_event_capture_check(struct host_event *ev);

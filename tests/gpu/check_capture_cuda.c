@@ -388,23 +388,10 @@ END_TEST
 
 /* ---- f: a free inside a capture that must follow work outside it ---------- */
 
-static void expect_held(struct xdm_runtime *rt, const char *want, const char *when)
-{
-	char path[128], *text = NULL;
-	size_t len;
-
-	snprintf(path, sizeof(path), "%s/capture_frees_held", xdm_runtime_name(rt));
-	ck_assert_int_eq(xdm_tree_show(path, &text, &len), 0);
-	ck_assert_msg(!strcmp(text, want), "%s: capture_frees_held is '%s', not '%s'", when,
-		      text, want);
-	free(text);
-}
-
 START_TEST(free_in_capture_after_outside_use_is_held)
 {
 	struct xdm_runtime *rt = runtime(private_stacks[_i]);
 	CUstream s = new_stream(), side = new_stream();
-	char want[64];
 	struct tu_gate gate;
 	xdm_stream_id side_id;
 	CUdeviceptr q;
@@ -420,8 +407,7 @@ START_TEST(free_in_capture_after_outside_use_is_held)
 
 	begin(s);
 	cap_free(rt, (CUdeviceptr)(uintptr_t)p, s);
-	snprintf(want, sizeof(want), "1 %zu\n", SCRATCH);
-	expect_held(rt, want, "freed in the capture");
+	tu_expect_capture_frees_held(rt, 1, SCRATCH, "freed in the capture");
 	q = cap_alloc(rt, SCRATCH, s);
 	ck_assert_msg(q != (CUdeviceptr)(uintptr_t)p, "a held block was handed out again");
 	cap_free(rt, q, s);
@@ -432,12 +418,12 @@ START_TEST(free_in_capture_after_outside_use_is_held)
 
 	/* The use has not run: a reap keeps the hold. */
 	TU_OK(xdm_reap_pending(rt));
-	expect_held(rt, want, "reaped behind the gate");
+	tu_expect_capture_frees_held(rt, 1, SCRATCH, "reaped behind the gate");
 	tu_gate_open(&gate);
 	CU_OK(ct_drv.cuStreamSynchronize(side));
 	ck_assert(!tu_gate_timed_out(&gate));
 	TU_OK(xdm_reap_pending(rt));
-	expect_held(rt, "0 0\n", "reaped after the use ran");
+	tu_expect_capture_frees_held(rt, 0, 0, "reaped after the use ran");
 
 	TU_OK(xdm_runtime_destroy(rt));
 	tu_gate_destroy(&gate);

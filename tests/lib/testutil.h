@@ -252,6 +252,21 @@ static inline void tu_expect_config_error(const char *platform, const char *stac
 	ck_assert_ptr_null(rt);
 }
 
+/* rt's capture_frees_held (xdm-fs(7)) reads "frees bytes". */
+static inline void tu_expect_capture_frees_held(struct xdm_runtime *rt, unsigned int frees,
+						size_t bytes, const char *when)
+{
+	char path[128], want[64], *text = NULL;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/capture_frees_held", xdm_runtime_name(rt));
+	snprintf(want, sizeof(want), "%u %zu\n", frees, bytes);
+	ck_assert_int_eq(xdm_tree_show(path, &text, &len), 0);
+	ck_assert_msg(!strcmp(text, want), "%s: capture_frees_held is '%s', not '%s'", when,
+		      text, want);
+	free(text);
+}
+
 /*
  * The first failure of a helper thread, which cannot assert (check's
  * asserts belong to the test's thread): the step, its status and message.

@@ -85,20 +85,6 @@ static void end_intact(struct xdm_runtime *rt, xdm_stream_id s)
 	ck_assert_msg(err == 0, "the capture broke: %s", why);
 }
 
-static void expect_held(struct xdm_runtime *rt, unsigned int frees, size_t bytes,
-			const char *when)
-{
-	char path[128], want[64], *text = NULL;
-	size_t len;
-
-	snprintf(path, sizeof(path), "%s/capture_frees_held", xdm_runtime_name(rt));
-	snprintf(want, sizeof(want), "%u %zu\n", frees, bytes);
-	ck_assert_int_eq(xdm_tree_show(path, &text, &len), 0);
-	ck_assert_msg(!strcmp(text, want), "%s: capture_frees_held is '%s', not '%s'", when,
-		      text, want);
-	free(text);
-}
-
 /* A read of b on stream use, behind gate g (NULL: none), recorded. */
 static void use_on(struct xdm_runtime *rt, struct xdm_block *b, xdm_stream_id use,
 		   struct tu_gate *g)
@@ -140,7 +126,7 @@ START_TEST(free_after_gated_outside_use_is_held)
 
 	begin(rt, 0);
 	TU_OK(xdm_deallocate(rt, &b));
-	expect_held(rt, 1, b.bytes, "freed in the capture");
+	tu_expect_capture_frees_held(rt, 1, b.bytes, "freed in the capture");
 	TU_OK(xdm_allocate(rt, BYTES, 0, "in the capture", &again));
 	ck_assert_msg(again.ptr != b.ptr, "a held block was handed out again");
 	TU_OK(xdm_deallocate(rt, &again));
@@ -150,13 +136,13 @@ START_TEST(free_after_gated_outside_use_is_held)
 
 	/* The use has not run: a reap keeps the hold. */
 	TU_OK(xdm_reap_pending(rt));
-	expect_held(rt, 1, b.bytes, "reaped behind the gate");
+	tu_expect_capture_frees_held(rt, 1, b.bytes, "reaped behind the gate");
 	ck_assert_uint_eq(tu_attr_u64(rt, 0, "in_use"), b.bytes);
 	tu_gate_open(&gate);
 	TU_OK(xdm_stream_synchronize(rt, 1));
 	ck_assert(!tu_gate_timed_out(&gate));
 	TU_OK(xdm_reap_pending(rt));
-	expect_held(rt, 0, 0, "reaped after the use ran");
+	tu_expect_capture_frees_held(rt, 0, 0, "reaped after the use ran");
 	ck_assert_uint_eq(tu_attr_u64(rt, 0, "in_use"), 0);
 	TU_OK(xdm_runtime_destroy(rt));
 	tu_gate_destroy(&gate);
@@ -174,16 +160,16 @@ START_TEST(free_after_finished_outside_use_goes_at_the_next_crossing_free)
 
 	begin(rt, 0);
 	TU_OK(xdm_deallocate(rt, &b));
-	expect_held(rt, 1, b.bytes, "freed in the capture");
+	tu_expect_capture_frees_held(rt, 1, b.bytes, "freed in the capture");
 	/* Inside the capture nothing is let go (its stream is captured). */
 	TU_OK(xdm_reap_pending(rt));
-	expect_held(rt, 1, b.bytes, "reaped in the capture");
+	tu_expect_capture_frees_held(rt, 1, b.bytes, "reaped in the capture");
 	end_intact(rt, 0);
 	/* The next free that crosses streams outside a capture lets it go. */
 	TU_OK(xdm_allocate(rt, BYTES, 0, "crossing", &other));
 	use_on(rt, &other, 1, NULL);
 	TU_OK(xdm_deallocate(rt, &other));
-	expect_held(rt, 0, 0, "after a crossing free");
+	tu_expect_capture_frees_held(rt, 0, 0, "after a crossing free");
 	TU_OK(xdm_runtime_destroy(rt));
 }
 END_TEST
@@ -203,7 +189,7 @@ START_TEST(use_and_free_in_one_capture_hold_nothing)
 	use_on(rt, &b, 1, NULL);
 	/* The free's wait on stream 1's use joins the capture. */
 	TU_OK(xdm_deallocate(rt, &b));
-	expect_held(rt, 0, 0, "used and freed in the capture");
+	tu_expect_capture_frees_held(rt, 0, 0, "used and freed in the capture");
 	end_intact(rt, 1);
 	end_intact(rt, 0);
 	TU_OK(xdm_runtime_destroy(rt));
@@ -262,7 +248,7 @@ START_TEST(destroy_waits_for_a_held_free)
 	begin(rt, 0);
 	TU_OK(xdm_deallocate(rt, &b));
 	end_intact(rt, 0);
-	expect_held(rt, 1, b.bytes, "before the end");
+	tu_expect_capture_frees_held(rt, 1, b.bytes, "before the end");
 	/* Whenever the gate opens, before or during the destroy, it returns. */
 	ck_assert_int_eq(pthread_create(&o.thread, NULL, open_later, &o), 0);
 	TU_OK(xdm_runtime_destroy(rt));
@@ -359,7 +345,7 @@ START_TEST(prepare_after_outside_read_waits_on_the_host)
 	TU_OK(xdm_finish_block_use(rt, id, 0, XDM_ACCESS_WRITE));
 	end_intact(rt, 0);
 	TU_OK(xdm_deallocate(rt, &b));
-	expect_held(rt, 0, 0, "freed after the capture");
+	tu_expect_capture_frees_held(rt, 0, 0, "freed after the capture");
 	TU_OK(xdm_runtime_destroy(rt));
 }
 END_TEST

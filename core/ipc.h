@@ -54,6 +54,14 @@ XDM_HIDDEN void xdm_ipc_encode(const struct xdm_ipc_ref *r, struct xdm_ipc_handl
 XDM_HIDDEN enum xdm_status xdm_ipc_decode(const struct xdm_ipc_handle *h,
 					  struct xdm_ipc_ref *r);
 
+/* ---- what a layer described (ipc_export.c) ----------------------------- */
+
+/* A layer's answer is one other processes will trust: check it (XDM_E_MODULE). */
+XDM_HIDDEN enum xdm_status xdm_ipc_check_object(const struct xdm_ipc_object *o,
+						const struct xdm_block *b);
+/* Close every descriptor of o and free its array (o stays usable, with none). */
+XDM_HIDDEN void xdm_ipc_object_close(struct xdm_ipc_object *o);
+
 /* ---- the wire (ipc_server.c, ipc_import.c) ----------------------------- */
 
 enum xdm_ipc_op {
@@ -70,9 +78,22 @@ struct xdm_ipc_request {
 
 struct xdm_ipc_reply {
 	int32_t status;			/* enum xdm_status */
-	uint32_t pad;
+	uint32_t nfds;			/* XDM_IPC_FDS: the descriptors that follow */
 	char message[256];		/* the exporter's sentence when not OK */
 };
+
+/*
+ * After an OK reply with nfds, the descriptors, in order, in messages of
+ * this header and up to XDM_IPC_FDS_PER_MSG of them each (SCM_RIGHTS).
+ */
+#define XDM_IPC_FDS_PER_MSG 64
+
+struct xdm_ipc_fds_msg {
+	uint32_t first;			/* index of the first descriptor it carries */
+	uint32_t n;
+};
+
+
 
 /* The socket's abstract name for a token, "\0xdm-ipc-<token>"; its length. */
 XDM_HIDDEN size_t xdm_ipc_socket_name(uint64_t token, char *out, size_t len);

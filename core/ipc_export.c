@@ -13,10 +13,12 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +48,50 @@ enum xdm_status xdm_ipc_init(struct xdm_ipc *ipc)
 	return XDM_OK;
 }
 
+/* Descriptors open now; 0 where /proc cannot tell (the limit then decides alone). */
+static uint32_t open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	uint32_t n = 0;
+
+	if (!d)
+		return 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+bool xdm_ipc_fd_room(uint32_t need)
+{
+	struct rlimit lim;
+	uint64_t want;
+
+	if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
+		return true;
+	/* A few to spare: a socket, a pipe, what another thread opens meanwhile. */
+	want = (uint64_t)open_fds() + need + 16;
+	if (lim.rlim_cur >= want)
+		return true;
+	if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < want)
+		return false;
+	lim.rlim_cur = lim.rlim_max;
+	return setrlimit(RLIMIT_NOFILE, &lim) == 0;
+}
+
+void xdm_ipc_object_close(struct xdm_ipc_object *o)
+{
+	if (o->fd >= 0)
+		close(o->fd);
+	o->fd = -1;
+	for (uint32_t i = 0; o->fds && i < o->nfds; i++)
+		if (o->fds[i] >= 0)
+			close(o->fds[i]);
+	free(o->fds);
+	o->fds = NULL;
+	o->nfds = 0;
+}
+
 static void record_free(struct xdm_ipc_export *x)
 {
 	while (x->holders) {
@@ -54,8 +100,7 @@ static void record_free(struct xdm_ipc_export *x)
 		x->holders = h->next;
 		free(h);
 	}
-	if (x->obj.fd >= 0)
-		close(x->obj.fd);
+	xdm_ipc_object_close(&x->obj);
 	free(x);
 }
 
@@ -80,15 +125,28 @@ static void fill_ref(struct xdm_runtime *rt, const struct xdm_ipc_export *x,
 	r->bytes = x->block.bytes;
 	r->obj = x->obj;
 	r->obj.fd = -1;
+	r->obj.fds = NULL;
+	r->obj.nfds = 0;
 }
 
 /*
  * A module's answer goes into a handle other processes trust to map: one
  * that contradicts itself is the module's bug, said as such, never encoded.
  */
-static enum xdm_status check_object(const struct xdm_ipc_object *o, const struct xdm_block *b)
+static bool fds_good(const struct xdm_ipc_object *o)
 {
-	if ((o->kind != XDM_IPC_FD || o->fd < 0) && o->kind != XDM_IPC_BYTES)
+	if (!o->fds || !o->nfds || o->nfds > XDM_IPC_FDS_MAX)
+		return false;
+	for (uint32_t i = 0; i < o->nfds; i++)
+		if (o->fds[i] < 0)
+			return false;
+	return true;
+}
+
+enum xdm_status xdm_ipc_check_object(const struct xdm_ipc_object *o, const struct xdm_block *b)
+{
+	if ((o->kind != XDM_IPC_FD || o->fd < 0) && o->kind != XDM_IPC_BYTES &&
+	    (o->kind != XDM_IPC_FDS || !fds_good(o)))
 		return xdm_error_set(XDM_E_MODULE, "xdm_ipc_export: the stack described the "
 				     "block's memory with no descriptor and no bytes");
 	if (o->payload_len > XDM_IPC_PAYLOAD_MAX)
@@ -141,7 +199,16 @@ enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *b
 	made->obj.fd = -1;
 	st = xdm_up_ipc_export(&rt->layers[0], &live, &made->obj);
 	if (!st)
-		st = check_object(&made->obj, &live);
+		st = xdm_ipc_check_object(&made->obj, &live);
+	/* Pieces are described afresh for each importer (ipc_server.c): the
+	 * record keeps what goes into the handle and how many pieces, and no
+	 * descriptor. */
+	if (!st && made->obj.kind == XDM_IPC_FDS) {
+		uint32_t pieces = made->obj.nfds;
+
+		xdm_ipc_object_close(&made->obj);
+		made->obj.nfds = pieces;
+	}
 	if (!st)
 		st = xdm_ipc_serve(rt);
 	if (st) {

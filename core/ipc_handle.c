@@ -124,7 +124,7 @@ enum xdm_status xdm_ipc_decode(const struct xdm_ipc_handle *h, struct xdm_ipc_re
 	r.exporter_pid = (uint32_t)get(p + AT_PID, 4);
 	r.obj.payload_len = (uint32_t)get(p + AT_PAYLOAD_LEN, 4);
 	r.obj.fd = -1;
-	if (r.obj.kind != XDM_IPC_FD && r.obj.kind != XDM_IPC_BYTES)
+	if (r.obj.kind != XDM_IPC_FD && r.obj.kind != XDM_IPC_BYTES && r.obj.kind != XDM_IPC_FDS)
 		return bad("it names no kind of memory this xdm knows");
 	if (!r.token || !r.generation || !r.bytes)
 		return bad("it names no runtime, no block, or no bytes");

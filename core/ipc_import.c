@@ -73,8 +73,84 @@ static void conn_put(struct xdm_ipc_conn *c)
 	c->token = 0;
 }
 
-/* One request and its reply; *fd gets a passed descriptor, or -1. */
-static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd)
+/*
+ * The descriptors of an object of pieces, in the messages after the reply;
+ * *out gets them all, or nothing is left open.  Every message announced is
+ * read even after one went wrong, so that the connection's next reply is a
+ * reply (other imports from this exporter go on over it).
+ */
+static enum xdm_status receive_fds(int conn, uint32_t nfds, int **out)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * XDM_IPC_FDS_PER_MSG)];
+	} ctl;
+	const char *wrong = NULL;
+	uint32_t got = 0, seen = 0;
+	int *fds = NULL;
+
+	if (!nfds || nfds > XDM_IPC_FDS_MAX)
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the exporter announced %u "
+				     "descriptors", nfds);
+	if (!xdm_ipc_fd_room(nfds))
+		wrong = "more descriptors than this process may open (RLIMIT_NOFILE)";
+	else if (!(fds = malloc(sizeof(*fds) * nfds)))
+		wrong = "no memory for their list";
+	while (seen < nfds) {
+		struct xdm_ipc_fds_msg h;
+		struct iovec iov = { &h, sizeof(h) };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				    .msg_controllen = sizeof(ctl.buf) };
+		uint32_t in_msg = 0;
+		ssize_t n;
+
+		do
+			n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
+		while (n < 0 && errno == EINTR);
+		if (n <= 0) {
+			wrong = "the exporter went away before it sent them all";
+			break;
+		}
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				in_msg++;
+				/* Kept only while all is well, and never past the count. */
+				if (!wrong && fds && got < nfds)
+					fds[got++] = fd;
+				else
+					close(fd);
+			}
+		}
+		if (n != (ssize_t)sizeof(h) || !h.n || h.first != seen || h.n > nfds - seen) {
+			wrong = "a message that is not the next of them";
+			break;
+		}
+		if (!wrong && ((m.msg_flags & MSG_CTRUNC) || in_msg != h.n))
+			wrong = "fewer of them than the exporter sent (RLIMIT_NOFILE?)";
+		seen += h.n;
+	}
+	if (wrong) {
+		while (got)
+			close(fds[--got]);
+		free(fds);
+		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the %u descriptors of the "
+				     "block's memory: %s", nfds, wrong);
+	}
+	*out = fds;
+	return XDM_OK;
+}
+
+/*
+ * One request and its reply; *fd gets a passed descriptor, or -1; an
+ * object of pieces comes as *fds, *nfds of them.
+ */
+static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd, int **fds,
+			   uint32_t *nfds, bool *held)
 {
 	struct xdm_ipc_reply rep;
 	struct iovec iov = { &rep, sizeof(rep) };
@@ -85,9 +161,13 @@ static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd)
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			    .msg_controllen = sizeof(ctl.buf) };
 	struct cmsghdr *c;
+	enum xdm_status st;
 	ssize_t n;
 
 	*fd = -1;
+	*fds = NULL;
+	*nfds = 0;
+	*held = false;
 	if (send(conn, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
 		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the exporter went away (%s)",
 				     strerror(errno));
@@ -109,7 +189,17 @@ static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd)
 					     (enum xdm_status)rep.status : XDM_E_INVALID,
 				     "xdm_ipc_open: the exporter says: %s", rep.message);
 	}
-	return XDM_OK;
+	/* OK: the exporter counted a hold, which a failure below must give back. */
+	*held = true;
+	if (!rep.nfds)
+		return XDM_OK;
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	st = receive_fds(conn, rep.nfds, fds);
+	if (!st)
+		*nfds = rep.nfds;
+	return st;
 }
 
 enum xdm_status xdm_ipc_open(struct xdm_runtime *rt, const struct xdm_ipc_handle *h,
@@ -121,6 +211,7 @@ enum xdm_status xdm_ipc_open(struct xdm_runtime *rt, const struct xdm_ipc_handle
 	struct xdm_ipc_conn *conn = NULL;
 	struct xdm_ipc_ref r;
 	enum xdm_status st;
+	bool held;
 	int fd = -1;
 
 	if (!rt || !h || !ptr || !bytes)
@@ -147,13 +238,17 @@ enum xdm_status xdm_ipc_open(struct xdm_runtime *rt, const struct xdm_ipc_handle
 	st = conn_get(imp, &r, &conn);
 	if (st)
 		goto unlock;
-	st = ask(conn->fd, &req, &fd);
-	if (st)
+	st = ask(conn->fd, &req, &fd, &r.obj.fds, &r.obj.nfds, &held);
+	if (st && !held)
 		goto put;
 	r.obj.fd = fd;
-	st = rt->platform.ops->ipc_import(&rt->platform, &r.obj, r.bytes, &im->ptr, &im->cookie);
-	if (fd >= 0)
-		close(fd);
+	if (!st && (r.obj.kind == XDM_IPC_FDS) != (r.obj.nfds > 0))
+		st = xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the exporter's descriptors do "
+				   "not match the handle's kind of memory");
+	if (!st)
+		st = rt->platform.ops->ipc_import(&rt->platform, &r.obj, r.bytes, &im->ptr,
+						  &im->cookie);
+	xdm_ipc_object_close(&r.obj);
 	if (st) {
 		/* Mapped nothing: the hold the exporter counted goes back. */
 		req.op = XDM_IPC_CLOSE;

@@ -42,7 +42,7 @@ static uint64_t new_token(void)
 	return t;
 }
 
-static int send_reply(int fd, enum xdm_status st, const char *msg, int pass_fd)
+static int send_reply(int fd, enum xdm_status st, const char *msg, int pass_fd, uint32_t nfds)
 {
 	struct xdm_ipc_reply rep;
 	struct iovec iov = { &rep, sizeof(rep) };
@@ -54,6 +54,7 @@ static int send_reply(int fd, enum xdm_status st, const char *msg, int pass_fd)
 
 	memset(&rep, 0, sizeof(rep));
 	rep.status = st;
+	rep.nfds = nfds;
 	snprintf(rep.message, sizeof(rep.message), "%s", msg ? msg : "");
 	if (pass_fd >= 0) {
 		struct cmsghdr *c;
@@ -68,6 +69,34 @@ static int send_reply(int fd, enum xdm_status st, const char *msg, int pass_fd)
 		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
 	}
 	return sendmsg(fd, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(rep) ? 0 : -1;
+}
+
+/* The descriptors of a fresh XDM_IPC_FDS description, after its OK reply. */
+static int send_fds(int fd, const int *fds, uint32_t nfds)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * XDM_IPC_FDS_PER_MSG)];
+	} ctl;
+
+	for (uint32_t first = 0; first < nfds; first += XDM_IPC_FDS_PER_MSG) {
+		uint32_t n = nfds - first < XDM_IPC_FDS_PER_MSG ? nfds - first : XDM_IPC_FDS_PER_MSG;
+		struct xdm_ipc_fds_msg h = { .first = first, .n = n };
+		struct iovec iov = { &h, sizeof(h) };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				    .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
+		struct cmsghdr *c;
+
+		memset(&ctl, 0, sizeof(ctl));
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+		memcpy(CMSG_DATA(c), fds + first, sizeof(int) * n);
+		if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)sizeof(h))
+			return -1;
+	}
+	return 0;
 }
 
 static pid_t peer_pid(int fd)
@@ -97,17 +126,65 @@ static struct xdm_ipc_holder *holder(struct xdm_ipc_export *x, int conn)
 	return h;
 }
 
+static void release(struct xdm_runtime *rt, int conn, bool all, xdm_generation generation);
+
+/*
+ * An object of pieces: the stack describes it again now (the hold just
+ * counted keeps the block from its stack meanwhile), the same as at the
+ * export, and its descriptors follow the reply.  A failure gives the hold
+ * back and says why.
+ */
+static void serve_pieces(struct xdm_runtime *rt, int conn, const struct xdm_block *block,
+			 const struct xdm_ipc_object *described)
+{
+	struct xdm_ipc_object fresh;
+	enum xdm_status st;
+	char msg[256];
+
+	memset(&fresh, 0, sizeof(fresh));
+	fresh.fd = -1;
+	st = XDM_OK;
+	if (!xdm_ipc_fd_room(described->nfds))
+		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "the exporter may not open the %u "
+				   "descriptors of the block's memory (RLIMIT_NOFILE)",
+				   described->nfds);
+	if (!st)
+		st = xdm_up_ipc_export(&rt->layers[0], block, &fresh);
+	if (!st)
+		st = xdm_ipc_check_object(&fresh, block);
+	if (!st && (fresh.kind != described->kind || fresh.nfds != described->nfds ||
+		    fresh.offset != described->offset ||
+		    fresh.object_bytes != described->object_bytes ||
+		    fresh.payload_len != described->payload_len ||
+		    memcmp(fresh.payload, described->payload, fresh.payload_len)))
+		st = xdm_error_set(XDM_E_MODULE, "the stack describes the block's memory "
+				   "otherwise than when it was exported");
+	if (st) {
+		snprintf(msg, sizeof(msg), "%s", xdm_last_error_message());
+		xdm_ipc_object_close(&fresh);
+		release(rt, conn, false, block->generation);
+		send_reply(conn, st, msg, -1, 0);
+		return;
+	}
+	/* A failed send: the importer is gone, and its end gives the hold back. */
+	if (send_reply(conn, XDM_OK, NULL, -1, fresh.nfds) == 0)
+		(void)send_fds(conn, fresh.fds, fresh.nfds);
+	xdm_ipc_object_close(&fresh);
+}
+
 static void serve_open(struct xdm_runtime *rt, int conn, const struct xdm_ipc_request *req)
 {
 	struct xdm_ipc_exporter *e = &rt->ipc.exp;
+	struct xdm_ipc_object described;
 	struct xdm_ipc_export *x;
 	struct xdm_ipc_holder *h;
+	struct xdm_block block;
 	struct xdm_ipc_ref r;
 	char msg[256];
 	int fd = -1;
 
 	if (xdm_ipc_decode(&req->handle, &r) != XDM_OK) {
-		send_reply(conn, XDM_E_INVALID, xdm_last_error_message(), -1);
+		send_reply(conn, XDM_E_INVALID, xdm_last_error_message(), -1, 0);
 		return;
 	}
 	pthread_mutex_lock(&e->lock);
@@ -121,21 +198,28 @@ static void serve_open(struct xdm_runtime *rt, int conn, const struct xdm_ipc_re
 			 "process %d any more: freed since, or never its",
 			 (unsigned long long)r.ptr, (unsigned long long)r.generation,
 			 (int)getpid());
-		send_reply(conn, XDM_E_USE_AFTER_FREE, msg, -1);
+		send_reply(conn, XDM_E_USE_AFTER_FREE, msg, -1, 0);
 		return;
 	}
 	h = holder(x, conn);
 	if (!h) {
 		pthread_mutex_unlock(&e->lock);
-		send_reply(conn, XDM_E_OUT_OF_MEMORY, "the exporter has no memory for the hold", -1);
+		send_reply(conn, XDM_E_OUT_OF_MEMORY, "the exporter has no memory for the hold", -1,
+			   0);
 		return;
 	}
 	h->opens++;
 	x->holds++;
 	if (x->obj.kind == XDM_IPC_FD)
 		fd = dup(x->obj.fd);
+	block = x->block;
+	described = x->obj;
 	pthread_mutex_unlock(&e->lock);
-	if (send_reply(conn, XDM_OK, NULL, fd) != 0) {
+	if (described.kind == XDM_IPC_FDS) {
+		serve_pieces(rt, conn, &block, &described);
+		return;
+	}
+	if (send_reply(conn, XDM_OK, NULL, fd, 0) != 0) {
 		/* The importer is gone: its end will give the hold back. */
 	}
 	if (fd >= 0)
@@ -171,8 +255,7 @@ void xdm_ipc_release_locked(struct xdm_runtime *rt, xdm_generation generation, i
 	*to_free = x->block;
 	*free_it = true;
 	*p = x->next;
-	if (x->obj.fd >= 0)
-		close(x->obj.fd);
+	xdm_ipc_object_close(&x->obj);
 	free(x);
 }
 

@@ -12,6 +12,7 @@
 #define XDM_HOST_HOST_H
 
 #include <pthread.h>
+#include <stdint.h>
 
 #include <xdm/module.h>
 
@@ -36,6 +37,19 @@ void host_shared_release(struct host_shared *sh, void *ptr);
 /* The memfd that holds [block->ptr, +bytes): a part of a block will do. */
 enum xdm_status host_shared_export(struct host_shared *sh, const struct xdm_block *block,
 				   struct xdm_ipc_object *out);
+
+/*
+ * What host_vmm puts in the payload of a block it exports in pieces
+ * (XDM_IPC_FDS): one descriptor a granule, each the range's memfd, the
+ * first granule at first_offset in it and each next one piece_bytes on.
+ */
+#define HOST_VMM_PIECES_TAG "hostvmm1"
+
+struct host_vmm_pieces {
+	char tag[8];
+	uint64_t first_offset;
+	uint64_t piece_bytes;
+};
 
 /* The platform's side (platform.c): map and unmap another process's memfd. */
 enum xdm_status host_ipc_import(struct xdm_layer *self, const struct xdm_ipc_object *obj,

@@ -155,18 +155,14 @@ struct host_import {
 	size_t len;
 };
 
-enum xdm_status host_ipc_import(struct xdm_layer *self, const struct xdm_ipc_object *obj,
-				size_t bytes, uint64_t *ptr, void **cookie)
+/* One memfd of the host backend: the pages around the block. */
+static enum xdm_status import_fd(const struct xdm_ipc_object *obj, size_t bytes,
+				 struct host_import *im, uint64_t *ptr)
 {
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start, end;
-	struct host_import *im;
 	struct stat sb;
 	void *p;
 
-	(void)self;
-	if (obj->kind != XDM_IPC_FD || obj->fd < 0)
-		return xdm_error_set(XDM_E_NOT_SUPPORTED, "host platform: the handle's memory is "
-				     "not a host descriptor (exported by another platform)");
 	/* The handle is checked already; the descriptor is the kernel's word
 	 * on how big the object is: never map past it. */
 	if (fstat(obj->fd, &sb) != 0 || (uint64_t)sb.st_size < obj->object_bytes ||
@@ -175,21 +171,93 @@ enum xdm_status host_ipc_import(struct xdm_layer *self, const struct xdm_ipc_obj
 				     "is smaller than the handle says");
 	start = obj->offset & ~(page - 1);
 	end = (obj->offset + (bytes ? bytes : 1) + page - 1) & ~(page - 1);
-	im = malloc(sizeof(*im));
-	if (!im)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host platform: no memory for an import");
 	p = mmap(NULL, (size_t)(end - start), PROT_READ | PROT_WRITE, MAP_SHARED, obj->fd,
 		 (off_t)start);
-	if (p == MAP_FAILED) {
-		int err = errno;
-
-		free(im);
+	if (p == MAP_FAILED)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host platform: cannot map %zu bytes of "
-				     "another process's memory: %s", bytes, strerror(err));
-	}
+				     "another process's memory: %s", bytes, strerror(errno));
 	im->base = p;
 	im->len = (size_t)(end - start);
 	*ptr = (uint64_t)(uintptr_t)p + (obj->offset - start);
+	return XDM_OK;
+}
+
+/*
+ * host_vmm's granules, one descriptor each: the extent is reserved, then
+ * each granule mapped in its place, as cuda_vmm's importer does.
+ */
+static enum xdm_status import_pieces(const struct xdm_ipc_object *obj, size_t bytes,
+				     struct host_import *im, uint64_t *ptr)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct host_vmm_pieces pc;
+	char *base;
+
+	if (obj->payload_len != sizeof(pc))
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "host platform: the handle's pieces "
+				     "are not host_vmm's (exported by another platform)");
+	memcpy(&pc, obj->payload, sizeof(pc));
+	if (memcmp(pc.tag, HOST_VMM_PIECES_TAG, sizeof(pc.tag)))
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "host platform: the handle's pieces "
+				     "are not host_vmm's (exported by another platform)");
+	if (!pc.piece_bytes || pc.piece_bytes % page || pc.first_offset % page ||
+	    obj->object_bytes / pc.piece_bytes != obj->nfds ||
+	    obj->object_bytes % pc.piece_bytes || bytes > obj->object_bytes - obj->offset)
+		return xdm_error_set(XDM_E_INVALID, "host platform: the exporter's pieces do not "
+				     "make the memory the handle says");
+	for (uint32_t i = 0; i < obj->nfds; i++) {
+		struct stat sb;
+
+		if (fstat(obj->fds[i], &sb) != 0 ||
+		    (uint64_t)sb.st_size < pc.first_offset + (i + 1) * pc.piece_bytes)
+			return xdm_error_set(XDM_E_INVALID, "host platform: piece %u of the "
+					     "exporter's memory is smaller than the handle says", i);
+	}
+	base = mmap(NULL, (size_t)obj->object_bytes, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host platform: cannot reserve %llu "
+				     "bytes for another process's memory: %s",
+				     (unsigned long long)obj->object_bytes, strerror(errno));
+	for (uint32_t i = 0; i < obj->nfds; i++) {
+		void *at = base + (size_t)i * pc.piece_bytes;
+
+		if (mmap(at, (size_t)pc.piece_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+			 obj->fds[i], (off_t)(pc.first_offset + i * pc.piece_bytes)) == MAP_FAILED) {
+			int err = errno;
+
+			munmap(base, (size_t)obj->object_bytes);
+			return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host platform: cannot map piece "
+					     "%u of another process's memory: %s", i, strerror(err));
+		}
+	}
+	im->base = base;
+	im->len = (size_t)obj->object_bytes;
+	*ptr = (uint64_t)(uintptr_t)base + obj->offset;
+	return XDM_OK;
+}
+
+enum xdm_status host_ipc_import(struct xdm_layer *self, const struct xdm_ipc_object *obj,
+				size_t bytes, uint64_t *ptr, void **cookie)
+{
+	struct host_import *im;
+	enum xdm_status st;
+
+	(void)self;
+	if ((obj->kind != XDM_IPC_FD || obj->fd < 0) && (obj->kind != XDM_IPC_FDS || !obj->nfds))
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "host platform: the handle's memory is "
+				     "not a host descriptor (exported by another platform)");
+	im = malloc(sizeof(*im));
+	if (!im)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host platform: no memory for an import");
+	if (obj->kind == XDM_IPC_FD)
+		st = import_fd(obj, bytes, im, ptr);
+	else
+		st = import_pieces(obj, bytes, im, ptr);
+	if (st) {
+		free(im);
+		return st;
+	}
 	*cookie = im;
 	return XDM_OK;
 }

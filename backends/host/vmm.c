@@ -17,9 +17,10 @@
  * order: a granule is FREE only after its release ran on its stream.
  *
  * ipc=true backs the range with one memfd (mapped shared over the
- * reservation), so that a block can be mapped by another process: its
- * handle is the memfd and the block's offset in it, and the importer maps
- * only that extent (the twin of cuda_vmm's exported granules).  A release
+ * reservation), so that a block can be mapped by another process: it is
+ * exported as cuda_vmm exports its granules, one descriptor a granule it
+ * touches (here each the memfd, with where the granule lies in it), and
+ * the importer reserves that extent and maps each granule in its place.  A release
  * then punches the granules out of the memfd, which frees them as
  * MADV_DONTNEED frees private pages.
  *
@@ -417,6 +418,7 @@ static enum xdm_status vmm_ipc_export(struct xdm_layer *self, const struct xdm_b
 {
 	struct vmm *v = vmm_of(self);
 	uint64_t g = v->map.granule, lo, hi, first, n;
+	struct host_vmm_pieces pieces;
 	bool mapped;
 
 	if (v->memfd < 0)
@@ -432,14 +434,47 @@ static enum xdm_status vmm_ipc_export(struct xdm_layer *self, const struct xdm_b
 	if (!mapped)
 		return xdm_error_set(XDM_E_INVALID, "host_vmm: 0x%" PRIx64 " (%zu bytes) is not "
 				     "mapped memory of this layer", block->ptr, block->bytes);
+	n = (hi - lo) / g;
+	if (n > XDM_IPC_FDS_MAX)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "host_vmm: a block of %" PRIu64
+				     " granules is more than one handle can pass", n);
+	/*
+	 * One descriptor a granule, as cuda_vmm's granules are each an
+	 * allocation of their own: here each is the memfd again, and the
+	 * importer maps each at its place in it.
+	 */
+	if (!xdm_ipc_fd_room((uint32_t)n))
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host_vmm: a block of %" PRIu64
+				     " granules needs as many descriptors, more than this process "
+				     "may open (RLIMIT_NOFILE)", n);
 	memset(out, 0, sizeof(*out));
-	out->kind = XDM_IPC_FD;
-	out->offset = block->ptr - v->map.base;
-	out->object_bytes = v->map.count * v->map.granule;
-	out->fd = fcntl(v->memfd, F_DUPFD_CLOEXEC, 0);
-	if (out->fd < 0)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host_vmm: cannot duplicate its memfd: "
-				     "%s", strerror(errno));
+	out->kind = XDM_IPC_FDS;
+	out->fd = -1;
+	out->offset = block->ptr - lo;
+	out->object_bytes = hi - lo;
+	memcpy(pieces.tag, HOST_VMM_PIECES_TAG, sizeof(pieces.tag));
+	pieces.first_offset = lo - v->map.base;
+	pieces.piece_bytes = g;
+	memcpy(out->payload, &pieces, sizeof(pieces));
+	out->payload_len = sizeof(pieces);
+	out->fds = malloc(sizeof(*out->fds) * n);
+	if (!out->fds)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host_vmm: no memory to export a block");
+	for (out->nfds = 0; out->nfds < n; out->nfds++) {
+		int fd = fcntl(v->memfd, F_DUPFD_CLOEXEC, 0);
+
+		if (fd < 0) {
+			int err = errno;
+
+			while (out->nfds)
+				close(out->fds[--out->nfds]);
+			free(out->fds);
+			out->fds = NULL;
+			return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host_vmm: cannot duplicate its "
+					     "memfd: %s", strerror(err));
+		}
+		out->fds[out->nfds] = fd;
+	}
 	return XDM_OK;
 }
 

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 6
+#define XDM_ABI_MINOR 7
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -95,7 +95,18 @@ enum xdm_ipc_kind {
 	XDM_IPC_FD = 1,
 	/* Bytes alone (a driver's own IPC handle): in the handle's payload. */
 	XDM_IPC_BYTES = 2,
+	/*
+	 * ABI 1.7: several descriptors, one per piece of the object, in the
+	 * order the pieces lie in it (a driver's separately created granules):
+	 * fds and nfds below.  The layer is asked again each time an importer
+	 * opens the block, and the core closes what it gave once they are
+	 * passed, so an exporter keeps none of them open in between.
+	 */
+	XDM_IPC_FDS = 3,
 };
+
+/* The most descriptors one XDM_IPC_FDS object may have (2 MiB pieces: 128 GiB). */
+#define XDM_IPC_FDS_MAX 65536
 
 #define XDM_IPC_PAYLOAD_MAX 96
 
@@ -111,6 +122,10 @@ struct xdm_ipc_object {
 	uint64_t offset;		/* where the block starts in the object */
 	uint64_t object_bytes;		/* the object's size */
 	unsigned char payload[XDM_IPC_PAYLOAD_MAX];	/* e.g. which driver object */
+	/* ABI 1.7, XDM_IPC_FDS: the descriptors (malloc'd by the layer that
+	 * answers; the core closes and frees them) and how many. */
+	int *fds;
+	uint32_t nfds;
 };
 
 /* ---- the ops table --------------------------------------------------- */
@@ -396,6 +411,14 @@ XDM_API enum xdm_status xdm_up_ipc_export(struct xdm_layer *up, const struct xdm
 					  struct xdm_ipc_object *out);
 XDM_API enum xdm_status xdm_up_finish_block_use(struct xdm_layer *up, struct xdm_block_id id,
 						xdm_stream_id use_stream, enum xdm_access access);
+/*
+ * ABI 1.7: before a layer opens `need` descriptors for an XDM_IPC_FDS
+ * answer: whether this process may open that many more, after raising the
+ * soft limit of RLIMIT_NOFILE to the hard one where it is short (its 1024
+ * is kept for select(), which xdm never uses).  The importer and the
+ * exporter's server ask the same before they receive or send them.
+ */
+XDM_API bool xdm_ipc_fd_room(uint32_t need);
 
 /*
  * ABI 1.5: xdm_up_allocate() and xdm_up_deallocate() inline, one indirect

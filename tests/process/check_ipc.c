@@ -504,6 +504,63 @@ START_TEST(test_bad_handles)
 }
 END_TEST
 
+/* ---- memory in many pieces ----------------------------------------------- */
+
+/*
+ * A block of 1281 granules of host_vmm, one descriptor each: they travel
+ * in many messages, and each side starts with room for 256 descriptors
+ * only, which xdm makes by raising its soft limit to the hard one, or says
+ * why it cannot.
+ */
+#define PIECES_STACK "host_vmm ipc=true granule=4K reserve=64M"
+#define PIECES_BYTES ((size_t)(5 << 20) + 1)
+
+START_TEST(test_many_pieces)
+{
+	char hex[HEX_LEN + 1], out[512];
+	unsigned long long soft, hard;
+	struct peer e, im;
+	struct block b;
+	unsigned int j;
+
+	peer_start(&e, PIECES_STACK);
+	peer_start(&im, PIECES_STACK);
+	ck_assert_int_eq(sscanf(ask_ok(&e, out, sizeof(out), "nofile"), "%llu %llu", &soft,
+				&hard), 2);
+	ask_ok(&e, out, sizeof(out), "nofile 256");
+	ask_ok(&im, out, sizeof(out), "nofile 256");
+	b = peer_alloc(&e, PIECES_BYTES);
+	ck_assert_uint_eq(b.bytes, PIECES_BYTES - 1 + 4096);
+	ask_ok(&e, out, sizeof(out), "fill %u 0x33", b.i);
+	if (hard < 2048) {
+		/* No room can be made: a sentence that says so, nothing exported. */
+		ask(&e, out, sizeof(out), "export %u", b.i);
+		ck_assert_msg(!strncmp(out, "err OUT_OF_MEMORY", 17) && strstr(out, "RLIMIT_NOFILE"),
+			      "%s", out);
+	} else {
+		peer_export(&e, b.i, hex);
+		j = peer_open(&im, hex, b.bytes);
+		ask_ok(&im, out, sizeof(out), "icheck %u 0x33", j);
+		ask_ok(&im, out, sizeof(out), "ifill %u 0x44", j);
+		ask_ok(&e, out, sizeof(out), "check %u 0x44", b.i);
+		/* The importer made its room, and the exporter's server its own. */
+		ck_assert_int_eq(sscanf(ask_ok(&im, out, sizeof(out), "nofile"), "%llu %llu",
+					&soft, &hard), 2);
+		ck_assert_uint_eq(soft, hard);
+		ck_assert_int_eq(sscanf(ask_ok(&e, out, sizeof(out), "nofile"), "%llu %llu",
+					&soft, &hard), 2);
+		ck_assert_uint_eq(soft, hard);
+		/* Opened again: every piece travels again. */
+		ck_assert_uint_ne(peer_open(&im, hex, b.bytes), j);
+		ask_ok(&im, out, sizeof(out), "close %u", j);
+	}
+	ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	peer_stop(&im);
+	wait_outstanding(&e, 0);
+	peer_stop(&e);
+}
+END_TEST
+
 static Suite *ipc_suite(void)
 {
 	Suite *s = suite_create("ipc");
@@ -519,6 +576,7 @@ static Suite *ipc_suite(void)
 	tcase_add_loop_test(tc, test_tree, 0, NSTACKS);
 	tcase_add_test(tc, test_budget_rows);
 	tcase_add_test(tc, test_bad_handles);
+	tcase_add_test(tc, test_many_pieces);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -26,6 +26,8 @@
  *				   handed out>, once the frees queued on stream 0
  *				   have run
  *	tree <path below the runtime>	-> ok <the file, newlines as '|'>
+ *	nofile <n>		-> ok, the soft limit of RLIMIT_NOFILE now n
+ *	nofile			-> ok <the soft limit> <the hard limit>
  */
 #include "config.h"
 
@@ -34,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <xdm/xdm.h>
@@ -198,6 +201,26 @@ static void cmd_tree(struct peer *p, const char *rest)
 	free(text);
 }
 
+static void cmd_nofile(const char *soft)
+{
+	struct rlimit lim;
+
+	if (getrlimit(RLIMIT_NOFILE, &lim) != 0) {
+		printf("err INVALID getrlimit: %s\n", strerror(errno));
+		return;
+	}
+	if (!soft) {
+		printf("ok %llu %llu\n", (unsigned long long)lim.rlim_cur,
+		       (unsigned long long)lim.rlim_max);
+		return;
+	}
+	lim.rlim_cur = strtoull(soft, NULL, 10);
+	if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
+		printf("err INVALID setrlimit: %s\n", strerror(errno));
+	else
+		printf("ok\n");
+}
+
 static void serve(struct peer *p, char *line)
 {
 	char *cmd = strtok(line, " \n"), *a = strtok(NULL, " \n"), *b = strtok(NULL, " \n");
@@ -299,6 +322,8 @@ static void serve(struct peer *p, char *line)
 			printf("ok %zu\n", xdm_bytes_outstanding(p->rt));
 	} else if (!strcmp(cmd, "tree") && a) {
 		cmd_tree(p, a);
+	} else if (!strcmp(cmd, "nofile")) {
+		cmd_nofile(a);
 	} else {
 		printf("err unknown command %s\n", cmd);
 	}

@@ -64,6 +64,8 @@ struct cuda_async {
 	const struct cuda_platform *p;
 	CUmemoryPool pool;
 	bool own_pool;				/* created here, destroyed in fini */
+	bool exportable;			/* ipc=true: the pool shares with other processes */
+	uint64_t pool_id;			/* ...named so in its handles */
 	/*
 	 * The peers granted, and those `all` left out: grown by writes of
 	 * `peers`, which grant_lock orders (the allocation path never takes
@@ -101,7 +103,25 @@ static enum xdm_status cuda_async_check_support(const struct cuda_platform *p)
 	return XDM_OK;
 }
 
-static enum xdm_status cuda_async_own_pool(struct cuda_async *ca)
+/* ipc=true: the device must be able to export a pool as a POSIX descriptor. */
+static enum xdm_status cuda_async_check_exportable(const struct cuda_platform *p)
+{
+	int types = 0;
+	CUresult rc;
+
+	rc = p->drv.DeviceGetAttribute(&types, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+				       p->dev);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda_async: cuDeviceGetAttribute(CU_DEVICE_"
+				 "ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, device %u)", p->ordinal);
+	if (!(types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "cuda_async: ipc=true, but CUDA device "
+				     "%u (%s) cannot export a memory pool as a POSIX descriptor",
+				     p->ordinal, p->name);
+	return XDM_OK;
+}
+
+static enum xdm_status cuda_async_own_pool(struct cuda_async *ca, bool exportable)
 {
 	const struct cuda_platform *p = ca->p;
 	CUmemPoolProps props;
@@ -112,7 +132,8 @@ static enum xdm_status cuda_async_own_pool(struct cuda_async *ca)
 	/* Every field the driver does not read must be zero. */
 	memset(&props, 0, sizeof(props));
 	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-	props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+	props.handleTypes = exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR :
+			    CU_MEM_HANDLE_TYPE_NONE;
 	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	props.location.id = (int)p->dev;
 	st = cuda_ctx_enter(p, &restore);
@@ -124,6 +145,9 @@ static enum xdm_status cuda_async_own_pool(struct cuda_async *ca)
 		return cuda_fail(&p->drv, rc, "cuda_async: cuMemPoolCreate(pinned, device %u)",
 				 p->ordinal);
 	ca->own_pool = true;
+	ca->exportable = exportable;
+	if (exportable)
+		ca->pool_id = cuda_ipc_new_pool_id();
 	return XDM_OK;
 }
 
@@ -189,6 +213,15 @@ static enum xdm_status cuda_async_read_params(const struct xdm_params *params, b
 	if (st)
 		return st;
 	*own = !strcmp(pool, "own");
+	/* ipc=true as peers=: only a pool of the layer's own is made exportable. */
+	if (xdm_params_bool(params, "ipc") && !*own) {
+		if (xdm_params_has(params, "pool"))
+			return xdm_error_set(XDM_E_CONFIG, "cuda_async: ipc=true needs a pool of "
+					     "the layer's own, not pool=default: the device's "
+					     "default pool cannot be made exportable; write "
+					     "pool=own, or leave pool= out");
+		*own = true;
+	}
 	if (peers->kind == CUDA_PEERS_NONE || *own)
 		return XDM_OK;
 	if (xdm_params_has(params, "pool"))
@@ -253,6 +286,11 @@ static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_
 	st = cuda_async_check_support(p);
 	if (st)
 		return st;
+	if (xdm_params_bool(params, "ipc")) {
+		st = cuda_async_check_exportable(p);
+		if (st)
+			return st;
+	}
 
 	/* The per-stream counters are cache-line aligned: so is the state. */
 	ca = aligned_alloc(alignof(struct cuda_async), sizeof(*ca));
@@ -276,7 +314,7 @@ static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_
 	}
 
 	if (own) {
-		st = cuda_async_own_pool(ca);
+		st = cuda_async_own_pool(ca, xdm_params_bool(params, "ipc"));
 	} else {
 		rc = p->drv.DeviceGetDefaultMemPool(&ca->pool, p->dev);
 		st = rc == CUDA_SUCCESS ? XDM_OK :
@@ -559,6 +597,20 @@ static int cuda_async_show_peers_skipped(struct xdm_layer *self, char *buf, size
 						    memory_order_relaxed), buf, len);
 }
 
+/* ---- sharing with other processes (ipc=true) --------------------------- */
+
+static enum xdm_status cuda_async_ipc_export(struct xdm_layer *self,
+					     const struct xdm_block *block,
+					     struct xdm_ipc_object *out)
+{
+	struct cuda_async *ca = cuda_async_of(self);
+
+	if (!ca->exportable)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "cuda_async: its pool is not exportable; "
+				     "ipc=true makes it so (a pool of the layer's own)");
+	return cuda_ipc_export_pool(ca->p, ca->pool, ca->pool_id, block, out);
+}
+
 static const struct xdm_attr cuda_async_attrs[] = {
 	{ "bytes_outstanding", 0444,
 	  "bytes of live blocks plus bytes whose cuMemFreeAsync may not have run yet; "
@@ -606,6 +658,11 @@ static const struct xdm_param_spec cuda_async_params[] = {
 	{ "peers", XDM_PARAM_STRING, "none",
 	  "other devices of the process that may read and write the pool's memory: 'none', "
 	  "'all' (those that can), or ordinals separated by commas, like 1,2" },
+	{ "ipc", XDM_PARAM_BOOL, "false",
+	  "make the layer's own pool exportable, so that blocks can be shared with other "
+	  "processes (xdm_ipc_export); makes the pool 'own' unless pool= is given.  Off by "
+	  "default: the driver allocates from an exportable pool as from any other, but a "
+	  "graph capture cannot" },
 	{ .name = NULL },
 };
 
@@ -625,4 +682,5 @@ const struct xdm_ops cuda_async_ops = {
 	.supports_block_use_tracking = xdm_track_supported,
 	.prepare_block_use = xdm_track_prepare,
 	.finish_block_use = xdm_track_finish,
+	.ipc_export = cuda_async_ipc_export,
 };

@@ -16,6 +16,7 @@
 #include <xdm/module.h>
 
 #include "driver.h"
+#include "ipc.h"
 #include "peers.h"
 
 /* One per runtime: the device of one ordinal. */
@@ -27,6 +28,7 @@ struct cuda_platform {
 	char name[128];
 	char uuid[40];			/* 8-4-4-4-12 lowercase hex */
 	uint64_t total_bytes;
+	struct cuda_ipc_imports imports;	/* other processes' memory mapped here */
 };
 
 /*

@@ -120,6 +120,14 @@ static size_t cuda_direct_bytes_outstanding(struct xdm_layer *self)
 				    memory_order_relaxed);
 }
 
+/* Another process maps the block's allocation by its legacy IPC handle. */
+static enum xdm_status cuda_direct_ipc_export(struct xdm_layer *self,
+					      const struct xdm_block *block,
+					      struct xdm_ipc_object *out)
+{
+	return cuda_ipc_export_legacy(cuda_direct_of(self)->p, "cuda_direct", block, out);
+}
+
 /* ---- attributes ------------------------------------------------------ */
 
 static int cuda_direct_show_bytes_outstanding(struct xdm_layer *self, char *buf, size_t len)
@@ -162,4 +170,5 @@ const struct xdm_ops cuda_direct_ops = {
 	.allocate = cuda_direct_allocate,
 	.deallocate = cuda_direct_deallocate,
 	.bytes_outstanding = cuda_direct_bytes_outstanding,
+	.ipc_export = cuda_direct_ipc_export,
 };

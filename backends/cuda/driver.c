@@ -82,7 +82,18 @@
 	X(MemRelease, cuMemRelease)				\
 	X(MemMap, cuMemMap)					\
 	X(MemUnmap, cuMemUnmap)					\
-	X(MemSetAccess, cuMemSetAccess)
+	X(MemSetAccess, cuMemSetAccess)				\
+	X(MemGetAddressRange, cuMemGetAddressRange)		\
+	X(IpcGetMemHandle, cuIpcGetMemHandle)			\
+	X(IpcOpenMemHandle, cuIpcOpenMemHandle)			\
+	X(IpcCloseMemHandle, cuIpcCloseMemHandle)		\
+	X(MemPoolExportToShareableHandle, cuMemPoolExportToShareableHandle) \
+	X(MemPoolImportFromShareableHandle, cuMemPoolImportFromShareableHandle) \
+	X(MemPoolExportPointer, cuMemPoolExportPointer)		\
+	X(MemPoolImportPointer, cuMemPoolImportPointer)		\
+	X(MemPoolGetAccess, cuMemPoolGetAccess)			\
+	X(MemExportToShareableHandle, cuMemExportToShareableHandle) \
+	X(MemImportFromShareableHandle, cuMemImportFromShareableHandle)
 
 /*
  * Each member of the table must have the type of cuda.h's declaration of

@@ -99,6 +99,31 @@ struct cuda_driver {
 	CUresult (*MemUnmap)(CUdeviceptr ptr, size_t size);
 	CUresult (*MemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
 				 size_t count);
+
+	/* sharing with other processes (ipc_export.c, ipc_import.c, vmm_ipc.c) */
+	CUresult (*MemGetAddressRange)(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+	CUresult (*IpcGetMemHandle)(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+	CUresult (*IpcOpenMemHandle)(CUdeviceptr *pdptr, CUipcMemHandle handle,
+				     unsigned int Flags);
+	CUresult (*IpcCloseMemHandle)(CUdeviceptr dptr);
+	CUresult (*MemPoolExportToShareableHandle)(void *handle_out, CUmemoryPool pool,
+						   CUmemAllocationHandleType handleType,
+						   unsigned long long flags);
+	CUresult (*MemPoolImportFromShareableHandle)(CUmemoryPool *pool_out, void *handle,
+						     CUmemAllocationHandleType handleType,
+						     unsigned long long flags);
+	CUresult (*MemPoolExportPointer)(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr);
+	CUresult (*MemPoolImportPointer)(CUdeviceptr *ptr_out, CUmemoryPool pool,
+					 CUmemPoolPtrExportData *shareData);
+	CUresult (*MemPoolGetAccess)(CUmemAccess_flags *flags, CUmemoryPool memPool,
+				     CUmemLocation *location);
+	CUresult (*MemExportToShareableHandle)(void *shareableHandle,
+					       CUmemGenericAllocationHandle handle,
+					       CUmemAllocationHandleType handleType,
+					       unsigned long long flags);
+	CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle,
+						 void *osHandle,
+						 CUmemAllocationHandleType shHandleType);
 };
 
 /*

@@ -14,10 +14,14 @@ backends_cuda_la_SOURCES = \
 	backends/cuda/stream.c \
 	backends/cuda/direct.c \
 	backends/cuda/async.c \
+	backends/cuda/ipc.h \
+	backends/cuda/ipc_export.c \
+	backends/cuda/ipc_import.c \
 	backends/cuda/vmm.h \
 	backends/cuda/vmm.c \
 	backends/cuda/vmm_map.c \
 	backends/cuda/vmm_attrs.c \
+	backends/cuda/vmm_ipc.c \
 	backends/cuda/peers.h \
 	backends/cuda/peers.c \
 	backends/cuda/peers_grant.c \

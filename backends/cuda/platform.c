@@ -83,6 +83,7 @@ static enum xdm_status cuda_platform_init(struct xdm_layer *self, const struct x
 		st = cuda_fail(&p->drv, rc, "cuda: cuDevicePrimaryCtxRetain(device %u)", p->ordinal);
 		goto err_close;
 	}
+	cuda_ipc_imports_init(&p->imports);
 	xdm_layer_set_priv(self, p);
 	return XDM_OK;
 
@@ -101,6 +102,7 @@ static void cuda_platform_fini(struct xdm_layer *self)
 		return;
 	/* The core destroyed our streams and events already; the primary
 	 * context stays alive while anyone else in the process holds it. */
+	cuda_ipc_imports_fini(p);
 	p->drv.DevicePrimaryCtxRelease(p->dev);
 	cuda_driver_close(&p->drv);
 	free(p);
@@ -158,4 +160,6 @@ const struct xdm_ops cuda_platform_ops = {
 	.memcpy_async = cuda_memcpy_async,
 	.stream_resolve = cuda_stream_resolve,
 	.stream_capture = cuda_stream_capture,
+	.ipc_import = cuda_ipc_import,
+	.ipc_unmap = cuda_ipc_unmap,
 };

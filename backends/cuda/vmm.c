@@ -95,6 +95,9 @@ static enum xdm_status cuda_vmm_setup(struct cuda_vmm *v, const struct xdm_param
 		return xdm_error_set(XDM_E_NOT_SUPPORTED, "cuda_vmm: CUDA device %u recommends a "
 				     "granule of %zu bytes, which is not a power of two",
 				     p->ordinal, granule);
+	st = cuda_vmm_ipc_setup(v, xdm_params_string(params, "ipc"), granule);
+	if (st)
+		return st;
 	st = cuda_vmm_reserve_size(p, params, granule, &v->reserved);
 	if (st)
 		return st;
@@ -132,10 +135,13 @@ static enum xdm_status cuda_vmm_init(struct xdm_layer *self, const struct xdm_pa
 	CUcontext restore;
 	enum xdm_status st;
 
-	/* peers= first: a bad value is refused before the driver is needed. */
+	/* peers= and ipc= first: a bad value is refused before the driver is needed. */
 	st = cuda_peers_parse("cuda_vmm", xdm_params_string(params, "peers"), &peers);
 	if (st)
 		return st;
+	if (!cuda_vmm_ipc_word(xdm_params_string(params, "ipc")))
+		return xdm_error_set(XDM_E_CONFIG, "cuda_vmm: ipc must be 'auto', 'true' or "
+				     "'false', not '%s'", xdm_params_string(params, "ipc"));
 	st = cuda_platform_of(self, &p);
 	if (st)
 		return st;
@@ -527,6 +533,10 @@ static const struct xdm_param_spec cuda_vmm_params[] = {
 	{ "peers", XDM_PARAM_STRING, "none",
 	  "other devices of the process that may read and write every mapping: 'none', 'all' "
 	  "(those that can), or ordinals separated by commas, like 1,2" },
+	{ "ipc", XDM_PARAM_STRING, "auto",
+	  "whether blocks can be shared with other processes (xdm_ipc_export): 'true' creates "
+	  "every granule exportable as a POSIX descriptor or fails init where the device "
+	  "cannot; 'auto' does where the device can; 'false' never does" },
 	{ .name = NULL },
 };
 
@@ -549,4 +559,5 @@ const struct xdm_ops cuda_vmm_ops = {
 	.finish_block_use = xdm_track_finish,
 	.granularity = cuda_vmm_granularity,
 	.allocate_at = cuda_vmm_allocate_at,
+	.ipc_export = cuda_vmm_ipc_export,
 };

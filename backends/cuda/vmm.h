@@ -39,6 +39,7 @@ struct cuda_vmm {
 	 */
 	CUmemGenericAllocationHandle *handles;
 	CUmemAllocationProp prop;	/* pinned memory of the device */
+	bool exportable;		/* ipc: granules carry a POSIX descriptor type */
 	/*
 	 * What every cuMemSetAccess grants: read and write for the device
 	 * first, then for each peer of peers= and of the writes of `peers`
@@ -105,5 +106,15 @@ enum xdm_status cuda_vmm_grant(struct cuda_vmm *v, const struct cuda_peers_reque
 void cuda_vmm_publish(struct cuda_vmm *v);
 
 extern const struct xdm_attr cuda_vmm_attrs[];
+
+/*
+ * ipc=: whether granules are created exportable, settled once at init
+ * (vmm_ipc.c): asked of the device and tried on one granule; under the
+ * context rule, before the range is used.
+ */
+bool cuda_vmm_ipc_word(const char *ipc);
+enum xdm_status cuda_vmm_ipc_setup(struct cuda_vmm *v, const char *ipc, size_t granule);
+enum xdm_status cuda_vmm_ipc_export(struct xdm_layer *self, const struct xdm_block *block,
+				    struct xdm_ipc_object *out);
 
 #endif /* XDM_CUDA_VMM_H */

@@ -85,6 +85,11 @@ static int peers_skipped_show(struct xdm_layer *self, char *buf, size_t len)
 	return cuda_peers_show(load(&cuda_vmm_of(self)->skipped_shown), buf, len);
 }
 
+static int ipc_show(struct xdm_layer *self, char *buf, size_t len)
+{
+	return cuda_show_u64(buf, len, cuda_vmm_of(self)->exportable);
+}
+
 const struct xdm_attr cuda_vmm_attrs[] = {
 	{ "granule", 0444, "bytes of each piece memory is mapped and given back in",
 	  granule_show, NULL },
@@ -107,5 +112,7 @@ const struct xdm_attr cuda_vmm_attrs[] = {
 	  "write", peers_show, peers_store },
 	{ "peers_skipped", 0444, "ordinals that peers=all (or a write of all) left out because "
 	  "they cannot access this device; an empty line when none", peers_skipped_show, NULL },
+	{ "ipc", 0444, "1 when blocks can be shared with other processes (ipc=, and what the "
+	  "device allows), else 0", ipc_show, NULL },
 	{ .name = NULL },
 };

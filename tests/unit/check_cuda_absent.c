@@ -264,11 +264,11 @@ START_TEST(test_module_tables)
 {
 	static const char *const async_params[] = {
 		"pool", "release_threshold", "reuse_follow_event_dependencies",
-		"reuse_allow_opportunistic", "reuse_allow_internal_dependencies", "peers",
+		"reuse_allow_opportunistic", "reuse_allow_internal_dependencies", "peers", "ipc",
 	};
 	static const char *const vmm_attrs[] = {
 		"granule", "reserved_va", "mapped", "mapped_peak", "releasing", "maps", "releases",
-		"peers", "peers_skipped",
+		"peers", "peers_skipped", "ipc",
 	};
 	const struct xdm_ops *t[] = { platform_ops, direct_ops, async_ops, vmm_ops };
 	const struct xdm_param_spec *ps;
@@ -302,10 +302,13 @@ START_TEST(test_module_tables)
 
 	for (n = 0, ps = async_ops->params; ps && ps->name; ps++, n++)
 		ck_assert_str_eq(ps->name, async_params[n]);
-	ck_assert_int_eq(n, 6);
+	ck_assert_int_eq(n, 7);
 	ck_assert_str_eq(async_ops->params[0].default_value, "default");
 	ck_assert_str_eq(async_ops->params[1].default_value, "max");
 	ck_assert_str_eq(async_ops->params[5].default_value, "none");
+	/* An exportable pool is asked for: a graph capture cannot allocate from one. */
+	ck_assert_int_eq(async_ops->params[6].type, XDM_PARAM_BOOL);
+	ck_assert_str_eq(async_ops->params[6].default_value, "false");
 	/* All read-only but peers, which a write adds grants to. */
 	for (n = 0, a = async_ops->attrs; a && a->name; a++, n++) {
 		bool peers = !strcmp(a->name, "peers");
@@ -342,7 +345,15 @@ START_TEST(test_module_tables)
 	ck_assert_str_eq(vmm_ops->params[1].name, "peers");
 	ck_assert_int_eq(vmm_ops->params[1].type, XDM_PARAM_STRING);
 	ck_assert_str_eq(vmm_ops->params[1].default_value, "none");
-	ck_assert_ptr_null(vmm_ops->params[2].name);
+	ck_assert_str_eq(vmm_ops->params[2].name, "ipc");
+	ck_assert_str_eq(vmm_ops->params[2].default_value, "auto");
+	ck_assert_ptr_null(vmm_ops->params[3].name);
+	/* Every backend shares its blocks, and the platform maps what others share. */
+	ck_assert_ptr_nonnull(direct_ops->ipc_export);
+	ck_assert_ptr_nonnull(async_ops->ipc_export);
+	ck_assert_ptr_nonnull(vmm_ops->ipc_export);
+	ck_assert_ptr_nonnull(platform_ops->ipc_import);
+	ck_assert_ptr_nonnull(platform_ops->ipc_unmap);
 	for (n = 0, a = vmm_ops->attrs; a && a->name; a++, n++) {
 		bool peers = !strcmp(a->name, "peers");
 
@@ -351,7 +362,7 @@ START_TEST(test_module_tables)
 		ck_assert_ptr_nonnull(a->show);
 		ck_assert(peers ? a->store != NULL : a->store == NULL);
 	}
-	ck_assert_int_eq(n, 9);
+	ck_assert_int_eq(n, 10);
 }
 END_TEST
 
@@ -529,6 +540,25 @@ START_TEST(test_peers_refused_before_the_driver)
 }
 END_TEST
 
+/* ---- ipc= ----------------------------------------------------------- */
+
+/* Read before the driver too, on every machine. */
+START_TEST(test_ipc_refused_before_the_driver)
+{
+	tu_expect_config_error("host", "cuda_vmm ipc=maybe",
+			       "cuda_vmm: ipc must be 'auto', 'true' or 'false', not 'maybe'");
+	tu_expect_config_error("host", "cuda_vmm ipc=true", "cuda_vmm needs the cuda platform");
+	/* The device's default pool cannot be made exportable. */
+	tu_expect_config_error("host", "cuda_async pool=default ipc=true",
+			       "cuda_async: ipc=true needs a pool of the layer's own, not "
+			       "pool=default");
+	tu_expect_config_error("host", "cuda_async ipc=true",
+			       "cuda_async needs the cuda platform");
+	tu_expect_config_error("host", "cuda_direct ipc=true",
+			       "'cuda_direct' has no parameter 'ipc'");
+}
+END_TEST
+
 static void expect_peers(struct xdm_runtime *rt, uint32_t layer, const char *granted,
 			 const char *skipped)
 {
@@ -616,6 +646,7 @@ static Suite *cuda_absent_suite(void)
 
 	tc = tcase_create("peers");
 	tcase_add_test(tc, test_peers_refused_before_the_driver);
+	tcase_add_test(tc, test_ipc_refused_before_the_driver);
 	tcase_add_test(tc, test_peers_on_this_machine);
 	suite_add_tcase(s, tc);
 

@@ -43,7 +43,7 @@ test_exec_flags = $(AM_LDFLAGS) -no-install
 
 noinst_HEADERS += tests/lib/testutil.h tests/lib/thread_churn.h tests/lib/random_churn.h \
 	tests/lib/budget_test.h tests/lib/budget_util.h tests/lib/budget_agent.h \
-	tests/lib/cudatest.h tests/lib/cudacheck.h
+	tests/lib/cudatest.h tests/lib/cudacheck.h tests/lib/ipc_peers.h
 EXTRA_DIST += tests/README tests/data/host.conf tests/lsan.supp tests/tsan.supp
 # Not run by make check: make check itself, repeatedly, under stress-ng.
 EXTRA_DIST += tests/under-load.sh
@@ -298,8 +298,9 @@ gpu_suites = \
 	tests/gpu/check_pool_cuda \
 	tests/gpu/check_pool_vmm_cuda \
 	tests/gpu/check_guard_cuda \
-	tests/gpu/check_capture_cuda
-check_PROGRAMS += $(gpu_suites) tests/gpu/cuda_oob
+	tests/gpu/check_capture_cuda \
+	tests/gpu/check_ipc_cuda
+check_PROGRAMS += $(gpu_suites) tests/gpu/cuda_oob tests/gpu/ipc_peer_cuda
 TESTS += $(gpu_suites) tests/gpu/sanitizer_gate.sh tests/gpu/budget_gpu.sh \
 	tests/gpu/devices_gpu.sh tests/gpu/containers_gpu.sh
 gpu_cppflags = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
@@ -332,6 +333,15 @@ tests_gpu_check_guard_cuda_LDADD = $(gpu_ldadd)
 tests_gpu_check_capture_cuda_CPPFLAGS = $(gpu_cppflags)
 tests_gpu_check_capture_cuda_LDFLAGS = $(test_exec_flags)
 tests_gpu_check_capture_cuda_LDADD = $(gpu_ldadd)
+# Sharing between processes on the GPU: the IPC suite's peer, built again
+# to touch memory with kernels (IPC_PEER_CUDA), and the suite that drives it.
+tests_gpu_check_ipc_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_check_ipc_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_check_ipc_cuda_LDADD = $(gpu_ldadd) -lrt
+tests_gpu_ipc_peer_cuda_SOURCES = tests/process/ipc_peer.c
+tests_gpu_ipc_peer_cuda_CPPFLAGS = $(gpu_cppflags) -DIPC_PEER_CUDA
+tests_gpu_ipc_peer_cuda_LDFLAGS = $(test_exec_flags)
+tests_gpu_ipc_peer_cuda_LDADD = tests/lib/libcudatest.la libxdm.la -lpthread
 # The planted out-of-bounds write that the sanitizer gate must catch.
 tests_gpu_cuda_oob_CPPFLAGS = $(gpu_cppflags)
 tests_gpu_cuda_oob_LDFLAGS = $(test_exec_flags)

@@ -31,7 +31,8 @@ struct cuda_ipc_open {
 	enum open_kind kind;
 	unsigned int refs;
 	CUdeviceptr base;		/* what the driver mapped */
-	size_t size;
+	size_t size;			/* OPEN_VMM: the range reserved, in pieces of piece */
+	size_t piece;
 	CUipcMemHandle legacy;		/* OPEN_LEGACY */
 	uint64_t pool_id;		/* OPEN_POOL, OPEN_POOL_PTR */
 	CUmemoryPool pool;		/* OPEN_POOL */
@@ -275,6 +276,7 @@ static enum xdm_status open_vmm(struct cuda_platform *p, const struct xdm_ipc_ob
 	if (!o)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cuda: no memory for an import");
 	o->size = (size_t)obj->object_bytes;
+	o->piece = (size_t)pay.piece_bytes;
 	rc = p->drv.MemAddressReserve(&o->base, o->size, (size_t)pay.piece_bytes, 0, 0);
 	if (rc != CUDA_SUCCESS) {
 		st = cuda_fail(&p->drv, rc, "cuda: cuMemAddressReserve(%zu bytes) for memory of "
@@ -382,7 +384,9 @@ static void close_open(struct cuda_platform *p, struct cuda_ipc_open *o)
 		close_pool(p, o->of_pool);
 		break;
 	case OPEN_VMM:
-		p->drv.MemUnmap(o->base, o->size);
+		/* Each granule was mapped on its own, and is unmapped so. */
+		for (size_t at = 0; at < o->size; at += o->piece)
+			p->drv.MemUnmap(o->base + at, o->piece);
 		p->drv.MemAddressFree(o->base, o->size);
 		break;
 	case OPEN_POOL:

@@ -476,18 +476,14 @@ public:
 		return pool_live_allocations_are(device, id, expected);
 	}
 
-	cca::ShareableHandle shareIpcHandle(void *) override
+	cca::ShareableHandle shareIpcHandle(void *ptr) override
 	{
-		TORCH_CHECK(false, "xdm: a CUDA tensor cannot be sent to another process yet: "
-			    "that needs xdm's IPC of blocks over the CUDA backends (the issue "
-			    "'Share blocks between processes'), not built yet");
+		return share_ipc_handle(ptr);
 	}
 
-	std::shared_ptr<void> getIpcDevPtr(std::string) override
+	std::shared_ptr<void> getIpcDevPtr(std::string handle) override
 	{
-		TORCH_CHECK(false, "xdm: a CUDA tensor from another process cannot be opened "
-			    "yet: that needs xdm's IPC of blocks over the CUDA backends (the "
-			    "issue 'Share blocks between processes'), not built yet");
+		return open_ipc_handle(handle);
 	}
 
 	bool isHistoryEnabled() override

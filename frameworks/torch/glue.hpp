@@ -16,8 +16,9 @@
  *
  * Units: allocator.cpp (allocation, frees, streams, peers), pools.cpp
  * (private pools, graph capture), stats.cpp (DeviceStats), history.cpp
- * (recordHistory, snapshots, OOM observers), install.cpp (the C entry
- * points python/xdm/torch.py calls).
+ * (recordHistory, snapshots, OOM observers), ipc.cpp (tensors sent to
+ * other processes), install.cpp (the C entry points python/xdm/torch.py
+ * calls).
  */
 #ifndef XDM_FRAMEWORKS_TORCH_GLUE_HPP
 #define XDM_FRAMEWORKS_TORCH_GLUE_HPP
@@ -175,6 +176,13 @@ void attach_oom_observer(cca::OutOfMemoryObserver observer);
 void attach_trace_tracker(cca::AllocatorTraceTracker tracker);
 /* Tell every OOM observer of a refusal on device. */
 void tell_oom_observers(int device);
+
+/* ---- CUDA tensors sent to other processes (ipc.cpp) --------------------- */
+
+/* The handle of the live block at ptr, and ptr's offset in it. */
+cca::ShareableHandle share_ipc_handle(void *ptr);
+/* Another process's block, open on the current device until the pointer goes. */
+std::shared_ptr<void> open_ipc_handle(const std::string &handle);
 
 /* ---- the allocator (allocator.cpp) --------------------------------------- */
 

@@ -379,18 +379,60 @@ def test_oom_observer_hears_a_budget_refusal(budget_key):
     assert xdm["ooms"] >= 1, xdm
 
 
-def test_ipc_refusal_names_the_missing_feature():
-    _, xdm = both('''
+IPC_CHILD = """
+import os
+import sys
+if os.environ["XDM_TEST_MODE"] == "xdm" and "torch" not in sys.modules:
+    import xdm.torch
+    xdm.torch.use(stack=os.environ["XDM_TEST_STACK"], ordinal=0)
+import torch
+
+
+def work(tensors, answers):
+    x = tensors.get()
+    x.add_(1)
+    torch.cuda.synchronize()
+    answers.put(float(x.double().sum()))
+    del x
+    answers.put("closed")
+"""
+
+
+@pytest.mark.parametrize("stack", ["pool | cuda_vmm", "pool | cuda_async ipc=true"])
+def test_tensor_sent_to_a_spawned_child_is_changed_in_place(stack):
+    """torch.multiprocessing sends a CUDA tensor to a spawned child, which
+    adds 1 to it in place: the sender sees the child's write, under torch's
+    allocator and under xdm (both processes allocate through xdm, on a
+    stack whose memory can be shared)."""
+    ctrl, xdm = both('''
+        import os, sys, tempfile
         import torch.multiprocessing as mp
-        x = torch.ones(16, device="cuda")
-        err = None
-        try:
-            x.untyped_storage()._share_cuda_()
-        except RuntimeError as e:
-            err = str(e)
-        report("RESULT", err=err)
-    ''')
-    assert xdm["err"] and "Share blocks between processes" in xdm["err"], xdm
+        where = tempfile.mkdtemp()
+        with open(os.path.join(where, "ipc_child.py"), "w") as f:
+            f.write(CHILD)
+        sys.path.insert(0, where)
+        os.environ["XDM_TEST_MODE"] = MODE
+        os.environ["XDM_TEST_STACK"] = STACK_
+        import ipc_child
+        ctx = mp.get_context("spawn")
+        tensors, answers = ctx.Queue(), ctx.Queue()
+        n = 1 << 20
+        x = torch.arange(n, dtype=torch.float32, device="cuda")
+        child = ctx.Process(target=ipc_child.work, args=(tensors, answers))
+        child.start()
+        tensors.put(x)
+        seen = answers.get(timeout=120)
+        closed = answers.get(timeout=120)
+        child.join(120)
+        torch.cuda.synchronize()
+        want = torch.arange(n, dtype=torch.float32, device="cuda") + 1
+        report("RESULT", seen=seen, closed=closed, exitcode=child.exitcode,
+               same=bool(torch.equal(x, want)), sum=float(x.double().sum()))
+    '''.replace("CHILD)", repr(IPC_CHILD) + ")").replace("STACK_", repr(stack)), stack=stack)
+    for r in (ctrl, xdm):
+        assert r["exitcode"] == 0 and r["closed"] == "closed", r
+        assert r["same"], r
+    assert xdm["seen"] == ctrl["seen"] == xdm["sum"] == ctrl["sum"], (ctrl, xdm)
 
 
 def test_two_gpu_copy_without_peers_written():

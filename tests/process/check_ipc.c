@@ -18,142 +18,19 @@
  */
 #include "config.h"
 
-#include <inttypes.h>
-#include <signal.h>
-#include <stdarg.h>
-
-#include "tests/lib/budget_util.h"
+#include "tests/lib/ipc_peers.h"
 
 static const char *const test_keys[] = { "rows", NULL };
-
-#define HEX_LEN (2 * XDM_IPC_HANDLE_SIZE)
-
-struct peer {
-	struct worker w;
-	pid_t pid;
-};
-
-static const char *peer_path(void)
-{
-	static char path[4096];
-	const char *top = getenv("XDM_TOP_BUILDDIR");
-
-	snprintf(path, sizeof(path), "%s/tests/process/ipc_peer", top ? top : ".");
-	return path;
-}
 
 static void peer_start_at(struct peer *p, const char *ordinal, const char *stack)
 {
 	/* Two host devices, so that a handle can be of another one. */
-	const char *argv[] = { peer_path(), ordinal, "host devices=2", stack, NULL };
-	char line[256];
-	int pid;
-
-	worker_start(&p->w, argv);
-	worker_line(&p->w, line, sizeof(line));
-	ck_assert_msg(sscanf(line, "ready %d", &pid) == 1, "peer said: %s", line);
-	p->pid = pid;
+	ipc_peer_start(p, "tests/process/ipc_peer", ordinal, "host devices=2", stack);
 }
 
 static void peer_start(struct peer *p, const char *stack)
 {
 	peer_start_at(p, "0", stack);
-}
-
-/* Send a command; its answer, without the newline, in out. */
-static void ask(struct peer *p, char *out, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void ask(struct peer *p, char *out, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(p->w.to, fmt, ap);
-	va_end(ap);
-	fputc('\n', p->w.to);
-	fflush(p->w.to);
-	worker_line(&p->w, out, len);
-	out[strcspn(out, "\n")] = '\0';
-}
-
-/* A command that must answer "ok", and what follows it. */
-static const char *ask_ok(struct peer *p, char *out, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static const char *ask_ok(struct peer *p, char *out, size_t len, const char *fmt, ...)
-{
-	char cmd[HEX_LEN + 64];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	ask(p, out, len, "%s", cmd);
-	ck_assert_msg(!strncmp(out, "ok", 2), "peer %d: '%s' answered '%s'", (int)p->pid, cmd,
-		      out);
-	return out[2] ? out + 3 : out + 2;
-}
-
-struct block {
-	unsigned int i;
-	uint64_t ptr;
-	unsigned long long generation;
-	size_t bytes;		/* as the stack made it: rounded up, perhaps */
-};
-
-static struct block peer_alloc(struct peer *p, size_t bytes)
-{
-	char out[256];
-	struct block b;
-
-	ck_assert_int_eq(sscanf(ask_ok(p, out, sizeof(out), "alloc %zu", bytes), "%u %" SCNx64
-				" %llu %zu", &b.i, &b.ptr, &b.generation, &b.bytes), 4);
-	ck_assert_uint_ge(b.bytes, bytes);
-	return b;
-}
-
-static void peer_export(struct peer *p, unsigned int i, char *hex)
-{
-	char out[HEX_LEN + 64];
-
-	snprintf(hex, HEX_LEN + 1, "%s", ask_ok(p, out, sizeof(out), "export %u", i));
-	ck_assert_uint_eq(strlen(hex), HEX_LEN);
-}
-
-static unsigned int peer_open(struct peer *p, const char *hex, size_t want_bytes)
-{
-	char out[256];
-	unsigned int j;
-	size_t bytes;
-
-	ck_assert_int_eq(sscanf(ask_ok(p, out, sizeof(out), "open %s", hex), "%u %zu", &j,
-				&bytes), 2);
-	ck_assert_uint_eq(bytes, want_bytes);
-	return j;
-}
-
-static uint64_t peer_outstanding(struct peer *p)
-{
-	char out[256];
-
-	return strtoull(ask_ok(p, out, sizeof(out), "outstanding"), NULL, 10);
-}
-
-/*
- * The exporter's backend holds exactly want bytes, waited for: a hold
- * goes back when the exporter's server has read the close or seen the
- * importer's socket end, on its own thread.
- */
-static void wait_outstanding(struct peer *p, uint64_t want)
-{
-	uint64_t now = peer_outstanding(p);
-
-	for (int ms = 0; now != want && ms < TU_PATIENCE_MS; ms += 10) {
-		tu_sleep_ms(10);
-		now = peer_outstanding(p);
-	}
-	ck_assert_uint_eq(now, want);
 }
 
 /*
@@ -171,23 +48,6 @@ static void wait_used(struct xdm_runtime *rt, uint64_t want)
 		now = attr(rt, "used");
 	}
 	ck_assert_uint_eq(now, want);
-}
-
-static void peer_stop(struct peer *p)
-{
-	int status = worker_wait(&p->w);
-
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "peer %d ended with status 0x%x", (int)p->pid, status);
-}
-
-static void peer_kill(struct peer *p)
-{
-	int status;
-
-	ck_assert_int_eq(kill(p->pid, SIGKILL), 0);
-	status = worker_wait(&p->w);
-	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
 /*

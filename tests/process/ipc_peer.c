@@ -4,7 +4,10 @@
  * of its runtime, or opens another peer's, as the suite tells it, one
  * command a line on stdin, one answer a line on stdout.  The suite execs
  * it, so that each peer is a whole process with its own runtime, socket
- * and pid.
+ * and pid.  Built twice: ipc_peer touches memory with the CPU (the host
+ * platform's), tests/gpu/ipc_peer_cuda (IPC_PEER_CUDA) with kernels on
+ * the runtime's stream 0 (tests/lib/cudatest.h) and copies to the host,
+ * for tests/gpu/check_ipc_cuda.
  *
  *	ipc_peer <ordinal> <platform> <stack>
  *
@@ -19,8 +22,8 @@
  *	ifill <j> <byte>, icheck <j> <byte>	as fill and check, on an import
  *	close <j>		-> ok
  *	closeptr <hex ptr>	-> the answer of xdm_ipc_close on that pointer
- *	gate <j>		-> ok, once stream 0 stands at a gate that, when
- *				   opened, writes 0x5a over import j
+ *	gate <j>		-> ok, once stream 0 stands at a gate, with a write
+ *				   of 0x5a over import j queued behind it
  *	ungate			-> ok, once the gate ran
  *	outstanding		-> ok <xdm_bytes_outstanding: what the stack has
  *				   handed out>, once the frees queued on stream 0
@@ -41,6 +44,10 @@
 
 #include <xdm/xdm.h>
 
+#ifdef IPC_PEER_CUDA
+#include "tests/lib/cudatest.h"
+#endif
+
 #define MAX_BLOCKS 64
 
 struct peer {
@@ -55,9 +62,11 @@ struct peer {
 	/* The gate on stream 0 (gate/ungate). */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool entered, open, ran;
-	unsigned char *gate_target;
-	size_t gate_bytes;
+	bool entered, open;
+	/* A write queued behind it, on the host platform. */
+	unsigned char *fill_target;
+	size_t fill_bytes;
+	int fill_value;
 };
 
 /* The status as the suite names it: the enum's name without XDM_E_. */
@@ -98,7 +107,7 @@ static bool block_at(struct peer *p, const char *arg, struct xdm_block **b)
 	return true;
 }
 
-static bool import_at(struct peer *p, const char *arg, unsigned char **mem, size_t *bytes)
+static bool import_at(struct peer *p, const char *arg, uint64_t *ptr, size_t *bytes)
 {
 	unsigned long j = strtoul(arg, NULL, 10);
 
@@ -106,12 +115,12 @@ static bool import_at(struct peer *p, const char *arg, unsigned char **mem, size
 		printf("err bad-index no import %lu\n", j);
 		return false;
 	}
-	*mem = (unsigned char *)(uintptr_t)p->imports[j].ptr;
+	*ptr = p->imports[j].ptr;
 	*bytes = p->imports[j].bytes;
 	return true;
 }
 
-static void check_bytes(const unsigned char *mem, size_t bytes, int value)
+static void check_host(const unsigned char *mem, size_t bytes, int value)
 {
 	for (size_t k = 0; k < bytes; k++)
 		if (mem[k] != (unsigned char)value) {
@@ -120,6 +129,121 @@ static void check_bytes(const unsigned char *mem, size_t bytes, int value)
 		}
 	printf("ok\n");
 }
+
+/* ---- the memory, touched as the platform's work would touch it ---------- */
+
+#ifdef IPC_PEER_CUDA
+
+static bool mem_setup(uint32_t ordinal)
+{
+	char why[256];
+	CUresult r;
+
+	if (ct_driver_open(why, sizeof(why))) {
+		printf("err NO_DEVICE %s\n", why);
+		return false;
+	}
+	r = ct_gpu_init((int)ordinal);
+	if (r != CUDA_SUCCESS) {
+		printf("err DRIVER the peer's own driver setup: %s\n", ct_result_text(r));
+		return false;
+	}
+	return true;
+}
+
+/* A kernel on stream 0 writes it: queued, or (sync) run before the answer. */
+static bool mem_fill(struct peer *p, uint64_t ptr, size_t bytes, int value, bool sync)
+{
+	void *stream = NULL;
+	enum xdm_status st;
+	CUresult r;
+
+	st = xdm_stream_handle(p->rt, 0, &stream);
+	if (st) {
+		answer_err(st);
+		return false;
+	}
+	r = ct_fill((CUstream)stream, (CUdeviceptr)ptr, bytes, (uint8_t)value);
+	if (r != CUDA_SUCCESS) {
+		printf("err DRIVER fill kernel: %s\n", ct_result_text(r));
+		return false;
+	}
+	st = sync ? xdm_stream_synchronize(p->rt, 0) : XDM_OK;
+	if (st) {
+		answer_err(st);
+		return false;
+	}
+	return true;
+}
+
+static void mem_check(struct peer *p, uint64_t ptr, size_t bytes, int value)
+{
+	unsigned char *host = malloc(bytes ? bytes : 1);
+	enum xdm_status st = xdm_stream_synchronize(p->rt, 0);
+	CUresult r;
+
+	if (!host || st) {
+		free(host);
+		if (st)
+			answer_err(st);
+		else
+			printf("err OUT_OF_MEMORY no host copy\n");
+		return;
+	}
+	r = ct_ctx_current();
+	if (r == CUDA_SUCCESS)
+		r = ct_drv.cuMemcpyDtoH(host, (CUdeviceptr)ptr, bytes);
+	if (r != CUDA_SUCCESS) {
+		printf("err DRIVER copy to the host: %s\n", ct_result_text(r));
+		free(host);
+		return;
+	}
+	check_host(host, bytes, value);
+	free(host);
+}
+
+#else
+
+static bool mem_setup(uint32_t ordinal)
+{
+	(void)ordinal;
+	return true;
+}
+
+/* The CPU writes it: at once, or (queued) from a host function on stream 0. */
+static void host_fill_run(void *arg)
+{
+	struct peer *p = arg;
+
+	memset(p->fill_target, p->fill_value, p->fill_bytes);
+}
+
+static bool mem_fill(struct peer *p, uint64_t ptr, size_t bytes, int value, bool sync)
+{
+	enum xdm_status st;
+
+	if (sync) {
+		memset((void *)(uintptr_t)ptr, value, bytes);
+		return true;
+	}
+	p->fill_target = (unsigned char *)(uintptr_t)ptr;
+	p->fill_bytes = bytes;
+	p->fill_value = value;
+	st = xdm_stream_launch_host(p->rt, 0, host_fill_run, p);
+	if (st) {
+		answer_err(st);
+		return false;
+	}
+	return true;
+}
+
+static void mem_check(struct peer *p, uint64_t ptr, size_t bytes, int value)
+{
+	(void)p;
+	check_host((const unsigned char *)(uintptr_t)ptr, bytes, value);
+}
+
+#endif
 
 static void gate_run(void *arg)
 {
@@ -130,10 +254,6 @@ static void gate_run(void *arg)
 	pthread_cond_broadcast(&p->cond);
 	while (!p->open)
 		pthread_cond_wait(&p->cond, &p->lock);
-	/* The use the gate held back: a write to the import. */
-	memset(p->gate_target, 0x5a, p->gate_bytes);
-	p->ran = true;
-	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -225,8 +345,8 @@ static void serve(struct peer *p, char *line)
 {
 	char *cmd = strtok(line, " \n"), *a = strtok(NULL, " \n"), *b = strtok(NULL, " \n");
 	struct xdm_block *blk;
-	unsigned char *mem;
 	enum xdm_status st;
+	uint64_t mem;
 	size_t bytes;
 
 	if (!cmd) {
@@ -254,27 +374,24 @@ static void serve(struct peer *p, char *line)
 		else
 			printf("ok\n");
 	} else if (!strcmp(cmd, "fill") && a && b) {
-		if (block_at(p, a, &blk)) {
-			memset((void *)(uintptr_t)blk->ptr, (int)strtol(b, NULL, 0), blk->bytes);
+		if (block_at(p, a, &blk) &&
+		    mem_fill(p, blk->ptr, blk->bytes, (int)strtol(b, NULL, 0), true))
 			printf("ok\n");
-		}
 	} else if (!strcmp(cmd, "check") && a && b) {
 		if (block_at(p, a, &blk))
-			check_bytes((const unsigned char *)(uintptr_t)blk->ptr, blk->bytes,
-				    (int)strtol(b, NULL, 0));
+			mem_check(p, blk->ptr, blk->bytes, (int)strtol(b, NULL, 0));
 	} else if (!strcmp(cmd, "export") && a) {
 		if (block_at(p, a, &blk))
 			cmd_export(p, blk);
 	} else if (!strcmp(cmd, "open")) {
 		cmd_open(p, a ? a : "");
 	} else if (!strcmp(cmd, "ifill") && a && b) {
-		if (import_at(p, a, &mem, &bytes)) {
-			memset(mem, (int)strtol(b, NULL, 0), bytes);
+		if (import_at(p, a, &mem, &bytes) &&
+		    mem_fill(p, mem, bytes, (int)strtol(b, NULL, 0), true))
 			printf("ok\n");
-		}
 	} else if (!strcmp(cmd, "icheck") && a && b) {
 		if (import_at(p, a, &mem, &bytes))
-			check_bytes(mem, bytes, (int)strtol(b, NULL, 0));
+			mem_check(p, mem, bytes, (int)strtol(b, NULL, 0));
 	} else if (!strcmp(cmd, "close") && a) {
 		unsigned long j = strtoul(a, NULL, 10);
 
@@ -293,7 +410,7 @@ static void serve(struct peer *p, char *line)
 		else
 			printf("ok\n");
 	} else if (!strcmp(cmd, "gate") && a) {
-		if (!import_at(p, a, &p->gate_target, &p->gate_bytes))
+		if (!import_at(p, a, &mem, &bytes))
 			return;
 		st = xdm_stream_launch_host(p->rt, 0, gate_run, p);
 		if (st) {
@@ -304,15 +421,19 @@ static void serve(struct peer *p, char *line)
 		while (!p->entered)
 			pthread_cond_wait(&p->cond, &p->lock);
 		pthread_mutex_unlock(&p->lock);
-		printf("ok\n");
+		/* The use the gate holds back: a write to the import. */
+		if (mem_fill(p, mem, bytes, 0x5a, false))
+			printf("ok\n");
 	} else if (!strcmp(cmd, "ungate")) {
 		pthread_mutex_lock(&p->lock);
 		p->open = true;
 		pthread_cond_broadcast(&p->cond);
-		while (!p->ran)
-			pthread_cond_wait(&p->cond, &p->lock);
 		pthread_mutex_unlock(&p->lock);
-		printf("ok\n");
+		st = xdm_stream_synchronize(p->rt, 0);
+		if (st)
+			answer_err(st);
+		else
+			printf("ok\n");
 	} else if (!strcmp(cmd, "outstanding")) {
 		/* A free queued on the stream is not a free held back. */
 		st = xdm_stream_synchronize(p->rt, 0);
@@ -341,13 +462,15 @@ int main(int argc, char **argv)
 	}
 	pthread_mutex_init(&p.lock, NULL);
 	pthread_cond_init(&p.cond, NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!mem_setup((uint32_t)strtoul(argv[1], NULL, 10)))
+		return 1;
 	st = xdm_runtime_create((uint32_t)strtoul(argv[1], NULL, 10), argv[2], argv[3],
 				&p.rt);
 	if (st) {
 		answer_err(st);
 		return 1;
 	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("ready %d\n", (int)getpid());
 	while (fgets(line, sizeof(line), stdin))
 		serve(&p, line);

@@ -205,7 +205,7 @@ static void round_trip(uint32_t kind, uint32_t payload_len, const char *uuid)
 
 START_TEST(test_round_trip)
 {
-	static const uint32_t kinds[] = { XDM_IPC_FD, XDM_IPC_BYTES };
+	static const uint32_t kinds[] = { XDM_IPC_FD, XDM_IPC_BYTES, XDM_IPC_FDS };
 	static const uint32_t lens[] = { 0, 1, XDM_IPC_PAYLOAD_MAX };
 
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
@@ -352,7 +352,7 @@ END_TEST
 
 START_TEST(test_rule_kind)
 {
-	static const uint64_t kinds[] = { 0, 3, 7, UINT32_MAX };
+	static const uint64_t kinds[] = { 0, 4, 7, UINT32_MAX };
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		struct xdm_ipc_handle h = forged(H_KIND, 4, kinds[i]);

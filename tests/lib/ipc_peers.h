@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc_peers.h - what the IPC suites share (tests/process/check_ipc on the
+ * host platform's memfd twin, tests/gpu/check_ipc_cuda on a GPU): peer
+ * processes (tests/process/ipc_peer.c, one command a line, its comment
+ * says which) started, asked and stopped, and the steps most cases make.
+ */
+#ifndef XDM_TESTS_IPC_PEERS_H
+#define XDM_TESTS_IPC_PEERS_H
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+
+#include "tests/lib/budget_util.h"
+
+#define HEX_LEN (2 * XDM_IPC_HANDLE_SIZE)
+
+struct peer {
+	struct worker w;
+	pid_t pid;
+};
+
+/* program: the peer's path below the build tree; platform: its runtime's. */
+static inline void ipc_peer_start(struct peer *p, const char *program, const char *ordinal,
+				  const char *platform, const char *stack)
+{
+	const char *top = getenv("XDM_TOP_BUILDDIR");
+	const char *argv[] = { NULL, ordinal, platform, stack, NULL };
+	char path[4096], line[256];
+	int pid;
+
+	snprintf(path, sizeof(path), "%s/%s", top ? top : ".", program);
+	argv[0] = path;
+	worker_start(&p->w, argv);
+	worker_line(&p->w, line, sizeof(line));
+	ck_assert_msg(sscanf(line, "ready %d", &pid) == 1, "peer said: %s", line);
+	p->pid = pid;
+}
+
+/* Send a command; its answer, without the newline, in out. */
+static inline void ask(struct peer *p, char *out, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static inline void ask(struct peer *p, char *out, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(p->w.to, fmt, ap);
+	va_end(ap);
+	fputc('\n', p->w.to);
+	fflush(p->w.to);
+	worker_line(&p->w, out, len);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* A command that must answer "ok", and what follows it. */
+static inline const char *ask_ok(struct peer *p, char *out, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static inline const char *ask_ok(struct peer *p, char *out, size_t len, const char *fmt, ...)
+{
+	char cmd[HEX_LEN + 64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	ask(p, out, len, "%s", cmd);
+	ck_assert_msg(!strncmp(out, "ok", 2), "peer %d: '%s' answered '%s'", (int)p->pid, cmd,
+		      out);
+	return out[2] ? out + 3 : out + 2;
+}
+
+struct block {
+	unsigned int i;
+	uint64_t ptr;
+	unsigned long long generation;
+	size_t bytes;		/* as the stack made it: rounded up, perhaps */
+};
+
+static inline struct block peer_alloc(struct peer *p, size_t bytes)
+{
+	char out[256];
+	struct block b;
+
+	ck_assert_int_eq(sscanf(ask_ok(p, out, sizeof(out), "alloc %zu", bytes), "%u %" SCNx64
+				" %llu %zu", &b.i, &b.ptr, &b.generation, &b.bytes), 4);
+	ck_assert_uint_ge(b.bytes, bytes);
+	return b;
+}
+
+static inline void peer_export(struct peer *p, unsigned int i, char *hex)
+{
+	char out[HEX_LEN + 64];
+
+	snprintf(hex, HEX_LEN + 1, "%s", ask_ok(p, out, sizeof(out), "export %u", i));
+	ck_assert_uint_eq(strlen(hex), HEX_LEN);
+}
+
+static inline unsigned int peer_open(struct peer *p, const char *hex, size_t want_bytes)
+{
+	char out[256];
+	unsigned int j;
+	size_t bytes;
+
+	ck_assert_int_eq(sscanf(ask_ok(p, out, sizeof(out), "open %s", hex), "%u %zu", &j,
+				&bytes), 2);
+	ck_assert_uint_eq(bytes, want_bytes);
+	return j;
+}
+
+static inline uint64_t peer_outstanding(struct peer *p)
+{
+	char out[256];
+
+	return strtoull(ask_ok(p, out, sizeof(out), "outstanding"), NULL, 10);
+}
+
+/*
+ * The exporter's backend holds exactly want bytes, waited for: a hold
+ * goes back when the exporter's server has read the close or seen the
+ * importer's socket end, on its own thread.
+ */
+static inline void wait_outstanding(struct peer *p, uint64_t want)
+{
+	uint64_t now = peer_outstanding(p);
+
+	for (int ms = 0; now != want && ms < TU_PATIENCE_MS; ms += 10) {
+		tu_sleep_ms(10);
+		now = peer_outstanding(p);
+	}
+	ck_assert_uint_eq(now, want);
+}
+
+static inline void peer_stop(struct peer *p)
+{
+	int status = worker_wait(&p->w);
+
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "peer %d ended with status 0x%x", (int)p->pid, status);
+}
+
+static inline void peer_kill(struct peer *p)
+{
+	int status;
+
+	ck_assert_int_eq(kill(p->pid, SIGKILL), 0);
+	status = worker_wait(&p->w);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+#endif /* XDM_TESTS_IPC_PEERS_H */

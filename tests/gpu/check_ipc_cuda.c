@@ -53,132 +53,47 @@ static const char *const stacks[] = {
 #define VMM_ALONE 2
 #define VMM_POOLED 5
 
-static unsigned int share(const char *ordinal, const char *stack, size_t bytes, int fill,
-			  struct peer *e, struct peer *im, struct block *b, char *hex)
+static void start_both(const char *ordinal, const char *stack, struct peer *e, struct peer *im)
 {
-	char out[512];
-
 	peer_start_at(e, ordinal, stack);
 	peer_start_at(im, ordinal, stack);
-	*b = peer_alloc(e, bytes);
-	ask_ok(e, out, sizeof(out), "fill %u %d", b->i, fill);
-	peer_export(e, b->i, hex);
-	return peer_open(im, hex, b->bytes);
-}
-
-/* Kernels both ways, a second open, and every hold given back. */
-static void roundtrip(const char *ordinal, const char *stack)
-{
-	char h2[HEX_LEN + 1], hex[HEX_LEN + 1], out[512];
-	struct peer e, im;
-	struct block b;
-	unsigned int j, j2;
-
-	j = share(ordinal, stack, BYTES, 0x11, &e, &im, &b, hex);
-	/* The same block, the same bytes: torch caches on them. */
-	peer_export(&e, b.i, h2);
-	ck_assert_str_eq(hex, h2);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x11", j);
-	ask_ok(&im, out, sizeof(out), "ifill %u 0x22", j);
-	ask_ok(&e, out, sizeof(out), "check %u 0x22", b.i);
-	/* Twice in one process: the driver's object is opened once, counted. */
-	j2 = peer_open(&im, hex, b.bytes);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x22", j2);
-	ask_ok(&im, out, sizeof(out), "close %u", j);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x22", j2);
-	ask_ok(&im, out, sizeof(out), "ifill %u 0x33", j2);
-	ask_ok(&im, out, sizeof(out), "close %u", j2);
-	ask_ok(&e, out, sizeof(out), "check %u 0x33", b.i);
-	ck_assert_str_eq(ask_ok(&im, out, sizeof(out), "tree imports"), "none|");
-	ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	wait_outstanding(&e, 0);
-	peer_stop(&im);
-	peer_stop(&e);
 }
 
 START_TEST(test_roundtrip)
 {
-	roundtrip("0", stacks[_i]);
+	struct peer e, im;
+
+	start_both("0", stacks[_i], &e, &im);
+	ipc_case_roundtrip(&e, &im, BYTES);
 }
 END_TEST
 
-/* The owner's free returns at once; the memory stays while it is held. */
 START_TEST(test_free_waits_for_importers)
 {
-	char hex[HEX_LEN + 1], out[512];
 	struct peer e, im;
-	struct block b;
-	unsigned int j;
 
-	j = share("0", stacks[_i], BYTES, 0x44, &e, &im, &b, hex);
-	ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	ck_assert_uint_ge(peer_outstanding(&e), b.bytes);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x44", j);
-	ask_ok(&im, out, sizeof(out), "ifill %u 0x45", j);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x45", j);
-	ask(&im, out, sizeof(out), "open %s", hex);
-	ck_assert_msg(!strncmp(out, "err ", 4) && strstr(out, "freed since"), "%s", out);
-	ask_ok(&im, out, sizeof(out), "close %u", j);
-	wait_outstanding(&e, 0);
-	peer_stop(&im);
-	peer_stop(&e);
+	start_both("0", stacks[_i], &e, &im);
+	ipc_case_free_waits(&e, &im, BYTES);
 }
 END_TEST
 
-/*
- * The pool does not hand out a block an importer holds: after the owner's
- * free, a new block of the size lands elsewhere, and the importer's bytes
- * stay what it last saw while the new one is written.
- */
+/* The reuse test: it fails if the pool hands out a block while it is imported. */
 START_TEST(test_pool_keeps_held_blocks)
 {
-	char hex[HEX_LEN + 1], out[512];
 	struct peer e, im;
-	struct block a, b, c;
-	unsigned int j;
 
-	peer_start(&e, stacks[_i]);
-	peer_start(&im, stacks[_i]);
-	a = peer_alloc(&e, 65536);
-	ask_ok(&e, out, sizeof(out), "free %u", a.i);
-	b = peer_alloc(&e, 65536);
-	ck_assert_uint_eq(b.ptr, a.ptr);
-	ask_ok(&e, out, sizeof(out), "fill %u 0x66", b.i);
-	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, b.bytes);
-	ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	c = peer_alloc(&e, 65536);
-	ck_assert_uint_ne(c.ptr, b.ptr);
-	ask_ok(&e, out, sizeof(out), "fill %u 0x77", c.i);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x66", j);
-	ask_ok(&im, out, sizeof(out), "close %u", j);
-	/* Let go of, the block is the pool's again. */
-	ask_ok(&e, out, sizeof(out), "free %u", c.i);
-	peer_stop(&im);
-	wait_outstanding(&e, 0);
-	peer_stop(&e);
+	start_both("0", stacks[_i], &e, &im);
+	ipc_case_pool_keeps_held(&e, &im);
 }
 END_TEST
 
-/*
- * An importer killed with a kernel's write queued behind a gate on its
- * stream: its hold goes back with its socket, and the free that waited
- * reaches the stack.
- */
+/* With a kernel's write queued behind a gate on the importer's stream. */
 START_TEST(test_importer_killed)
 {
-	char hex[HEX_LEN + 1], out[512];
 	struct peer e, im;
-	struct block b;
-	unsigned int j;
 
-	j = share("0", stacks[_i], BYTES, 0x12, &e, &im, &b, hex);
-	ask_ok(&im, out, sizeof(out), "gate %u", j);
-	ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	ck_assert_uint_ge(peer_outstanding(&e), b.bytes);
-	peer_kill(&im);
-	wait_outstanding(&e, 0);
-	peer_stop(&e);
+	start_both("0", stacks[_i], &e, &im);
+	ipc_case_importer_killed(&e, &im, BYTES, true);
 }
 END_TEST
 
@@ -189,17 +104,17 @@ END_TEST
  */
 START_TEST(test_exporter_killed)
 {
-	char hex[HEX_LEN + 1], out[512];
 	struct peer e, im;
-	struct block b;
-	unsigned int j;
+	struct ipc_share s;
+	char out[512];
 
-	j = share("0", stacks[_i], BYTES, 0x13, &e, &im, &b, hex);
+	start_both("0", stacks[_i], &e, &im);
+	ipc_share_block(&e, &im, BYTES, 0x13, &s);
 	peer_kill(&e);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x13", j);
-	ask_ok(&im, out, sizeof(out), "ifill %u 0x14", j);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x14", j);
-	ask_ok(&im, out, sizeof(out), "close %u", j);
+	ask_ok(&im, out, sizeof(out), "icheck %u 0x13", s.j);
+	ask_ok(&im, out, sizeof(out), "ifill %u 0x14", s.j);
+	ask_ok(&im, out, sizeof(out), "icheck %u 0x14", s.j);
+	ask_ok(&im, out, sizeof(out), "close %u", s.j);
 	peer_stop(&im);
 }
 END_TEST
@@ -231,6 +146,7 @@ END_TEST
 /* The second device of a two-GPU machine: a handle of its memory. */
 START_TEST(test_second_device)
 {
+	struct peer e, im;
 	int n = 0;
 
 	CU_OK(ct_drv.cuDeviceGetCount(&n));
@@ -238,7 +154,8 @@ START_TEST(test_second_device)
 		printf("test_second_device: one GPU here; nothing to do\n");
 		return;
 	}
-	roundtrip("1", stacks[_i]);
+	start_both("1", stacks[_i], &e, &im);
+	ipc_case_roundtrip(&e, &im, BYTES);
 }
 END_TEST
 

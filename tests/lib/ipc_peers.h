@@ -151,4 +151,137 @@ static inline void peer_kill(struct peer *p)
 	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
+/* ---- the cases both suites run, on peers started on their stack ---------- */
+
+/* One block of the exporter, exported, and opened by the importer. */
+struct ipc_share {
+	struct block b;
+	unsigned int j;			/* the import */
+	char hex[HEX_LEN + 1];		/* the handle */
+};
+
+/* A block of bytes, filled with fill (unless fill < 0), exported, opened. */
+static inline void ipc_share_block(struct peer *e, struct peer *im, size_t bytes, int fill,
+				   struct ipc_share *s)
+{
+	char out[512];
+
+	s->b = peer_alloc(e, bytes);
+	if (fill >= 0)
+		ask_ok(e, out, sizeof(out), "fill %u %d", s->b.i, fill);
+	peer_export(e, s->b.i, s->hex);
+	s->j = peer_open(im, s->hex, s->b.bytes);
+}
+
+/*
+ * The bytes both ways; the same block gives the same handle (a consumer
+ * may cache on it); opened twice, two mappings of one memory, either
+ * closed first; every hold given back.
+ */
+static inline void ipc_case_roundtrip(struct peer *e, struct peer *im, size_t bytes)
+{
+	char again[HEX_LEN + 1], out[512];
+	struct ipc_share s;
+	unsigned int j2;
+
+	ipc_share_block(e, im, bytes, 0x11, &s);
+	peer_export(e, s.b.i, again);
+	ck_assert_str_eq(s.hex, again);
+	ask_ok(im, out, sizeof(out), "icheck %u 0x11", s.j);
+	ask_ok(im, out, sizeof(out), "ifill %u 0x22", s.j);
+	ask_ok(e, out, sizeof(out), "check %u 0x22", s.b.i);
+	j2 = peer_open(im, s.hex, s.b.bytes);
+	ck_assert_uint_ne(j2, s.j);
+	ask_ok(im, out, sizeof(out), "icheck %u 0x22", j2);
+	ask_ok(im, out, sizeof(out), "close %u", s.j);
+	ask_ok(im, out, sizeof(out), "icheck %u 0x22", j2);
+	ask_ok(im, out, sizeof(out), "ifill %u 0x33", j2);
+	ask_ok(im, out, sizeof(out), "close %u", j2);
+	ask_ok(e, out, sizeof(out), "check %u 0x33", s.b.i);
+	ck_assert_str_eq(ask_ok(im, out, sizeof(out), "tree imports"), "none|");
+	ask_ok(e, out, sizeof(out), "free %u", s.b.i);
+	wait_outstanding(e, 0);
+	peer_stop(im);
+	peer_stop(e);
+}
+
+/*
+ * The owner's free of a held block returns at once and the memory stays;
+ * a handle of a block its owner freed opens no more; the last close hands
+ * the block to the stack.
+ */
+static inline void ipc_case_free_waits(struct peer *e, struct peer *im, size_t bytes)
+{
+	char out[512];
+	struct ipc_share s;
+
+	ipc_share_block(e, im, bytes, 0x44, &s);
+	ck_assert_uint_ge(peer_outstanding(e), s.b.bytes);
+	ask_ok(e, out, sizeof(out), "free %u", s.b.i);
+	ck_assert_uint_ge(peer_outstanding(e), s.b.bytes);
+	ask_ok(im, out, sizeof(out), "icheck %u 0x44", s.j);
+	ask_ok(im, out, sizeof(out), "ifill %u 0x45", s.j);
+	ask_ok(im, out, sizeof(out), "icheck %u 0x45", s.j);
+	ask(im, out, sizeof(out), "open %s", s.hex);
+	ck_assert_msg(!strncmp(out, "err ", 4) && strstr(out, "freed since"), "%s", out);
+	ask_ok(im, out, sizeof(out), "close %u", s.j);
+	wait_outstanding(e, 0);
+	peer_stop(im);
+	peer_stop(e);
+}
+
+/*
+ * A pool does not hand out a block an importer holds: unshared, a freed
+ * block's address comes straight back; held, a new block of its size lands
+ * elsewhere, and writing it leaves the importer's bytes as they were.
+ */
+static inline void ipc_case_pool_keeps_held(struct peer *e, struct peer *im)
+{
+	char hex[HEX_LEN + 1], out[512];
+	struct block a, b, c;
+	unsigned int j;
+
+	a = peer_alloc(e, 65536);
+	ask_ok(e, out, sizeof(out), "free %u", a.i);
+	b = peer_alloc(e, 65536);
+	ck_assert_uint_eq(b.ptr, a.ptr);
+	ask_ok(e, out, sizeof(out), "fill %u 0x66", b.i);
+	peer_export(e, b.i, hex);
+	j = peer_open(im, hex, b.bytes);
+	ask_ok(e, out, sizeof(out), "free %u", b.i);
+	c = peer_alloc(e, 65536);
+	ck_assert_uint_ne(c.ptr, b.ptr);
+	ask_ok(e, out, sizeof(out), "fill %u 0x77", c.i);
+	ask_ok(im, out, sizeof(out), "icheck %u 0x66", j);
+	ask_ok(im, out, sizeof(out), "close %u", j);
+	ask_ok(e, out, sizeof(out), "free %u", c.i);
+	peer_stop(im);
+	wait_outstanding(e, 0);
+	peer_stop(e);
+}
+
+/*
+ * An importer killed while its stream stands at a gate, a write of the
+ * block queued behind it: the kernel closes its socket, the exporter gives
+ * its hold back, and the free that waited runs.  The owner's free comes
+ * before the death (free_first) or after.
+ */
+static inline void ipc_case_importer_killed(struct peer *e, struct peer *im, size_t bytes,
+					    bool free_first)
+{
+	char out[512];
+	struct ipc_share s;
+
+	ipc_share_block(e, im, bytes, -1, &s);
+	ask_ok(im, out, sizeof(out), "gate %u", s.j);
+	if (free_first)
+		ask_ok(e, out, sizeof(out), "free %u", s.b.i);
+	ck_assert_uint_ge(peer_outstanding(e), s.b.bytes);
+	peer_kill(im);
+	if (!free_first)
+		ask_ok(e, out, sizeof(out), "free %u", s.b.i);
+	wait_outstanding(e, 0);
+	peer_stop(e);
+}
+
 #endif /* XDM_TESTS_IPC_PEERS_H */

@@ -50,23 +50,13 @@ static void wait_used(struct xdm_runtime *rt, uint64_t want)
 	ck_assert_uint_eq(now, want);
 }
 
-/*
- * The start of most cases: an exporter and an importer on stack, a block
- * of bytes filled with fill (unless fill < 0), exported, opened; the
- * import's index.
- */
-static unsigned int share(const char *stack, size_t bytes, int fill, struct peer *e,
-			  struct peer *im, struct block *b, char *hex)
+/* The start of most cases: an exporter and an importer on stack, a block shared. */
+static void share(const char *stack, size_t bytes, int fill, struct peer *e, struct peer *im,
+		  struct ipc_share *s)
 {
-	char out[512];
-
 	peer_start(e, stack);
 	peer_start(im, stack);
-	*b = peer_alloc(e, bytes);
-	if (fill >= 0)
-		ask_ok(e, out, sizeof(out), "fill %u %d", b->i, fill);
-	peer_export(e, b->i, hex);
-	return peer_open(im, hex, b->bytes);
+	ipc_share_block(e, im, bytes, fill, s);
 }
 
 /* An odd size: the block is not the whole of its pages. */
@@ -92,34 +82,11 @@ static const char *const stacks[] = {
 
 START_TEST(test_roundtrip)
 {
-	char h1[HEX_LEN + 1], h2[HEX_LEN + 1], out[512];
 	struct peer e, im;
-	struct block b;
-	unsigned int j, j2;
 
 	peer_start(&e, stacks[_i]);
 	peer_start(&im, stacks[_i]);
-	b = peer_alloc(&e, BYTES);
-	ask_ok(&e, out, sizeof(out), "fill %u 0x11", b.i);
-	peer_export(&e, b.i, h1);
-	/* The same block, the same bytes: a consumer may cache on them. */
-	peer_export(&e, b.i, h2);
-	ck_assert_str_eq(h1, h2);
-
-	j = peer_open(&im, h1, b.bytes);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x11", j);
-	ask_ok(&im, out, sizeof(out), "ifill %u 0x22", j);
-	ask_ok(&e, out, sizeof(out), "check %u 0x22", b.i);
-	/* Opened twice: two mappings of one memory. */
-	j2 = peer_open(&im, h1, b.bytes);
-	ck_assert_uint_ne(j2, j);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x22", j2);
-	ask_ok(&im, out, sizeof(out), "close %u", j2);
-	ask_ok(&im, out, sizeof(out), "close %u", j);
-	ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	wait_outstanding(&e, 0);
-	peer_stop(&im);
-	peer_stop(&e);
+	ipc_case_roundtrip(&e, &im, BYTES);
 }
 END_TEST
 
@@ -127,81 +94,32 @@ END_TEST
 
 START_TEST(test_free_waits_for_importers)
 {
-	char hex[HEX_LEN + 1], out[512];
 	struct peer e, im;
-	struct block b;
-	unsigned int j;
 
-	j = share(stacks[_i], BYTES, 0x44, &e, &im, &b, hex);
-	ck_assert_uint_ge(peer_outstanding(&e), b.bytes);
-	/* The owner's free returns at once; the memory stays while held. */
-	ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	ck_assert_uint_ge(peer_outstanding(&e), b.bytes);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x44", j);
-	/* A handle of a block its owner freed opens no more. */
-	ask(&im, out, sizeof(out), "open %s", hex);
-	ck_assert_msg(!strncmp(out, "err ", 4) && strstr(out, "freed since"), "%s", out);
-	/* The last close hands it to the stack. */
-	ask_ok(&im, out, sizeof(out), "close %u", j);
-	wait_outstanding(&e, 0);
-	peer_stop(&im);
-	peer_stop(&e);
+	peer_start(&e, stacks[_i]);
+	peer_start(&im, stacks[_i]);
+	ipc_case_free_waits(&e, &im, BYTES);
 }
 END_TEST
 
 START_TEST(test_pool_keeps_held_blocks)
 {
-	char hex[HEX_LEN + 1], out[512];
 	struct peer e, im;
-	struct block a, b, c;
-	unsigned int j;
 
 	peer_start(&e, stacks[_i]);
 	peer_start(&im, SHARED);
-	/* Unshared, a freed block's address comes straight back. */
-	a = peer_alloc(&e, 65536);
-	ask_ok(&e, out, sizeof(out), "free %u", a.i);
-	b = peer_alloc(&e, 65536);
-	ck_assert_uint_eq(b.ptr, a.ptr);
-	/* Held by an importer, it does not. */
-	ask_ok(&e, out, sizeof(out), "fill %u 0x66", b.i);
-	peer_export(&e, b.i, hex);
-	j = peer_open(&im, hex, b.bytes);
-	ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	c = peer_alloc(&e, 65536);
-	ck_assert_uint_ne(c.ptr, b.ptr);
-	ask_ok(&e, out, sizeof(out), "fill %u 0x77", c.i);
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x66", j);
-	ask_ok(&im, out, sizeof(out), "close %u", j);
-	peer_stop(&im);
-	peer_stop(&e);
+	ipc_case_pool_keeps_held(&e, &im);
 }
 END_TEST
 
-/*
- * An importer killed while its stream stands at a gate, a use of the
- * block queued behind it: the kernel closes its socket, the exporter gives
- * its hold back, and the free that waited runs.  Both orders: the free
- * before the death, and after.
- */
+/* An importer killed in the middle of a use (ipc_peers.h), both orders. */
 static void importer_killed(const char *stack, bool free_first)
 {
-	char hex[HEX_LEN + 1], out[512];
 	struct peer e, im;
-	struct block b;
-	unsigned int j;
 
-	j = share(stack, BYTES, -1, &e, &im, &b, hex);
-	ask_ok(&im, out, sizeof(out), "gate %u", j);
-	if (free_first)
-		ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	ck_assert_uint_ge(peer_outstanding(&e), b.bytes);
-	peer_kill(&im);
-	if (!free_first) {
-		ask_ok(&e, out, sizeof(out), "free %u", b.i);
-	}
-	wait_outstanding(&e, 0);
-	peer_stop(&e);
+	peer_start(&e, stack);
+	peer_start(&im, stack);
+	ipc_case_importer_killed(&e, &im, BYTES, free_first);
 }
 
 START_TEST(test_importer_killed_after_free)
@@ -223,19 +141,18 @@ END_TEST
  */
 START_TEST(test_exporter_killed)
 {
-	char hex[HEX_LEN + 1], out[512];
 	struct peer e, im;
-	struct block b;
-	unsigned int j;
+	struct ipc_share s;
+	char out[512];
 
-	j = share(stacks[_i], BYTES, 0x33, &e, &im, &b, hex);
-	ask_ok(&im, out, sizeof(out), "gate %u", j);
+	share(stacks[_i], BYTES, 0x33, &e, &im, &s);
+	ask_ok(&im, out, sizeof(out), "gate %u", s.j);
 	peer_kill(&e);
 	ask_ok(&im, out, sizeof(out), "ungate");
-	ask_ok(&im, out, sizeof(out), "icheck %u 0x5a", j);
-	ask_ok(&im, out, sizeof(out), "close %u", j);
+	ask_ok(&im, out, sizeof(out), "icheck %u 0x5a", s.j);
+	ask_ok(&im, out, sizeof(out), "close %u", s.j);
 	/* Its handles open no more, with a sentence that says why. */
-	ask(&im, out, sizeof(out), "open %s", hex);
+	ask(&im, out, sizeof(out), "open %s", s.hex);
 	ck_assert_msg(!strncmp(out, "err INVALID", 11) && strstr(out, "cannot be reached"),
 		      "%s", out);
 	peer_stop(&im);
@@ -246,27 +163,26 @@ END_TEST
 
 START_TEST(test_budget_rows)
 {
-	char hex[HEX_LEN + 1], out[512], key[64], stack[256];
+	char out[512], key[64], stack[256];
 	struct xdm_runtime *rt;
 	struct peer e, im;
+	struct ipc_share s;
 	long long bytes;
-	struct block b;
-	unsigned int j;
 
 	key_of("rows", key, sizeof(key));
 	snprintf(stack, sizeof(stack), "budget key=%s limit=16M credit=0 | " SHARED, key);
 	rt = budget_rt("rows", "limit=16M credit=0", "host");
-	j = share(stack, BYTES, -1, &e, &im, &b, hex);
-	ck_assert_uint_eq(attr(rt, "used"), b.bytes);
+	share(stack, BYTES, -1, &e, &im, &s);
+	ck_assert_uint_eq(attr(rt, "used"), s.b.bytes);
 	process_rows(rt, e.pid, &bytes);
-	ck_assert_int_eq(bytes, (long long)b.bytes);
+	ck_assert_int_eq(bytes, (long long)s.b.bytes);
 	process_rows(rt, im.pid, &bytes);
 	ck_assert_int_le(bytes, 0);
 	/* Freed by its owner and still held: still the owner's. */
-	ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	ask_ok(&e, out, sizeof(out), "free %u", s.b.i);
 	process_rows(rt, e.pid, &bytes);
-	ck_assert_int_eq(bytes, (long long)b.bytes);
-	ask_ok(&im, out, sizeof(out), "close %u", j);
+	ck_assert_int_eq(bytes, (long long)s.b.bytes);
+	ask_ok(&im, out, sizeof(out), "close %u", s.j);
 	wait_outstanding(&e, 0);
 	wait_used(rt, 0);
 	peer_stop(&im);

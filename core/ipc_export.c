@@ -4,9 +4,10 @@
  * record of each exported block, and the free that waits for importers.
  *
  * A block is exported once per generation: the first export asks the
- * stack for the block's memory object (ipc_export), keeps it in a record
- * and starts the runtime's server; later exports of it read the record,
- * so they give the same bytes.  The record goes with the block's free,
+ * stack for the block's memory object (ipc_export), keeps its description
+ * in a record (no descriptor: the server asks the stack again at each
+ * open) and starts the runtime's server; later exports of it read the
+ * record, so they give the same bytes.  The record goes with the block's free,
  * unless an importer holds the block: then the free is held back (the
  * owner's xdm_deallocate returns at once, the stack does not see it) and
  * made by the server when the last hold goes (ipc_server.c).
@@ -200,10 +201,10 @@ enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *b
 	st = xdm_up_ipc_export(&rt->layers[0], &live, &made->obj);
 	if (!st)
 		st = xdm_ipc_check_object(&made->obj, &live);
-	/* Pieces are described afresh for each importer (ipc_server.c): the
-	 * record keeps what goes into the handle and how many pieces, and no
-	 * descriptor. */
-	if (!st && made->obj.kind == XDM_IPC_FDS) {
+	/* The memory is described afresh for each importer (ipc_server.c):
+	 * the record keeps what goes into the handle and how many pieces, and
+	 * no descriptor, so that an exporter of many blocks holds none. */
+	if (!st) {
 		uint32_t pieces = made->obj.nfds;
 
 		xdm_ipc_object_close(&made->obj);

@@ -174,13 +174,38 @@ static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd,
 	do
 		n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)sizeof(rep))
+	/* Whatever descriptors came are ours to keep one of, or to close. */
+	for (c = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = got;
+			else
+				close(got);
+		}
+	}
+	if (n != (ssize_t)sizeof(rep)) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
 		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the exporter went away "
 				     "before it answered");
-	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			memcpy(fd, CMSG_DATA(c), sizeof(int));
+	}
 	rep.message[sizeof(rep.message) - 1] = '\0';
+	/* Answered OK, the exporter counted a hold, which a failure below must give back. */
+	*held = rep.status == XDM_OK;
+	if (*held && (m.msg_flags & MSG_CTRUNC)) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "xdm_ipc_open: the descriptor of the "
+				     "block's memory could not be received: this process has too "
+				     "many open (RLIMIT_NOFILE)");
+	}
 	if (rep.status != XDM_OK) {
 		if (*fd >= 0)
 			close(*fd);
@@ -189,8 +214,6 @@ static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd,
 					     (enum xdm_status)rep.status : XDM_E_INVALID,
 				     "xdm_ipc_open: the exporter says: %s", rep.message);
 	}
-	/* OK: the exporter counted a hold, which a failure below must give back. */
-	*held = true;
 	if (!rep.nfds)
 		return XDM_OK;
 	if (*fd >= 0)

@@ -72,7 +72,7 @@ static int send_reply(int fd, enum xdm_status st, const char *msg, int pass_fd, 
 }
 
 /* The descriptors of a fresh XDM_IPC_FDS description, after its OK reply. */
-static int send_fds(int fd, const int *fds, uint32_t nfds)
+static int send_fds(int fd, const int *fds, uint32_t nfds, uint32_t *sent)
 {
 	union {
 		struct cmsghdr align;
@@ -95,6 +95,7 @@ static int send_fds(int fd, const int *fds, uint32_t nfds)
 		memcpy(CMSG_DATA(c), fds + first, sizeof(int) * n);
 		if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)sizeof(h))
 			return -1;
+		*sent = first + n;
 	}
 	return 0;
 }
@@ -128,26 +129,45 @@ static struct xdm_ipc_holder *holder(struct xdm_ipc_export *x, int conn)
 
 static void release(struct xdm_runtime *rt, int conn, bool all, xdm_generation generation);
 
+/* After an OK reply with nfds: the pieces did not all go.  Say so in-band. */
+static void pieces_failed(int conn, uint32_t sent)
+{
+	struct xdm_ipc_fds_msg h = { .first = sent, .n = 0 };
+
+	/* A header of none ends the importer's wait with an error (it closes
+	 * its hold); where even that cannot go, the connection ends, which
+	 * gives every hold of it back. */
+	if (send(conn, &h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h))
+		shutdown(conn, SHUT_RDWR);
+}
+
 /*
- * An object of pieces: the stack describes it again now (the hold just
- * counted keeps the block from its stack meanwhile), the same as at the
- * export, and its descriptors follow the reply.  A failure gives the hold
- * back and says why.
+ * The block's memory, described again now by the stack (the hold just
+ * counted keeps the block from it meanwhile) as it was at the export, and
+ * its descriptors passed: one in the reply, or pieces after it.  So an
+ * exporter keeps no descriptor open between opens, whatever it exported.
+ * A failure gives the hold back and says why.
  */
-static void serve_pieces(struct xdm_runtime *rt, int conn, const struct xdm_block *block,
+static void serve_memory(struct xdm_runtime *rt, int conn, const struct xdm_block *block,
 			 const struct xdm_ipc_object *described)
 {
 	struct xdm_ipc_object fresh;
+	uint32_t sent = 0;
 	enum xdm_status st;
 	char msg[256];
 
 	memset(&fresh, 0, sizeof(fresh));
 	fresh.fd = -1;
 	st = XDM_OK;
-	if (!xdm_ipc_fd_room(described->nfds))
+	if (described->kind == XDM_IPC_BYTES) {
+		/* Bytes alone: the handle has them all. */
+		send_reply(conn, XDM_OK, NULL, -1, 0);
+		return;
+	}
+	if (!xdm_ipc_fd_room(described->nfds + 1))
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "the exporter may not open the %u "
 				   "descriptors of the block's memory (RLIMIT_NOFILE)",
-				   described->nfds);
+				   described->nfds + 1);
 	if (!st)
 		st = xdm_up_ipc_export(&rt->layers[0], block, &fresh);
 	if (!st)
@@ -166,9 +186,12 @@ static void serve_pieces(struct xdm_runtime *rt, int conn, const struct xdm_bloc
 		send_reply(conn, st, msg, -1, 0);
 		return;
 	}
-	/* A failed send: the importer is gone, and its end gives the hold back. */
-	if (send_reply(conn, XDM_OK, NULL, -1, fresh.nfds) == 0)
-		(void)send_fds(conn, fresh.fds, fresh.nfds);
+	/* A failed reply: the importer is gone, and its end gives the hold back. */
+	if (fresh.kind == XDM_IPC_FD)
+		send_reply(conn, XDM_OK, NULL, fresh.fd, 0);
+	else if (send_reply(conn, XDM_OK, NULL, -1, fresh.nfds) == 0 &&
+		 send_fds(conn, fresh.fds, fresh.nfds, &sent) != 0)
+		pieces_failed(conn, sent);
 	xdm_ipc_object_close(&fresh);
 }
 
@@ -181,7 +204,6 @@ static void serve_open(struct xdm_runtime *rt, int conn, const struct xdm_ipc_re
 	struct xdm_block block;
 	struct xdm_ipc_ref r;
 	char msg[256];
-	int fd = -1;
 
 	if (xdm_ipc_decode(&req->handle, &r) != XDM_OK) {
 		send_reply(conn, XDM_E_INVALID, xdm_last_error_message(), -1, 0);
@@ -210,20 +232,10 @@ static void serve_open(struct xdm_runtime *rt, int conn, const struct xdm_ipc_re
 	}
 	h->opens++;
 	x->holds++;
-	if (x->obj.kind == XDM_IPC_FD)
-		fd = dup(x->obj.fd);
 	block = x->block;
 	described = x->obj;
 	pthread_mutex_unlock(&e->lock);
-	if (described.kind == XDM_IPC_FDS) {
-		serve_pieces(rt, conn, &block, &described);
-		return;
-	}
-	if (send_reply(conn, XDM_OK, NULL, fd, 0) != 0) {
-		/* The importer is gone: its end will give the hold back. */
-	}
-	if (fd >= 0)
-		close(fd);
+	serve_memory(rt, conn, &block, &described);
 }
 
 void xdm_ipc_release_locked(struct xdm_runtime *rt, xdm_generation generation, int conn,

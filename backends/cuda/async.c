@@ -88,14 +88,13 @@ static struct cuda_async *cuda_async_of(struct xdm_layer *self)
 
 static enum xdm_status cuda_async_check_support(const struct cuda_platform *p)
 {
+	enum xdm_status st;
 	int supported = 0;
-	CUresult rc;
 
-	rc = p->drv.DeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
-				       p->dev);
-	if (rc != CUDA_SUCCESS)
-		return cuda_fail(&p->drv, rc, "cuda_async: cuDeviceGetAttribute("
-				 "CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device %u)", p->ordinal);
+	st = CUDA_DEVICE_ATTRIBUTE(p, "cuda_async", CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+				   &supported);
+	if (st)
+		return st;
 	if (!supported)
 		return xdm_error_set(XDM_E_NOT_SUPPORTED,
 				     "cuda_async: CUDA device %u (%s) has no stream-ordered memory "
@@ -106,14 +105,13 @@ static enum xdm_status cuda_async_check_support(const struct cuda_platform *p)
 /* ipc=true: the device must be able to export a pool as a POSIX descriptor. */
 static enum xdm_status cuda_async_check_exportable(const struct cuda_platform *p)
 {
+	enum xdm_status st;
 	int types = 0;
-	CUresult rc;
 
-	rc = p->drv.DeviceGetAttribute(&types, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
-				       p->dev);
-	if (rc != CUDA_SUCCESS)
-		return cuda_fail(&p->drv, rc, "cuda_async: cuDeviceGetAttribute(CU_DEVICE_"
-				 "ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, device %u)", p->ordinal);
+	st = CUDA_DEVICE_ATTRIBUTE(p, "cuda_async", CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+				   &types);
+	if (st)
+		return st;
 	if (!(types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
 		return xdm_error_set(XDM_E_NOT_SUPPORTED, "cuda_async: ipc=true, but CUDA device "
 				     "%u (%s) cannot export a memory pool as a POSIX descriptor",

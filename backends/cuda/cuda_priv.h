@@ -141,6 +141,15 @@ enum xdm_status cuda_peers_grant_more(const struct cuda_platform *p, const char 
 /* An attribute store's answer for st: -EINVAL for a bad value, else -EIO. */
 int cuda_peers_errno(enum xdm_status st);
 
+/*
+ * A device attribute (cuDeviceGetAttribute; no context needed): XDM_E_DRIVER
+ * from layer, naming the attribute, when the driver fails.
+ */
+enum xdm_status cuda_device_attribute(const struct cuda_platform *p, const char *layer,
+				      CUdevice_attribute attr, const char *name, int *out);
+#define CUDA_DEVICE_ATTRIBUTE(p, layer, attr, out) \
+	cuda_device_attribute((p), (layer), (attr), #attr, (out))
+
 /* Attributes print one decimal number and a newline. */
 int cuda_show_u64(char *buf, size_t len, uint64_t value);
 

@@ -41,6 +41,7 @@ struct cuda_ipc_legacy {
 struct cuda_ipc_pool {
 	char tag[8];
 	uint64_t pool_id;		/* the exporting layer's pool, for the importer's cache */
+	uint64_t base;			/* the allocation, as the exporter sees it: the same */
 	CUmemPoolPtrExportData data;
 };
 

@@ -109,6 +109,7 @@ enum xdm_status cuda_ipc_export_pool(const struct cuda_platform *p, CUmemoryPool
 	memset(&pay, 0, sizeof(pay));
 	memcpy(pay.tag, CUDA_IPC_POOL_TAG, sizeof(pay.tag));
 	pay.pool_id = pool_id;
+	pay.base = (uint64_t)base;
 	rc = p->drv.MemPoolExportPointer(&pay.data, base);
 	if (rc != CUDA_SUCCESS) {
 		st = cuda_fail(&p->drv, rc, "cuda_async: cuMemPoolExportPointer(0x%llx)",

@@ -11,10 +11,10 @@
  * its pointers.  A granule set (cuda_vmm's) is mapped anew each time, in a
  * range reserved for it.  Every mapping is checked against what the driver
  * says it mapped, so that a handle that lies about its memory maps nothing
- * past it.  Unmapping comes after the work on the import's stream (the
- * core synchronized it): an imported pointer is freed with cuMemFree,
- * which returns once the driver let go of it, before the exporter hears
- * of the close.
+ * past it, on a later open of the same object too.  Unmapping comes after
+ * the work on the import's stream (the core synchronized it; work on other
+ * streams is the caller's to have finished): an imported pointer is freed
+ * with cuMemFree before the exporter hears of the close.
  */
 #include "config.h"
 
@@ -31,12 +31,12 @@ struct cuda_ipc_open {
 	enum open_kind kind;
 	unsigned int refs;
 	CUdeviceptr base;		/* what the driver mapped */
-	size_t size;			/* OPEN_VMM: the range reserved, in pieces of piece */
-	size_t piece;
+	size_t size;			/* ... its bytes from base */
+	size_t piece;			/* OPEN_VMM: the granule it was mapped in */
 	CUipcMemHandle legacy;		/* OPEN_LEGACY */
 	uint64_t pool_id;		/* OPEN_POOL, OPEN_POOL_PTR */
+	uint64_t exporter_base;		/* OPEN_POOL_PTR: the allocation, in the exporter */
 	CUmemoryPool pool;		/* OPEN_POOL */
-	CUmemPoolPtrExportData data;	/* OPEN_POOL_PTR */
 	struct cuda_ipc_open *of_pool;	/* OPEN_POOL_PTR: its pool's entry */
 };
 
@@ -51,16 +51,22 @@ static struct cuda_platform *platform_of(struct xdm_layer *self)
 	return xdm_layer_priv(self);
 }
 
-/* Under lock: an entry already open, the same driver object. */
+/*
+ * Under lock: the entry of a driver object already open (a legacy handle;
+ * a pool by its id; a pool's allocation by the pool and where the
+ * exporter has it), or NULL.
+ */
 static struct cuda_ipc_open *find(struct cuda_ipc_imports *im, enum open_kind kind,
-				  const void *key, uint64_t pool_id)
+				  const CUipcMemHandle *legacy, uint64_t pool_id,
+				  uint64_t exporter_base)
 {
 	for (struct cuda_ipc_open *o = im->opens; o; o = o->next) {
-		if (o->kind != kind || (kind != OPEN_LEGACY && o->pool_id != pool_id))
+		if (o->kind != kind)
 			continue;
-		if (kind == OPEN_POOL ||
-		    (kind == OPEN_LEGACY && !memcmp(&o->legacy, key, sizeof(o->legacy))) ||
-		    (kind == OPEN_POOL_PTR && !memcmp(&o->data, key, sizeof(o->data))))
+		if ((kind == OPEN_LEGACY && !memcmp(&o->legacy, legacy, sizeof(o->legacy))) ||
+		    (kind == OPEN_POOL && o->pool_id == pool_id) ||
+		    (kind == OPEN_POOL_PTR && o->pool_id == pool_id &&
+		     o->exporter_base == exporter_base))
 			return o;
 	}
 	return NULL;
@@ -89,23 +95,60 @@ static void drop(struct cuda_ipc_imports *im, struct cuda_ipc_open *gone)
 	free(gone);
 }
 
-/* The object the driver mapped at base must hold what the handle says. */
-static enum xdm_status check_mapped(const struct cuda_platform *p, CUdeviceptr base,
-				    const struct xdm_ipc_object *obj, size_t bytes)
+/* What the handle says of its memory lies inside the size bytes mapped. */
+static enum xdm_status fits(const struct xdm_ipc_object *obj, size_t bytes, size_t size)
 {
-	CUdeviceptr start = 0;
-	size_t size = 0;
-	CUresult rc = p->drv.MemGetAddressRange(&start, &size, base);
-
-	if (rc != CUDA_SUCCESS)
-		return cuda_fail(&p->drv, rc, "cuda: cuMemGetAddressRange(an imported 0x%llx)",
-				 (unsigned long long)base);
-	if (start != base || size < obj->object_bytes || obj->offset > obj->object_bytes ||
+	if (obj->object_bytes > size || obj->offset > obj->object_bytes ||
 	    bytes > obj->object_bytes - obj->offset)
 		return xdm_error_set(XDM_E_INVALID, "cuda: the exporter's memory (%zu bytes) is "
 				     "smaller than the handle says (%llu)", size,
 				     (unsigned long long)obj->object_bytes);
 	return XDM_OK;
+}
+
+/*
+ * An entry open already is counted once more, if the handle fits what it
+ * mapped (*out, *fresh false); else a new entry (*fresh true) for the
+ * caller to open.
+ */
+static enum xdm_status reuse_or_add(struct cuda_ipc_imports *im, struct cuda_ipc_open *found,
+				    enum open_kind kind, const struct xdm_ipc_object *obj,
+				    size_t bytes, struct cuda_ipc_open **out, bool *fresh)
+{
+	enum xdm_status st;
+
+	*fresh = !found;
+	if (found) {
+		st = kind == OPEN_POOL ? XDM_OK : fits(obj, bytes, found->size);
+		if (st)
+			return st;
+		found->refs++;
+		*out = found;
+		return XDM_OK;
+	}
+	*out = add(im, kind);
+	return *out ? XDM_OK : xdm_error_set(XDM_E_OUT_OF_MEMORY, "cuda: no memory for an import");
+}
+
+/*
+ * How much the driver mapped from base on (the query may name an enclosing
+ * mapping: base need only lie in it), and that the handle fits in it.
+ */
+static enum xdm_status check_mapped(const struct cuda_platform *p, struct cuda_ipc_open *o,
+				    const struct xdm_ipc_object *obj, size_t bytes)
+{
+	CUdeviceptr start = 0;
+	size_t size = 0;
+	CUresult rc = p->drv.MemGetAddressRange(&start, &size, o->base);
+
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda: cuMemGetAddressRange(an imported 0x%llx)",
+				 (unsigned long long)o->base);
+	if (start > o->base || o->base - start > size)
+		return xdm_error_set(XDM_E_INVALID, "cuda: the driver maps an import at 0x%llx, "
+				     "outside what it says it mapped", (unsigned long long)o->base);
+	o->size = size - (size_t)(o->base - start);
+	return fits(obj, bytes, o->size);
 }
 
 /* Under lock and the context rule, each opener below. */
@@ -115,20 +158,16 @@ static enum xdm_status open_legacy(struct cuda_platform *p, const struct xdm_ipc
 {
 	struct cuda_ipc_imports *im = &p->imports;
 	struct cuda_ipc_legacy pay;
-	struct cuda_ipc_open *o;
+	struct cuda_ipc_open *o = NULL;
 	enum xdm_status st;
+	bool fresh;
 	CUresult rc;
 
 	memcpy(&pay, obj->payload, sizeof(pay));
-	o = find(im, OPEN_LEGACY, &pay.handle, 0);
-	if (o) {
-		o->refs++;
-		*out = o;
-		return XDM_OK;
-	}
-	o = add(im, OPEN_LEGACY);
-	if (!o)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cuda: no memory for an import");
+	st = reuse_or_add(im, find(im, OPEN_LEGACY, &pay.handle, 0, 0), OPEN_LEGACY, obj, bytes,
+			  &o, &fresh);
+	if (st || !fresh)
+		goto out;
 	o->legacy = pay.handle;
 	rc = p->drv.IpcOpenMemHandle(&o->base, pay.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 	if (rc != CUDA_SUCCESS) {
@@ -137,14 +176,15 @@ static enum xdm_status open_legacy(struct cuda_platform *p, const struct xdm_ipc
 		drop(im, o);
 		return st;
 	}
-	st = check_mapped(p, o->base, obj, bytes);
+	st = check_mapped(p, o, obj, bytes);
 	if (st) {
 		p->drv.IpcCloseMemHandle(o->base);
 		drop(im, o);
 		return st;
 	}
+out:
 	*out = o;
-	return XDM_OK;
+	return st;
 }
 
 /* The pool of pool_id, imported from fd unless it is already. */
@@ -154,18 +194,15 @@ static enum xdm_status open_pool(struct cuda_platform *p, uint64_t pool_id, int 
 	struct cuda_ipc_imports *im = &p->imports;
 	CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
 	CUmemLocation here = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)p->dev };
-	struct cuda_ipc_open *o = find(im, OPEN_POOL, NULL, pool_id);
+	struct cuda_ipc_open *o = NULL;
 	enum xdm_status st;
+	bool fresh;
 	CUresult rc;
 
-	if (o) {
-		o->refs++;
-		*out = o;
-		return XDM_OK;
-	}
-	o = add(im, OPEN_POOL);
-	if (!o)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cuda: no memory for an import");
+	st = reuse_or_add(im, find(im, OPEN_POOL, NULL, pool_id, 0), OPEN_POOL, NULL, 0, &o,
+			  &fresh);
+	if (st || !fresh)
+		goto out;
 	o->pool_id = pool_id;
 	rc = p->drv.MemPoolImportFromShareableHandle(&o->pool, (void *)(uintptr_t)fd,
 						     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
@@ -190,8 +227,9 @@ static enum xdm_status open_pool(struct cuda_platform *p, uint64_t pool_id, int 
 		drop(im, o);
 		return st;
 	}
+out:
 	*out = o;
-	return XDM_OK;
+	return st;
 }
 
 static void close_pool(struct cuda_platform *p, struct cuda_ipc_open *pool)
@@ -206,31 +244,29 @@ static enum xdm_status open_pool_ptr(struct cuda_platform *p, const struct xdm_i
 				     size_t bytes, struct cuda_ipc_open **out)
 {
 	struct cuda_ipc_imports *im = &p->imports;
-	struct cuda_ipc_open *o, *pool = NULL;
+	struct cuda_ipc_open *o = NULL, *pool = NULL;
 	struct cuda_ipc_pool pay;
 	enum xdm_status st;
+	bool fresh;
 	CUresult rc;
 
 	memcpy(&pay, obj->payload, sizeof(pay));
-	o = find(im, OPEN_POOL_PTR, &pay.data, pay.pool_id);
-	if (o) {
-		o->refs++;
-		*out = o;
-		return XDM_OK;
-	}
-	if (obj->kind != XDM_IPC_FD || obj->fd < 0)
+	st = reuse_or_add(im, find(im, OPEN_POOL_PTR, NULL, pay.pool_id, pay.base),
+			  OPEN_POOL_PTR, obj, bytes, &o, &fresh);
+	if (st || !fresh)
+		goto out;
+	o->pool_id = pay.pool_id;
+	o->exporter_base = pay.base;
+	if (obj->kind != XDM_IPC_FD || obj->fd < 0) {
+		drop(im, o);
 		return xdm_error_set(XDM_E_INVALID, "cuda: the exporter sent no descriptor of "
 				     "its pool");
-	st = open_pool(p, pay.pool_id, obj->fd, &pool);
-	if (st)
-		return st;
-	o = add(im, OPEN_POOL_PTR);
-	if (!o) {
-		close_pool(p, pool);
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cuda: no memory for an import");
 	}
-	o->pool_id = pay.pool_id;
-	o->data = pay.data;
+	st = open_pool(p, pay.pool_id, obj->fd, &pool);
+	if (st) {
+		drop(im, o);
+		return st;
+	}
 	o->of_pool = pool;
 	rc = p->drv.MemPoolImportPointer(&o->base, pool->pool, &pay.data);
 	if (rc != CUDA_SUCCESS) {
@@ -238,13 +274,14 @@ static enum xdm_status open_pool_ptr(struct cuda_platform *p, const struct xdm_i
 			       "process on CUDA device %u)", p->ordinal);
 		goto fail;
 	}
-	st = check_mapped(p, o->base, obj, bytes);
+	st = check_mapped(p, o, obj, bytes);
 	if (st) {
 		p->drv.MemFree(o->base);
 		goto fail;
 	}
+out:
 	*out = o;
-	return XDM_OK;
+	return st;
 
 fail:
 	drop(im, o);
@@ -379,7 +416,11 @@ static void close_open(struct cuda_platform *p, struct cuda_ipc_open *o)
 		p->drv.IpcCloseMemHandle(o->base);
 		break;
 	case OPEN_POOL_PTR:
-		/* Returns once the driver let go of it: the exporter may then free. */
+		/*
+		 * No implicit synchronization for pool memory: xdm_ipc_close
+		 * waited for the import's stream, and work on other streams is
+		 * the caller's to have finished (xdm(3)).
+		 */
 		p->drv.MemFree(o->base);
 		close_pool(p, o->of_pool);
 		break;

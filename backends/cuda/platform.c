@@ -27,6 +27,17 @@ int cuda_show_u64(char *buf, size_t len, uint64_t value)
 	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
 }
 
+enum xdm_status cuda_device_attribute(const struct cuda_platform *p, const char *layer,
+				      CUdevice_attribute attr, const char *name, int *out)
+{
+	CUresult rc = p->drv.DeviceGetAttribute(out, attr, p->dev);
+
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "%s: cuDeviceGetAttribute(%s, device %u)", layer,
+				 name, p->ordinal);
+	return XDM_OK;
+}
+
 /* Find the device of p->ordinal and read its name, UUID and memory. */
 static enum xdm_status cuda_describe(struct cuda_platform *p)
 {

@@ -42,16 +42,13 @@
 
 static enum xdm_status cuda_vmm_check_support(const struct cuda_platform *p)
 {
+	enum xdm_status st;
 	int supported = 0;
-	CUresult rc;
 
-	rc = p->drv.DeviceGetAttribute(&supported,
-				       CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-				       p->dev);
-	if (rc != CUDA_SUCCESS)
-		return cuda_fail(&p->drv, rc, "cuda_vmm: cuDeviceGetAttribute(CU_DEVICE_"
-				 "ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device %u)",
-				 p->ordinal);
+	st = CUDA_DEVICE_ATTRIBUTE(p, "cuda_vmm",
+				   CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, &supported);
+	if (st)
+		return st;
 	if (!supported)
 		return xdm_error_set(XDM_E_NOT_SUPPORTED, "cuda_vmm: CUDA device %u (%s) does "
 				     "not support virtual memory management (cuMemCreate, "
@@ -76,6 +73,25 @@ static enum xdm_status cuda_vmm_reserve_size(const struct cuda_platform *p,
 	return XDM_OK;
 }
 
+/* The granule the device recommends for v->prop: a power of two. */
+static enum xdm_status cuda_vmm_granule(const struct cuda_vmm *v, size_t *granule)
+{
+	const struct cuda_platform *p = v->p;
+	CUresult rc;
+
+	*granule = 0;
+	rc = p->drv.MemGetAllocationGranularity(granule, &v->prop,
+						CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(&p->drv, rc, "cuda_vmm: cuMemGetAllocationGranularity(pinned, "
+				 "device %u, recommended)", p->ordinal);
+	if (!*granule || (*granule & (*granule - 1)))
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "cuda_vmm: CUDA device %u recommends a "
+				     "granule of %zu bytes, which is not a power of two",
+				     p->ordinal, *granule);
+	return XDM_OK;
+}
+
 /* Ask the granule, reserve the range and set up its map; under the context rule. */
 static enum xdm_status cuda_vmm_setup(struct cuda_vmm *v, const struct xdm_params *params)
 {
@@ -86,16 +102,14 @@ static enum xdm_status cuda_vmm_setup(struct cuda_vmm *v, const struct xdm_param
 	size_t granule = 0;
 	CUresult rc;
 
-	rc = d->MemGetAllocationGranularity(&granule, &v->prop,
-					    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-	if (rc != CUDA_SUCCESS)
-		return cuda_fail(d, rc, "cuda_vmm: cuMemGetAllocationGranularity(pinned, device "
-				 "%u, recommended)", p->ordinal);
-	if (!granule || (granule & (granule - 1)))
-		return xdm_error_set(XDM_E_NOT_SUPPORTED, "cuda_vmm: CUDA device %u recommends a "
-				     "granule of %zu bytes, which is not a power of two",
-				     p->ordinal, granule);
+	st = cuda_vmm_granule(v, &granule);
+	if (st)
+		return st;
 	st = cuda_vmm_ipc_setup(v, xdm_params_string(params, "ipc"), granule);
+	/* Exportable granules are asked for again: the handle type is part of
+	 * the properties the granule is recommended for. */
+	if (!st && v->exportable)
+		st = cuda_vmm_granule(v, &granule);
 	if (st)
 		return st;
 	st = cuda_vmm_reserve_size(p, params, granule, &v->reserved);

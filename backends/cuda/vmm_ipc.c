@@ -34,19 +34,16 @@ static enum xdm_status try_exportable(struct cuda_vmm *v, size_t granule, bool *
 	const struct cuda_platform *p = v->p;
 	CUmemAllocationProp prop = v->prop;
 	CUmemGenericAllocationHandle h = 0;
+	enum xdm_status st;
 	int supported = 0;
 	CUresult rc;
 
 	*ok = false;
-	rc = p->drv.DeviceGetAttribute(&supported,
-				       CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-				       p->dev);
-	if (rc != CUDA_SUCCESS)
-		return cuda_fail(&p->drv, rc, "cuda_vmm: cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_"
-				 "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device %u)",
-				 p->ordinal);
-	if (!supported)
-		return XDM_OK;
+	st = CUDA_DEVICE_ATTRIBUTE(p, "cuda_vmm",
+				   CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+				   &supported);
+	if (st || !supported)
+		return st;
 	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	rc = p->drv.MemCreate(&h, granule, &prop, 0);
 	if (rc != CUDA_SUCCESS)

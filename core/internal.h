@@ -254,6 +254,7 @@ struct xdm_use_track {
 
 struct xdm_reg_entry {
 	struct xdm_block block;
+	size_t requested;		/* the bytes asked for; block.bytes may be more */
 	struct xdm_use_track track;
 	struct xdm_reg_entry *next;
 };
@@ -287,10 +288,10 @@ struct xdm_registry {
 XDM_HIDDEN void xdm_registry_init(struct xdm_registry *reg);
 XDM_HIDDEN void xdm_registry_fini(struct xdm_runtime *rt);
 XDM_HIDDEN struct xdm_reg_shard *xdm_registry_shard(struct xdm_registry *reg, uint64_t ptr);
-/* Insert a copy of block and give it its generation (block->generation is
- * set).  INVALID if its ptr is already live. */
+/* Insert a copy of block, asked for as requested bytes, and give it its
+ * generation (block->generation is set).  INVALID if its ptr is already live. */
 XDM_HIDDEN enum xdm_status xdm_registry_insert(struct xdm_registry *reg,
-					       struct xdm_block *block);
+					       struct xdm_block *block, size_t requested);
 /* Find a live entry; caller holds the shard lock. NULL if none. */
 XDM_HIDDEN struct xdm_reg_entry *xdm_registry_find_locked(struct xdm_reg_shard *shard,
 							  uint64_t ptr);

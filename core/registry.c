@@ -127,7 +127,8 @@ static __attribute__((noinline, cold)) enum xdm_status no_memory(void)
 }
 
 /* The address is hashed once: the shard, then the bucket, from one hash. */
-enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *block)
+enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *block,
+				    size_t requested)
 {
 	uint64_t ptr = block->ptr, h = hash_ptr(ptr);
 	struct xdm_reg_shard *shard = shard_of_hash(reg, h);
@@ -150,6 +151,7 @@ enum xdm_status xdm_registry_insert(struct xdm_registry *reg, struct xdm_block *
 	block->generation = (++shard->inserts << XDM_REG_SHARD_BITS) |
 			    (uint64_t)(shard - reg->shards);
 	e->block = *block;
+	e->requested = requested;
 	use_track_init(&e->track);
 	e->next = *head;
 	*head = e;

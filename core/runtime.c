@@ -92,10 +92,11 @@ static inline void new_block(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 	};
 }
 
-/* The stack handed out *out: into the registry, and counted. */
-static inline enum xdm_status registered(struct xdm_runtime *rt, struct xdm_block *out)
+/* The stack handed out *out for requested bytes: into the registry, and counted. */
+static inline enum xdm_status registered(struct xdm_runtime *rt, struct xdm_block *out,
+					 size_t requested)
 {
-	enum xdm_status st = xdm_registry_insert(&rt->registry, out);
+	enum xdm_status st = xdm_registry_insert(&rt->registry, out, requested);
 
 	if (__builtin_expect(st != XDM_OK, 0))
 		return unregistered(rt, out, st);
@@ -118,7 +119,7 @@ enum xdm_status xdm_allocate(struct xdm_runtime *rt, size_t bytes, xdm_stream_id
 		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
 		return st;
 	}
-	return registered(rt, out);
+	return registered(rt, out, bytes);
 }
 
 enum xdm_status xdm_allocate_at(struct xdm_runtime *rt, uint64_t ptr, size_t bytes,
@@ -141,7 +142,7 @@ enum xdm_status xdm_allocate_at(struct xdm_runtime *rt, uint64_t ptr, size_t byt
 		atomic_fetch_add_explicit(&rt->counters.failures, 1, memory_order_relaxed);
 		return st;
 	}
-	return registered(rt, out);
+	return registered(rt, out, bytes);
 }
 
 /* The generation now live at ptr, or 0: a stale id's message says so. */
@@ -358,27 +359,42 @@ enum xdm_status xdm_finish_peer_use(struct xdm_runtime *owner, struct xdm_block_
 	return peer_use(owner, id, user, user_stream, access, true);
 }
 
-enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
-				 struct xdm_block *out)
+/* The live entry of id copied out: its block, or (block NULL) its request. */
+static enum xdm_status lookup_entry(struct xdm_runtime *rt, struct xdm_block_id id,
+				    const char *fn, struct xdm_block *block, size_t *requested)
 {
 	struct xdm_reg_shard *shard;
 	struct xdm_reg_entry *e;
 	bool live;
 
-	if (!rt || !out)
-		return xdm_error_set(XDM_E_INVALID, "xdm_block_lookup: NULL runtime or result");
+	if (!rt || (!block && !requested))
+		return xdm_error_set(XDM_E_INVALID, "%s: NULL runtime or result", fn);
 	if (id.ordinal != rt->ordinal)
-		return other_device(rt, id.ordinal, "xdm_block_lookup");
+		return other_device(rt, id.ordinal, fn);
 	shard = xdm_registry_shard(&rt->registry, id.ptr);
 	xdm_spin_lock(&shard->lock);
 	e = xdm_registry_find_locked(shard, id.ptr);
 	live = e && e->block.generation == id.generation;
-	if (live)
-		*out = e->block;
+	if (live && block)
+		*block = e->block;
+	if (live && requested)
+		*requested = e->requested;
 	xdm_spin_unlock(&shard->lock);
 	if (!live)
-		return not_live(rt, "xdm_block_lookup", id.ptr, id.generation);
+		return not_live(rt, fn, id.ptr, id.generation);
 	return XDM_OK;
+}
+
+enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
+				 struct xdm_block *out)
+{
+	return lookup_entry(rt, id, "xdm_block_lookup", out, NULL);
+}
+
+enum xdm_status xdm_block_requested(struct xdm_runtime *rt, struct xdm_block_id id,
+				    size_t *bytes)
+{
+	return lookup_entry(rt, id, "xdm_block_requested", NULL, bytes);
 }
 
 struct block_visit {

@@ -135,6 +135,7 @@ struct use_view {
  */
 struct block_view {
 	struct xdm_block block;
+	size_t requested;	/* the bytes the block was asked for */
 	char tag[128];
 	bool has_write;
 	struct use_view write;
@@ -164,6 +165,7 @@ static void copy_block(const struct xdm_reg_entry *e, void *arg)
 	size_t i = 0;
 
 	v->block = e->block;
+	v->requested = e->requested;
 	/* The tag is the caller's string: copy it now, show it later. */
 	for (; tag && tag[i] && i + 1 < sizeof(v->tag); i++)
 		v->tag[i] = tag[i];
@@ -251,6 +253,7 @@ static int show_view(const struct tree_pos *pos, struct tree_buf *b,
 
 BLOCK_FILE(ptr, "0x%" PRIx64 "\n", v->block.ptr)
 BLOCK_FILE(bytes, "%zu\n", v->block.bytes)
+BLOCK_FILE(requested, "%zu\n", v->requested)
 BLOCK_FILE(align, "%zu\n", v->block.align)
 BLOCK_FILE(stream, "%u\n", v->block.stream)
 BLOCK_FILE(state, "%s\n", state_name(v->block.state))
@@ -307,6 +310,7 @@ static int show_importers(const struct tree_pos *pos, struct tree_buf *b)
 const struct tree_file xdm_tree_block_files[] = {
 	{ "ptr", show_ptr, NULL },
 	{ "bytes", show_bytes, NULL },
+	{ "requested", show_requested, NULL },
 	{ "align", show_align, NULL },
 	{ "stream", show_stream, NULL },
 	{ "tag", show_tag, NULL },

@@ -16,6 +16,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include <c10/core/Allocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -145,6 +146,7 @@ void *allocate_on(int device, size_t size, cudaStream_t stream)
 	}
 	if (tracing())
 		trace_alloc(device, ptr, size, stream, pool);
+	profile_memory(device, ptr, static_cast<int64_t>(size));
 	return ptr;
 
 refused:
@@ -184,6 +186,16 @@ void release_in(xdm_runtime *rt, MempoolId_t pool, void *ptr,
 			trace_free(static_cast<int>(xdm_runtime_ordinal(rt)), ptr, b.bytes,
 				   static_cast<cudaStream_t>(handle), pool, b.tag);
 		}
+	}
+	if (c10::memoryProfilingEnabled()) {
+		xdm_block b;
+		int64_t bytes = xdm_native_lookup(rt, ptr, &b) == XDM_OK ?
+				static_cast<int64_t>(b.bytes) : 0;
+
+		if (xdm_native_release(rt, ptr) != XDM_OK)
+			tell_failed_free(ptr, nullptr);
+		profile_memory(static_cast<int>(xdm_runtime_ordinal(rt)), ptr, -bytes);
+		return;
 	}
 	if (xdm_native_release(rt, ptr) != XDM_OK)
 		tell_failed_free(ptr, nullptr);
@@ -493,9 +505,19 @@ public:
 
 	void recordHistory(bool enabled, cca::CreateContextFn recorder, size_t max_entries,
 			   cca::RecordContext when, bool clear,
-			   const std::vector<std::string> &) override
+			   const std::vector<std::string> &skip_actions) override
 	{
-		record_history(enabled, recorder, max_entries, when, clear);
+		record_history(enabled, recorder, max_entries, when, clear, skip_actions);
+	}
+
+	void setUserMetadata(const std::string &metadata) override
+	{
+		set_user_metadata(metadata);
+	}
+
+	std::string getUserMetadata() override
+	{
+		return get_user_metadata();
 	}
 
 	void attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) override

@@ -163,7 +163,12 @@ size_t largest_cached(int device);
 /* ---- history (history.cpp) ----------------------------------------------- */
 
 void record_history(bool enabled, cca::CreateContextFn recorder, size_t max_entries,
-		    cca::RecordContext when, bool clear);
+		    cca::RecordContext when, bool clear, const std::vector<std::string> &skip);
+/* torch.cuda.memory._set_memory_metadata: every later event's user metadata. */
+void set_user_metadata(const std::string &metadata);
+std::string get_user_metadata();
+/* Tell torch's profiler of an allocation (delta > 0) or a free, when it records memory. */
+void profile_memory(int device, void *ptr, int64_t delta);
 bool history_enabled();
 /* Trace an allocation, a free, an OOM (only while history or a tracker is on). */
 void trace_alloc(int device, void *ptr, size_t size, cudaStream_t stream, MempoolId_t pool);

@@ -11,19 +11,25 @@
  * own, wholly allocated, and the events are the ones the caching allocator
  * would have recorded for such a segment:
  *
- *	an allocation   segment_alloc, alloc
+ *	an allocation   segment_alloc, alloc (the block's size, and the
+ *	                bytes asked for as its requested size)
  *	a free          free_requested, free_completed, segment_free
  *	a refusal       oom (addr: the bytes the device has free)
  *
  * The segments are read from the runtimes' registries when torch asks
  * (the device's and the private pools'), never from a list kept here; the
- * trace is the history torch asked to record, with the stack torch's
- * context recorder gives and the block's xdm tag as its user metadata.
+ * trace is the history torch asked to record, less the actions it asked
+ * to skip, with the stack torch's context recorder gives, and as its user
+ * metadata what torch set (torch.cuda.memory._set_memory_metadata), else
+ * the block's xdm tag.  torch's profiler hears of every allocation and
+ * free while it records memory (profile_memory=True), with the device's
+ * allocated and reserved bytes after it.
  */
 #include "config.h"
 
 #include <deque>
 
+#include <c10/core/Allocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/ApproximateClock.h>
 
@@ -41,6 +47,8 @@ struct history_state {
 	cca::CreateContextFn recorder = nullptr;
 	cca::RecordContext when = cca::RecordContext::NEVER;
 	size_t max_entries = 0;
+	unsigned skipped = 0;		/* 1 << action, for the actions not recorded */
+	std::string user_metadata;
 	std::vector<std::deque<trace_entry>> traces;
 	/* The context of each live block allocated while stacks were kept. */
 	std::unordered_map<void *, std::shared_ptr<c10::GatheredContext>> contexts;
@@ -63,9 +71,37 @@ void update_tracing(history_state &h)
 	any_tracing.store(h.enabled || !h.trackers.empty(), std::memory_order_release);
 }
 
-std::string tag_metadata(const char *tag)
+/* Under the lock: what torch set, else the block's tag. */
+std::string user_metadata(const history_state &h, const char *tag)
 {
+	if (!h.user_metadata.empty())
+		return h.user_metadata;
 	return std::string("xdm tag: ") + (tag ? tag : "untagged");
+}
+
+/* The actions xdm records, by the names a snapshot gives them. */
+const struct {
+	trace_entry::Action action;
+	const char *name;
+} action_names[] = {
+	{ trace_entry::ALLOC, "alloc" },
+	{ trace_entry::FREE_REQUESTED, "free_requested" },
+	{ trace_entry::FREE_COMPLETED, "free_completed" },
+	{ trace_entry::SEGMENT_ALLOC, "segment_alloc" },
+	{ trace_entry::SEGMENT_FREE, "segment_free" },
+	{ trace_entry::OOM, "oom" },
+};
+
+/* skip_actions as a mask; a name of an action xdm never records skips nothing. */
+unsigned skip_mask(const std::vector<std::string> &skip)
+{
+	unsigned mask = 0;
+
+	for (const std::string &name : skip)
+		for (const auto &a : action_names)
+			if (name == a.name)
+				mask |= 1u << static_cast<unsigned>(a.action);
+	return mask;
 }
 
 /* Under the lock: keep an event, and tell the trackers. */
@@ -74,11 +110,12 @@ void add_locked(history_state &h, trace_entry::Action action, int device, size_t
 		std::shared_ptr<c10::GatheredContext> context, const char *tag)
 {
 	trace_entry e(action, static_cast<c10::DeviceIndex>(device), addr, size, stream, pool,
-		      c10::getApproximateTime(), std::move(context), "", tag_metadata(tag));
+		      c10::getApproximateTime(), std::move(context), "", user_metadata(h, tag));
 
 	for (const auto &tracker : h.trackers)
 		tracker(e);
-	if (!h.enabled || h.max_entries == 0 || device < 0)
+	if (!h.enabled || h.max_entries == 0 || device < 0 ||
+	    (h.skipped & (1u << static_cast<unsigned>(action))))
 		return;
 	if (h.traces.size() <= static_cast<size_t>(device))
 		h.traces.resize(device + 1);
@@ -115,16 +152,22 @@ void add_segments(history_state &h, xdm_runtime *rt, MempoolId_t pool,
 		c10::CachingDeviceAllocator::SegmentInfo s;
 		c10::CachingDeviceAllocator::BlockInfo block;
 		void *handle = nullptr;
+		size_t requested = b.bytes;
 
 		xdm_stream_handle(rt, b.stream, &handle);
+		/* Freed since it was listed: its usable size stands in. */
+		if (xdm_block_requested(rt, xdm_block_id_of(&b), &requested) != XDM_OK)
+			requested = b.bytes;
 		s.device = static_cast<c10::DeviceIndex>(device);
 		s.address = static_cast<size_t>(b.ptr);
-		s.total_size = s.requested_size = s.allocated_size = s.active_size = b.bytes;
+		s.total_size = s.allocated_size = s.active_size = b.bytes;
+		s.requested_size = requested;
 		s.stream = handle;
 		/* torch's own line between its small and large pools. */
 		s.is_large = b.bytes > (1u << 20);
 		s.owner_private_pool_id = pool;
-		block.size = block.requested_size = b.bytes;
+		block.size = b.bytes;
+		block.requested_size = requested;
 		block.allocated = block.active = true;
 		auto ctx = h.contexts.find(ptr);
 		if (ctx != h.contexts.end())
@@ -142,12 +185,13 @@ bool tracing()
 }
 
 void record_history(bool enabled, cca::CreateContextFn recorder, size_t max_entries,
-		    cca::RecordContext when, bool clear)
+		    cca::RecordContext when, bool clear, const std::vector<std::string> &skip)
 {
 	history_state &h = state();
 	std::lock_guard<std::mutex> hold(h.lock);
 
 	h.enabled = enabled;
+	h.skipped = enabled ? skip_mask(skip) : 0;
 	h.recorder = enabled ? recorder : nullptr;
 	h.when = enabled ? when : cca::RecordContext::NEVER;
 	h.max_entries = enabled ? max_entries : 0;
@@ -212,6 +256,36 @@ void trace_oom(int device, size_t size, cudaStream_t stream, MempoolId_t pool)
 	std::lock_guard<std::mutex> hold(h.lock);
 	add_locked(h, trace_entry::OOM, device, free_bytes, size, stream, pool,
 		   gather(h, cca::RecordContext::STATE), xdm_thread_tag());
+}
+
+void set_user_metadata(const std::string &metadata)
+{
+	history_state &h = state();
+	std::lock_guard<std::mutex> hold(h.lock);
+
+	h.user_metadata = metadata;
+}
+
+std::string get_user_metadata()
+{
+	history_state &h = state();
+	std::lock_guard<std::mutex> hold(h.lock);
+
+	return h.user_metadata;
+}
+
+void profile_memory(int device, void *ptr, int64_t delta)
+{
+	constexpr size_t all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+	if (!c10::memoryProfilingEnabled())
+		return;
+	auto stats = device_stats(device);
+	c10::reportMemoryUsageToProfiler(ptr, delta,
+					 static_cast<size_t>(stats.allocated_bytes[all].current),
+					 static_cast<size_t>(stats.reserved_bytes[all].current),
+					 c10::Device(c10::DeviceType::CUDA,
+						     static_cast<c10::DeviceIndex>(device)));
 }
 
 void attach_oom_observer(cca::OutOfMemoryObserver observer)

@@ -219,6 +219,14 @@ XDM_API enum xdm_status xdm_prepare_peer_use(struct xdm_runtime *owner, struct x
 XDM_API enum xdm_status xdm_finish_peer_use(struct xdm_runtime *owner, struct xdm_block_id id,
 					    struct xdm_runtime *user, xdm_stream_id user_stream,
 					    enum xdm_access access);
+/*
+ * The bytes a live block was asked for (xdm_allocate()'s bytes; the
+ * block's own bytes may be more, as its stack rounded them): what a
+ * framework's snapshot calls the requested size.  Errors as
+ * xdm_block_lookup()'s.
+ */
+XDM_API enum xdm_status xdm_block_requested(struct xdm_runtime *rt, struct xdm_block_id id,
+					    size_t *bytes);
 /* Validate an id against the registry and copy the live block out. */
 XDM_API enum xdm_status xdm_block_lookup(struct xdm_runtime *rt, struct xdm_block_id id,
 					 struct xdm_block *out);

@@ -943,6 +943,39 @@ START_TEST(for_each_block_sees_the_live_set)
 }
 END_TEST
 
+/*
+ * A block keeps the bytes it was asked for beside its own, which its stack
+ * may round up (a pool's size classes): what a framework's snapshot calls
+ * the requested size.  A stale id is refused as any lookup's.
+ */
+START_TEST(requested_bytes_are_kept)
+{
+	static const size_t asked[] = { 1000, 4097, 65536 + 3 };
+	struct xdm_runtime *rt = host_runtime("pool | host");
+	struct xdm_block b[3];
+	size_t got;
+
+	for (int i = 0; i < 3; i++) {
+		TU_OK(xdm_allocate(rt, asked[i], 0, "t", &b[i]));
+		ck_assert_uint_ge(b[i].bytes, asked[i]);
+		TU_OK(xdm_block_requested(rt, xdm_block_id_of(&b[i]), &got));
+		ck_assert_uint_eq(got, asked[i]);
+	}
+	/* Rounded somewhere, or the test shows nothing the block does not. */
+	ck_assert_uint_gt(b[0].bytes, asked[0]);
+	TU_OK(xdm_deallocate(rt, &b[1]));
+	ck_assert_int_eq(xdm_block_requested(rt, xdm_block_id_of(&b[1]), &got),
+			 XDM_E_USE_AFTER_FREE);
+	ck_assert_int_eq(xdm_block_requested(rt, xdm_block_id_of(&b[0]), NULL), XDM_E_INVALID);
+	TU_OK(xdm_allocate_at(rt, b[1].ptr, 4096, 0, "t", &b[1]));
+	TU_OK(xdm_block_requested(rt, xdm_block_id_of(&b[1]), &got));
+	ck_assert_uint_eq(got, 4096);
+	for (int i = 0; i < 3; i++)
+		TU_OK(xdm_deallocate(rt, &b[i]));
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
 static void *other_thread_query_id(void *arg)
 {
 	*(uint64_t *)arg = xdm_query_id();
@@ -1134,6 +1167,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, grant_peer_without_a_grantor);
 	tcase_add_test(tc, attr_store_keeps_the_last_error);
 	tcase_add_test(tc, for_each_block_sees_the_live_set);
+	tcase_add_test(tc, requested_bytes_are_kept);
 	tcase_add_test(tc, query_id_is_per_thread);
 	tcase_add_test(tc, missing_device_is_no_device);
 	tcase_add_test(tc, failed_build_leaves_nothing);

@@ -702,7 +702,7 @@ START_TEST(blocks_list_the_live_generations)
 }
 END_TEST
 
-static void expect_block(const struct xdm_block *b, const char *tag_shown)
+static void expect_block(const struct xdm_block *b, size_t asked, const char *tag_shown)
 {
 	uint64_t g = b->generation;
 	char want[64];
@@ -710,6 +710,7 @@ static void expect_block(const struct xdm_block *b, const char *tag_shown)
 	snprintf(want, sizeof(want), "0x%" PRIx64 "\n", b->ptr);
 	expect(want, "0/blocks/%" PRIu64 "/ptr", g);
 	ck_assert_uint_eq(show_u64("0/blocks/%" PRIu64 "/bytes", g), b->bytes);
+	ck_assert_uint_eq(show_u64("0/blocks/%" PRIu64 "/requested", g), asked);
 	ck_assert_uint_eq(show_u64("0/blocks/%" PRIu64 "/align", g), b->align);
 	ck_assert_uint_eq(show_u64("0/blocks/%" PRIu64 "/stream", g), b->stream);
 	expect(tag_shown, "0/blocks/%" PRIu64 "/tag", g);
@@ -719,8 +720,8 @@ static void expect_block(const struct xdm_block *b, const char *tag_shown)
 START_TEST(block_files_mirror_the_block)
 {
 	static const char *const files[] = {
-		"ptr", "bytes", "align", "stream", "tag", "state", "last_write", "reads",
-		"importers", NULL,
+		"ptr", "bytes", "requested", "align", "stream", "tag", "state", "last_write",
+		"reads", "importers", NULL,
 	};
 	struct xdm_runtime *rt = create("guard | host");
 	struct xdm_block plain, odd, empty, untagged;
@@ -744,13 +745,13 @@ START_TEST(block_files_mirror_the_block)
 	}
 	free(l);
 
-	expect_block(&plain, "weights\n");
+	expect_block(&plain, 5000, "weights\n");
 	/* Anything outside printable ASCII is a '?', byte by byte. */
-	expect_block(&odd, "a?b?c???\n");
-	expect_block(&empty, "\n");
-	expect_block(&untagged, "untagged\n");
+	expect_block(&odd, 100, "a?b?c???\n");
+	expect_block(&empty, 10, "\n");
+	expect_block(&untagged, 1, "untagged\n");
 	snprintf(longshown, sizeof(longshown), "%s\n", longtag);
-	expect_block(&lng, longshown);
+	expect_block(&lng, 77, longshown);
 	expect("none\n", "0/blocks/%" PRIu64 "/last_write", plain.generation);
 	expect("none\n", "0/blocks/%" PRIu64 "/reads", plain.generation);
 	/* Shared with no process (check_ipc covers those that are). */

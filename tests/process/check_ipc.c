@@ -337,6 +337,54 @@ START_TEST(test_many_pieces)
 }
 END_TEST
 
+/*
+ * An importer that may not open the pieces of a block: the open fails with
+ * a sentence naming the limit, the hold the exporter counted goes back,
+ * and the connection to that exporter, kept by another import, still
+ * serves the next open (every piece sent was read and closed).
+ */
+START_TEST(test_pieces_past_the_limit)
+{
+	char big_hex[HEX_LEN + 1], small_hex[HEX_LEN + 1], out[512];
+	struct block big, small;
+	struct peer e, im;
+	unsigned int j, j2;
+	const char *text = "";
+
+	peer_start(&e, PIECES_STACK);
+	peer_start(&im, PIECES_STACK);
+	big = peer_alloc(&e, PIECES_BYTES);
+	small = peer_alloc(&e, 4096);
+	ask_ok(&e, out, sizeof(out), "fill %u 0x21", small.i);
+	peer_export(&e, big.i, big_hex);
+	peer_export(&e, small.i, small_hex);
+	/* Open already, the small one keeps the connection to the exporter. */
+	j = peer_open(&im, small_hex, small.bytes);
+	/* Below what the big one needs, hard limit included. */
+	ask_ok(&im, out, sizeof(out), "nofile 64 64");
+	ask(&im, out, sizeof(out), "open %s", big_hex);
+	ck_assert_msg(!strncmp(out, "err ", 4) && strstr(out, "RLIMIT_NOFILE"), "%s", out);
+	/* The exporter hears the close on its own thread: waited for. */
+	for (int ms = 0; ms < TU_PATIENCE_MS; ms += 10) {
+		text = ask_ok(&e, out, sizeof(out), "tree blocks/%llu/importers", big.generation);
+		if (!strcmp(text, "none|"))
+			break;
+		tu_sleep_ms(10);
+	}
+	ck_assert_str_eq(text, "none|");
+	/* The next answer on that connection is an answer. */
+	j2 = peer_open(&im, small_hex, small.bytes);
+	ask_ok(&im, out, sizeof(out), "icheck %u 0x21", j2);
+	ask_ok(&im, out, sizeof(out), "close %u", j2);
+	ask_ok(&im, out, sizeof(out), "close %u", j);
+	ask_ok(&e, out, sizeof(out), "free %u", big.i);
+	ask_ok(&e, out, sizeof(out), "free %u", small.i);
+	peer_stop(&im);
+	wait_outstanding(&e, 0);
+	peer_stop(&e);
+}
+END_TEST
+
 static Suite *ipc_suite(void)
 {
 	Suite *s = suite_create("ipc");
@@ -353,6 +401,7 @@ static Suite *ipc_suite(void)
 	tcase_add_test(tc, test_budget_rows);
 	tcase_add_test(tc, test_bad_handles);
 	tcase_add_test(tc, test_many_pieces);
+	tcase_add_test(tc, test_pieces_past_the_limit);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -29,7 +29,8 @@
  *				   handed out>, once the frees queued on stream 0
  *				   have run
  *	tree <path below the runtime>	-> ok <the file, newlines as '|'>
- *	nofile <n>		-> ok, the soft limit of RLIMIT_NOFILE now n
+ *	nofile <n> [<hard>]	-> ok, the soft limit of RLIMIT_NOFILE now n (and
+ *				   the hard one hard)
  *	nofile			-> ok <the soft limit> <the hard limit>
  */
 #include "config.h"
@@ -321,7 +322,7 @@ static void cmd_tree(struct peer *p, const char *rest)
 	free(text);
 }
 
-static void cmd_nofile(const char *soft)
+static void cmd_nofile(const char *soft, const char *hard)
 {
 	struct rlimit lim;
 
@@ -335,6 +336,8 @@ static void cmd_nofile(const char *soft)
 		return;
 	}
 	lim.rlim_cur = strtoull(soft, NULL, 10);
+	if (hard)
+		lim.rlim_max = strtoull(hard, NULL, 10);
 	if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
 		printf("err INVALID setrlimit: %s\n", strerror(errno));
 	else
@@ -444,7 +447,7 @@ static void serve(struct peer *p, char *line)
 	} else if (!strcmp(cmd, "tree") && a) {
 		cmd_tree(p, a);
 	} else if (!strcmp(cmd, "nofile")) {
-		cmd_nofile(a);
+		cmd_nofile(a, b);
 	} else {
 		printf("err unknown command %s\n", cmd);
 	}

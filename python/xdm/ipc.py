@@ -17,7 +17,9 @@ owner's free is held back: the memory is not reused nor given back until
 the last importer closes it or dies.  Exporting one block twice gives the
 same bytes.  xdm(3), "Sharing blocks with other processes", has the rules;
 the stack must be one whose memory can be shared (on the host platform,
-``host ipc=true`` or ``host_vmm ipc=true``), else NotSupported says so.
+``host ipc=true`` or ``host_vmm ipc=true``; on a GPU ``cuda_direct``,
+``cuda_async ipc=true`` or ``cuda_vmm``, and the pool over any of them:
+xdm-cuda(7), SHARING), else NotSupported says so.
 """
 
 import ctypes

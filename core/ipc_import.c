@@ -145,6 +145,13 @@ static enum xdm_status receive_fds(int conn, uint32_t nfds, int **out)
 	return XDM_OK;
 }
 
+static void drop_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
 /*
  * One request and its reply; *fd gets a passed descriptor, or -1; an
  * object of pieces comes as *fds, *nfds of them.
@@ -189,9 +196,7 @@ static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd,
 		}
 	}
 	if (n != (ssize_t)sizeof(rep)) {
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
+		drop_fd(fd);
 		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the exporter went away "
 				     "before it answered");
 	}
@@ -199,26 +204,20 @@ static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd,
 	/* Answered OK, the exporter counted a hold, which a failure below must give back. */
 	*held = rep.status == XDM_OK;
 	if (*held && (m.msg_flags & MSG_CTRUNC)) {
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
+		drop_fd(fd);
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "xdm_ipc_open: the descriptor of the "
 				     "block's memory could not be received: this process has too "
 				     "many open (RLIMIT_NOFILE)");
 	}
 	if (rep.status != XDM_OK) {
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
+		drop_fd(fd);
 		return xdm_error_set(rep.status >= 0 && rep.status < XDM_STATUS_COUNT ?
 					     (enum xdm_status)rep.status : XDM_E_INVALID,
 				     "xdm_ipc_open: the exporter says: %s", rep.message);
 	}
 	if (!rep.nfds)
 		return XDM_OK;
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
+	drop_fd(fd);
 	st = receive_fds(conn, rep.nfds, fds);
 	if (!st)
 		*nfds = rep.nfds;

@@ -364,6 +364,46 @@ def test_memory_history_and_snapshot():
     assert xdm["frames"] == ctrl["frames"]
 
 
+def test_snapshot_requested_sizes_skipped_actions_and_metadata():
+    """A block asked for as an odd size shows that size as its requested
+    size (its size may be larger); skip_actions leaves those actions out of
+    the trace; every event carries torch's user metadata; the profiler
+    hears of the allocations (its memory plot names the test)."""
+    ctrl, xdm = both('''
+        torch.cuda.memory._set_memory_metadata("xdm parity")
+        torch.cuda.memory._record_memory_history("all", max_entries=1000,
+                                                 skip_actions=["free_completed"])
+        asked = 1000003
+        odd = torch.empty(asked, dtype=torch.uint8, device="cuda")
+        gone = torch.empty(4096, dtype=torch.uint8, device="cuda")
+        del gone
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        torch.cuda.memory._set_memory_metadata("")
+        trace = snap["device_traces"][0]
+        requested = [b["requested_size"] for s in snap["segments"] for b in s["blocks"]
+                     if b["state"] == "active_allocated" and b["size"] >= asked
+                     and s["address"] <= odd.data_ptr() < s["address"] + s["total_size"]]
+        with torch.profiler.profile(profile_memory=True, record_shapes=True) as prof:
+            x = torch.rand(128, 128, device="cuda")
+            y = x * x + x
+            del x, y
+        mem = [e for e in prof.events() if getattr(e, "cuda_memory_usage", 0)
+               or getattr(e, "device_memory_usage", 0)]
+        report("RESULT", requested=requested,
+               skipped=[e["action"] for e in trace if e["action"] == "free_completed"],
+               actions=sorted({e["action"] for e in trace}),
+               metadata=sorted({e.get("user_metadata", "") for e in trace}),
+               profiled=len(mem) > 0)
+    ''')
+    for r in (ctrl, xdm):
+        assert 1000003 in r["requested"], r
+        assert r["skipped"] == [], r
+        assert "alloc" in r["actions"] and "free_requested" in r["actions"], r
+        assert r["metadata"] == ["xdm parity"], r
+        assert r["profiled"], r
+
+
 def test_oom_observer_hears_a_budget_refusal(budget_key):
     _, xdm = both('''
         heard = []

@@ -93,8 +93,6 @@ struct xdm_ipc_fds_msg {
 	uint32_t n;
 };
 
-
-
 /* The socket's abstract name for a token, "\0xdm-ipc-<token>"; its length. */
 XDM_HIDDEN size_t xdm_ipc_socket_name(uint64_t token, char *out, size_t len);
 

@@ -130,10 +130,6 @@ static void fill_ref(struct xdm_runtime *rt, const struct xdm_ipc_export *x,
 	r->obj.nfds = 0;
 }
 
-/*
- * A module's answer goes into a handle other processes trust to map: one
- * that contradicts itself is the module's bug, said as such, never encoded.
- */
 static bool fds_good(const struct xdm_ipc_object *o)
 {
 	if (!o->fds || !o->nfds || o->nfds > XDM_IPC_FDS_MAX)
@@ -144,6 +140,10 @@ static bool fds_good(const struct xdm_ipc_object *o)
 	return true;
 }
 
+/*
+ * A module's answer goes into a handle other processes trust to map: one
+ * that contradicts itself is the module's bug, said as such, never encoded.
+ */
 enum xdm_status xdm_ipc_check_object(const struct xdm_ipc_object *o, const struct xdm_block *b)
 {
 	if ((o->kind != XDM_IPC_FD || o->fd < 0) && o->kind != XDM_IPC_BYTES &&

@@ -74,6 +74,30 @@ static void conn_put(struct xdm_ipc_conn *c)
 }
 
 /*
+ * The descriptors a received message carried: the first `keep` into fds
+ * (NULL: none kept), every other one closed.  How many came.
+ */
+static uint32_t take_fds(struct msghdr *m, int *fds, uint32_t keep)
+{
+	uint32_t came = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++, came++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (fds && came < keep)
+				fds[came] = fd;
+			else
+				close(fd);
+		}
+	}
+	return came;
+}
+
+/*
  * The descriptors of an object of pieces, in the messages after the reply;
  * *out gets them all, or nothing is left open.  Every message announced is
  * read even after one went wrong, so that the connection's next reply is a
@@ -101,7 +125,7 @@ static enum xdm_status receive_fds(int conn, uint32_t nfds, int **out)
 		struct iovec iov = { &h, sizeof(h) };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 				    .msg_controllen = sizeof(ctl.buf) };
-		uint32_t in_msg = 0;
+		uint32_t in_msg, keep;
 		ssize_t n;
 
 		do
@@ -111,21 +135,10 @@ static enum xdm_status receive_fds(int conn, uint32_t nfds, int **out)
 			wrong = "the exporter went away before it sent them all";
 			break;
 		}
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-				continue;
-			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-				int fd;
-
-				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-				in_msg++;
-				/* Kept only while all is well, and never past the count. */
-				if (!wrong && fds && got < nfds)
-					fds[got++] = fd;
-				else
-					close(fd);
-			}
-		}
+		/* Kept only while all is well, and never past the count. */
+		keep = wrong ? 0 : nfds - got;
+		in_msg = take_fds(&m, keep ? fds + got : NULL, keep);
+		got += in_msg < keep ? in_msg : keep;
 		if (n != (ssize_t)sizeof(h) || !h.n || h.first != seen || h.n > nfds - seen) {
 			wrong = "a message that is not the next of them";
 			break;
@@ -167,7 +180,6 @@ static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd,
 	} ctl;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			    .msg_controllen = sizeof(ctl.buf) };
-	struct cmsghdr *c;
 	enum xdm_status st;
 	ssize_t n;
 
@@ -182,19 +194,8 @@ static enum xdm_status ask(int conn, const struct xdm_ipc_request *req, int *fd,
 		n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	/* Whatever descriptors came are ours to keep one of, or to close. */
-	for (c = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-			int got;
-
-			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*fd < 0)
-				*fd = got;
-			else
-				close(got);
-		}
-	}
+	if (n > 0)
+		take_fds(&m, fd, 1);
 	if (n != (ssize_t)sizeof(rep)) {
 		drop_fd(fd);
 		return xdm_error_set(XDM_E_INVALID, "xdm_ipc_open: the exporter went away "

@@ -42,58 +42,53 @@ static uint64_t new_token(void)
 	return t;
 }
 
+/* Room for the most descriptors one message carries. */
+union fds_control {
+	struct cmsghdr align;
+	char buf[CMSG_SPACE(sizeof(int) * XDM_IPC_FDS_PER_MSG)];
+};
+
+/* Send iov's bytes with n descriptors (SCM_RIGHTS; none: a plain message). */
+static int send_with_fds(int fd, void *bytes, size_t len, const int *fds, uint32_t n)
+{
+	struct iovec iov = { bytes, len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	union fds_control ctl;
+
+	if (n) {
+		struct cmsghdr *c;
+
+		memset(&ctl, 0, sizeof(ctl));
+		m.msg_control = ctl.buf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+	}
+	return sendmsg(fd, &m, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
 static int send_reply(int fd, enum xdm_status st, const char *msg, int pass_fd, uint32_t nfds)
 {
 	struct xdm_ipc_reply rep;
-	struct iovec iov = { &rep, sizeof(rep) };
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	memset(&rep, 0, sizeof(rep));
 	rep.status = st;
 	rep.nfds = nfds;
 	snprintf(rep.message, sizeof(rep.message), "%s", msg ? msg : "");
-	if (pass_fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(&ctl, 0, sizeof(ctl));
-		m.msg_control = ctl.buf;
-		m.msg_controllen = sizeof(ctl.buf);
-		c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-	}
-	return sendmsg(fd, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(rep) ? 0 : -1;
+	return send_with_fds(fd, &rep, sizeof(rep), &pass_fd, pass_fd >= 0);
 }
 
 /* The descriptors of a fresh XDM_IPC_FDS description, after its OK reply. */
 static int send_fds(int fd, const int *fds, uint32_t nfds, uint32_t *sent)
 {
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int) * XDM_IPC_FDS_PER_MSG)];
-	} ctl;
-
 	for (uint32_t first = 0; first < nfds; first += XDM_IPC_FDS_PER_MSG) {
 		uint32_t n = nfds - first < XDM_IPC_FDS_PER_MSG ? nfds - first : XDM_IPC_FDS_PER_MSG;
 		struct xdm_ipc_fds_msg h = { .first = first, .n = n };
-		struct iovec iov = { &h, sizeof(h) };
-		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-				    .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
-		struct cmsghdr *c;
 
-		memset(&ctl, 0, sizeof(ctl));
-		c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-		memcpy(CMSG_DATA(c), fds + first, sizeof(int) * n);
-		if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)sizeof(h))
+		if (send_with_fds(fd, &h, sizeof(h), fds + first, n) != 0)
 			return -1;
 		*sent = first + n;
 	}
@@ -156,20 +151,19 @@ static void serve_memory(struct xdm_runtime *rt, int conn, const struct xdm_bloc
 	enum xdm_status st;
 	char msg[256];
 
-	memset(&fresh, 0, sizeof(fresh));
-	fresh.fd = -1;
-	st = XDM_OK;
 	if (described->kind == XDM_IPC_BYTES) {
 		/* Bytes alone: the handle has them all. */
 		send_reply(conn, XDM_OK, NULL, -1, 0);
 		return;
 	}
-	if (!xdm_ipc_fd_room(described->nfds + 1))
+	memset(&fresh, 0, sizeof(fresh));
+	fresh.fd = -1;
+	if (xdm_ipc_fd_room(described->nfds + 1))
+		st = xdm_up_ipc_export(&rt->layers[0], block, &fresh);
+	else
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "the exporter may not open the %u "
 				   "descriptors of the block's memory (RLIMIT_NOFILE)",
 				   described->nfds + 1);
-	if (!st)
-		st = xdm_up_ipc_export(&rt->layers[0], block, &fresh);
 	if (!st)
 		st = xdm_ipc_check_object(&fresh, block);
 	if (!st && (fresh.kind != described->kind || fresh.nfds != described->nfds ||

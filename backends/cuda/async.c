@@ -198,7 +198,7 @@ static enum xdm_status cuda_async_configure(const struct cuda_async *ca,
  * is refused beside an explicit pool=default.
  */
 static enum xdm_status cuda_async_read_params(const struct xdm_params *params, bool *own,
-					      struct cuda_peers_request *peers)
+					      bool *exportable, struct cuda_peers_request *peers)
 {
 	const char *pool = xdm_params_string(params, "pool");
 	const char *text = xdm_params_string(params, "peers");
@@ -212,7 +212,8 @@ static enum xdm_status cuda_async_read_params(const struct xdm_params *params, b
 		return st;
 	*own = !strcmp(pool, "own");
 	/* ipc=true as peers=: only a pool of the layer's own is made exportable. */
-	if (xdm_params_bool(params, "ipc") && !*own) {
+	*exportable = xdm_params_bool(params, "ipc");
+	if (*exportable && !*own) {
 		if (xdm_params_has(params, "pool"))
 			return xdm_error_set(XDM_E_CONFIG, "cuda_async: ipc=true needs a pool of "
 					     "the layer's own, not pool=default: the device's "
@@ -271,11 +272,11 @@ static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_
 	struct cuda_peer_grant grant;
 	struct cuda_platform *p;
 	struct cuda_async *ca;
+	bool own = false, exportable = false;
 	enum xdm_status st;
-	bool own = false;
 	CUresult rc;
 
-	st = cuda_async_read_params(params, &own, &peers);
+	st = cuda_async_read_params(params, &own, &exportable, &peers);
 	if (st)
 		return st;
 	st = cuda_platform_of(self, &p);
@@ -284,7 +285,7 @@ static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_
 	st = cuda_async_check_support(p);
 	if (st)
 		return st;
-	if (xdm_params_bool(params, "ipc")) {
+	if (exportable) {
 		st = cuda_async_check_exportable(p);
 		if (st)
 			return st;
@@ -312,7 +313,7 @@ static enum xdm_status cuda_async_init(struct xdm_layer *self, const struct xdm_
 	}
 
 	if (own) {
-		st = cuda_async_own_pool(ca, xdm_params_bool(params, "ipc"));
+		st = cuda_async_own_pool(ca, exportable);
 	} else {
 		rc = p->drv.DeviceGetDefaultMemPool(&ca->pool, p->dev);
 		st = rc == CUDA_SUCCESS ? XDM_OK :

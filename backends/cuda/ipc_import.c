@@ -151,6 +151,8 @@ static enum xdm_status check_mapped(const struct cuda_platform *p, struct cuda_i
 	return fits(obj, bytes, o->size);
 }
 
+static void close_open(struct cuda_platform *p, struct cuda_ipc_open *o);
+
 /* Under lock and the context rule, each opener below. */
 
 static enum xdm_status open_legacy(struct cuda_platform *p, const struct xdm_ipc_object *obj,
@@ -232,14 +234,6 @@ out:
 	return st;
 }
 
-static void close_pool(struct cuda_platform *p, struct cuda_ipc_open *pool)
-{
-	if (--pool->refs)
-		return;
-	p->drv.MemPoolDestroy(pool->pool);
-	drop(&p->imports, pool);
-}
-
 static enum xdm_status open_pool_ptr(struct cuda_platform *p, const struct xdm_ipc_object *obj,
 				     size_t bytes, struct cuda_ipc_open **out)
 {
@@ -285,7 +279,7 @@ out:
 
 fail:
 	drop(im, o);
-	close_pool(p, pool);
+	close_open(p, pool);
 	return st;
 }
 
@@ -406,7 +400,7 @@ enum xdm_status cuda_ipc_import(struct xdm_layer *self, const struct xdm_ipc_obj
 	return XDM_OK;
 }
 
-/* Under lock and the context rule. */
+/* Under lock and the context rule: one import of o goes, and o with the last. */
 static void close_open(struct cuda_platform *p, struct cuda_ipc_open *o)
 {
 	if (--o->refs)
@@ -422,7 +416,7 @@ static void close_open(struct cuda_platform *p, struct cuda_ipc_open *o)
 		 * the caller's to have finished (xdm(3)).
 		 */
 		p->drv.MemFree(o->base);
-		close_pool(p, o->of_pool);
+		close_open(p, o->of_pool);
 		break;
 	case OPEN_VMM:
 		/* Each granule was mapped on its own, and is unmapped so. */
@@ -441,18 +435,16 @@ void cuda_ipc_unmap(struct xdm_layer *self, uint64_t ptr, size_t bytes, void *co
 {
 	struct cuda_platform *p = platform_of(self);
 	CUcontext restore;
-	bool entered;
 
 	(void)ptr;
 	(void)bytes;
 	/* Without the context the driver keeps the mapping until the process ends. */
-	entered = cuda_ctx_enter(p, &restore) == XDM_OK;
+	if (cuda_ctx_enter(p, &restore) != XDM_OK)
+		return;
 	pthread_mutex_lock(&p->imports.lock);
-	if (entered)
-		close_open(p, cookie);
+	close_open(p, cookie);
 	pthread_mutex_unlock(&p->imports.lock);
-	if (entered)
-		cuda_ctx_leave(p, restore);
+	cuda_ctx_leave(p, restore);
 }
 
 void cuda_ipc_imports_fini(struct cuda_platform *p)

@@ -93,7 +93,8 @@ static enum xdm_status cuda_vmm_granule(const struct cuda_vmm *v, size_t *granul
 }
 
 /* Ask the granule, reserve the range and set up its map; under the context rule. */
-static enum xdm_status cuda_vmm_setup(struct cuda_vmm *v, const struct xdm_params *params)
+static enum xdm_status cuda_vmm_setup(struct cuda_vmm *v, const struct xdm_params *params,
+				      enum cuda_vmm_ipc ipc)
 {
 	const struct cuda_platform *p = v->p;
 	const struct cuda_driver *d = &p->drv;
@@ -105,7 +106,7 @@ static enum xdm_status cuda_vmm_setup(struct cuda_vmm *v, const struct xdm_param
 	st = cuda_vmm_granule(v, &granule);
 	if (st)
 		return st;
-	st = cuda_vmm_ipc_setup(v, xdm_params_string(params, "ipc"), granule);
+	st = cuda_vmm_ipc_setup(v, ipc, granule);
 	/* Exportable granules are asked for again: the handle type is part of
 	 * the properties the granule is recommended for. */
 	if (!st && v->exportable)
@@ -144,6 +145,7 @@ static enum xdm_status cuda_vmm_init(struct xdm_layer *self, const struct xdm_pa
 {
 	struct cuda_peers_request peers;
 	struct cuda_peer_grant grant;
+	enum cuda_vmm_ipc ipc;
 	struct cuda_platform *p;
 	struct cuda_vmm *v;
 	CUcontext restore;
@@ -153,7 +155,7 @@ static enum xdm_status cuda_vmm_init(struct xdm_layer *self, const struct xdm_pa
 	st = cuda_peers_parse("cuda_vmm", xdm_params_string(params, "peers"), &peers);
 	if (st)
 		return st;
-	if (!cuda_vmm_ipc_word(xdm_params_string(params, "ipc")))
+	if (!cuda_vmm_ipc_parse(xdm_params_string(params, "ipc"), &ipc))
 		return xdm_error_set(XDM_E_CONFIG, "cuda_vmm: ipc must be 'auto', 'true' or "
 				     "'false', not '%s'", xdm_params_string(params, "ipc"));
 	st = cuda_platform_of(self, &p);
@@ -196,7 +198,7 @@ static enum xdm_status cuda_vmm_init(struct xdm_layer *self, const struct xdm_pa
 	st = cuda_ctx_enter(p, &restore);
 	if (st)
 		goto err_mutex;
-	st = cuda_vmm_setup(v, params);
+	st = cuda_vmm_setup(v, params, ipc);
 	cuda_ctx_leave(p, restore);
 	if (st)
 		goto err_mutex;

@@ -112,8 +112,11 @@ extern const struct xdm_attr cuda_vmm_attrs[];
  * (vmm_ipc.c): asked of the device and tried on one granule; under the
  * context rule, before the range is used.
  */
-bool cuda_vmm_ipc_word(const char *ipc);
-enum xdm_status cuda_vmm_ipc_setup(struct cuda_vmm *v, const char *ipc, size_t granule);
+enum cuda_vmm_ipc { CUDA_VMM_IPC_AUTO, CUDA_VMM_IPC_TRUE, CUDA_VMM_IPC_FALSE };
+
+/* ipc='s word; false for none of the three. */
+bool cuda_vmm_ipc_parse(const char *word, enum cuda_vmm_ipc *out);
+enum xdm_status cuda_vmm_ipc_setup(struct cuda_vmm *v, enum cuda_vmm_ipc ipc, size_t granule);
 enum xdm_status cuda_vmm_ipc_export(struct xdm_layer *self, const struct xdm_block *block,
 				    struct xdm_ipc_object *out);
 

@@ -23,9 +23,20 @@
 
 #include "vmm.h"
 
-bool cuda_vmm_ipc_word(const char *ipc)
+bool cuda_vmm_ipc_parse(const char *word, enum cuda_vmm_ipc *out)
 {
-	return ipc && (!strcmp(ipc, "auto") || !strcmp(ipc, "true") || !strcmp(ipc, "false"));
+	static const char *const words[] = {
+		[CUDA_VMM_IPC_AUTO] = "auto",
+		[CUDA_VMM_IPC_TRUE] = "true",
+		[CUDA_VMM_IPC_FALSE] = "false",
+	};
+
+	for (size_t i = 0; word && i < sizeof(words) / sizeof(words[0]); i++)
+		if (!strcmp(word, words[i])) {
+			*out = (enum cuda_vmm_ipc)i;
+			return true;
+		}
+	return false;
 }
 
 /* Whether the device makes exportable granules: asked, then tried once. */
@@ -53,18 +64,18 @@ static enum xdm_status try_exportable(struct cuda_vmm *v, size_t granule, bool *
 	return XDM_OK;
 }
 
-enum xdm_status cuda_vmm_ipc_setup(struct cuda_vmm *v, const char *ipc, size_t granule)
+enum xdm_status cuda_vmm_ipc_setup(struct cuda_vmm *v, enum cuda_vmm_ipc ipc, size_t granule)
 {
 	enum xdm_status st;
 	bool ok;
 
 	v->exportable = false;
-	if (!strcmp(ipc, "false"))
+	if (ipc == CUDA_VMM_IPC_FALSE)
 		return XDM_OK;
 	st = try_exportable(v, granule, &ok);
 	if (st)
 		return st;
-	if (!ok && !strcmp(ipc, "true"))
+	if (!ok && ipc == CUDA_VMM_IPC_TRUE)
 		return xdm_error_set(XDM_E_NOT_SUPPORTED, "cuda_vmm: ipc=true, but CUDA device %u "
 				     "(%s) cannot create memory exportable as a POSIX descriptor; "
 				     "ipc=auto does without", v->p->ordinal, v->p->name);

@@ -174,31 +174,26 @@ refused:
 void release_in(xdm_runtime *rt, MempoolId_t pool, void *ptr,
 		const std::vector<cudaStream_t> &streams) noexcept
 {
+	bool traced = tracing(), profiled = c10::memoryProfilingEnabled();
+	int device = static_cast<int>(xdm_runtime_ordinal(rt));
+	bool known;
+	xdm_block b;
+
 	for (cudaStream_t s : streams)
 		if (xdm_native_record_use(rt, ptr, s) != XDM_OK)
 			tell_failed_free(ptr, nullptr);
-	if (tracing()) {
+	/* The block, read before it goes, for the trace and the profiler only. */
+	known = (traced || profiled) && xdm_native_lookup(rt, ptr, &b) == XDM_OK;
+	if (known && traced) {
 		void *handle = nullptr;
-		xdm_block b;
 
-		if (xdm_native_lookup(rt, ptr, &b) == XDM_OK) {
-			xdm_stream_handle(rt, b.stream, &handle);
-			trace_free(static_cast<int>(xdm_runtime_ordinal(rt)), ptr, b.bytes,
-				   static_cast<cudaStream_t>(handle), pool, b.tag);
-		}
-	}
-	if (c10::memoryProfilingEnabled()) {
-		xdm_block b;
-		int64_t bytes = xdm_native_lookup(rt, ptr, &b) == XDM_OK ?
-				static_cast<int64_t>(b.bytes) : 0;
-
-		if (xdm_native_release(rt, ptr) != XDM_OK)
-			tell_failed_free(ptr, nullptr);
-		profile_memory(static_cast<int>(xdm_runtime_ordinal(rt)), ptr, -bytes);
-		return;
+		xdm_stream_handle(rt, b.stream, &handle);
+		trace_free(device, ptr, b.bytes, static_cast<cudaStream_t>(handle), pool, b.tag);
 	}
 	if (xdm_native_release(rt, ptr) != XDM_OK)
 		tell_failed_free(ptr, nullptr);
+	if (known && profiled)
+		profile_memory(device, ptr, -static_cast<int64_t>(b.bytes));
 }
 
 } // namespace

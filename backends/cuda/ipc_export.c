@@ -110,18 +110,27 @@ enum xdm_status cuda_ipc_export_pool(const struct cuda_platform *p, CUmemoryPool
 	memcpy(pay.tag, CUDA_IPC_POOL_TAG, sizeof(pay.tag));
 	pay.pool_id = pool_id;
 	pay.base = (uint64_t)base;
-	rc = p->drv.MemPoolExportPointer(&pay.data, base);
-	if (rc != CUDA_SUCCESS) {
-		st = cuda_fail(&p->drv, rc, "cuda_async: cuMemPoolExportPointer(0x%llx)",
-			       (unsigned long long)base);
-		goto out;
-	}
-	/* The descriptor is the pool's: every importer gets a copy of it. */
+	/*
+	 * The pool first.  The driver exports a pool's pointer only after the
+	 * pool itself has been exported, and only at the start of an
+	 * allocation.  On the H200 (driver 580), cuMemPoolExportPointer
+	 * answered CUDA_ERROR_INVALID_VALUE before
+	 * cuMemPoolExportToShareableHandle, and CUDA_SUCCESS after it; a
+	 * pointer 4 KiB into an allocation failed either way.  The descriptor
+	 * is the pool's, and every importer gets a copy of it.
+	 */
 	rc = p->drv.MemPoolExportToShareableHandle(&fd, pool,
 						   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 	if (rc != CUDA_SUCCESS) {
 		st = cuda_fail(&p->drv, rc, "cuda_async: cuMemPoolExportToShareableHandle(the "
 			       "pool of CUDA device %u, a POSIX descriptor)", p->ordinal);
+		goto out;
+	}
+	rc = p->drv.MemPoolExportPointer(&pay.data, base);
+	if (rc != CUDA_SUCCESS) {
+		st = cuda_fail(&p->drv, rc, "cuda_async: cuMemPoolExportPointer(0x%llx)",
+			       (unsigned long long)base);
+		close(fd);
 		goto out;
 	}
 	describe(out, XDM_IPC_FD, block->ptr - base, size, &pay, sizeof(pay));

@@ -380,7 +380,7 @@ public:
 
 	void cacheInfo(c10::DeviceIndex device, size_t *largest) override
 	{
-		*largest = largest_cached(device);
+		*largest = largest_block_now(device, *largest);
 	}
 
 	/* xdm's blocks are their own segments: a block is its own base. */

@@ -157,8 +157,8 @@ void reset_peaks(int device);
 void reset_totals(int device);
 /* Allocations that succeeded only after the runtimes gave idle memory back. */
 void count_retry(int device);
-/* The largest block the device could hand out now without growing. */
-size_t largest_cached(int device);
+/* cuDNN's workspace cap: the largest block the device could hand out now (stats.cpp). */
+size_t largest_block_now(int device, size_t guess);
 
 /* ---- history (history.cpp) ----------------------------------------------- */
 

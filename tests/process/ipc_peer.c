@@ -27,7 +27,7 @@
  *	ungate			-> ok, once the gate ran
  *	outstanding		-> ok <xdm_bytes_outstanding: what the stack has
  *				   handed out>, once the frees queued on stream 0
- *				   have run
+ *				   have run and been reaped
  *	tree <path below the runtime>	-> ok <the file, newlines as '|'>
  *	nofile <n> [<hard>]	-> ok, the soft limit of RLIMIT_NOFILE now n (and
  *				   the hard one hard)
@@ -438,8 +438,14 @@ static void serve(struct peer *p, char *line)
 		else
 			printf("ok\n");
 	} else if (!strcmp(cmd, "outstanding")) {
-		/* A free queued on the stream is not a free held back. */
+		/*
+		 * A free queued on the stream is not a free held back; and a
+		 * stream-ordered backend (cuda_async) counts a free that ran
+		 * only once a reap has seen it run.
+		 */
 		st = xdm_stream_synchronize(p->rt, 0);
+		if (!st)
+			st = xdm_reap_pending(p->rt);
 		if (st)
 			answer_err(st);
 		else

@@ -40,7 +40,7 @@ What torch asks of its allocator is answered from xdm's own state
 - CUDA tensors sent to other processes (``torch.multiprocessing``) travel
   as xdm's handles of their blocks, when both processes allocate through
   xdm on a stack whose memory can be shared (``pool | cuda_vmm``, or
-  ``cuda_async ipc=true``; not yet run on a GPU, xdm-torch(7));
+  ``cuda_async ipc=true``; xdm-torch(7));
 - torch's allocator settings, ``PYTORCH_ALLOC_CONF`` (or
   ``PYTORCH_CUDA_ALLOC_CONF``), are read by ``use``: those with an xdm
   equivalent change the stack (``expandable_segments:True`` makes its base

@@ -62,14 +62,6 @@ recorded_streams &recorded()
 /* Entries in recorded().uses: a free skips the lock when there are none. */
 std::atomic<size_t> recorded_count;
 
-std::string hex(const void *ptr)
-{
-	char buf[24];
-
-	std::snprintf(buf, sizeof(buf), "%p", ptr);
-	return buf;
-}
-
 void tell_failed_free(void *ptr, const char *why)
 {
 	failed_frees.fetch_add(1, std::memory_order_relaxed);
@@ -388,7 +380,7 @@ public:
 	{
 		xdm_block b;
 
-		TORCH_CHECK(owner_of(ptr, &b, nullptr), "xdm: getBaseAllocation: " + hex(ptr) +
+		TORCH_CHECK(owner_of(ptr, &b, nullptr), "xdm: getBaseAllocation: " + hex_address(ptr) +
 			    " is not the address of a live block of an xdm runtime");
 		if (size)
 			*size = b.bytes;
@@ -404,11 +396,11 @@ public:
 		if (!ptr)
 			return;
 		rt = owner_of(ptr, &b, nullptr);
-		TORCH_CHECK(rt, "xdm: record_stream: " + hex(ptr) + " is not the address of a "
+		TORCH_CHECK(rt, "xdm: record_stream: " + hex_address(ptr) + " is not the address of a "
 			    "live block of an xdm runtime");
 		relaxed_capture relaxed;
 		if (xdm_native_record_use(rt, ptr, stream.stream()) != XDM_OK)
-			throw_xdm_error("record_stream of the tensor memory at " + hex(ptr));
+			throw_xdm_error("record_stream of the tensor memory at " + hex_address(ptr));
 		remember_use(ptr, stream.stream());
 	}
 
@@ -603,6 +595,14 @@ void throw_xdm_error(const std::string &what)
 std::string device_name(int device)
 {
 	return "cuda:" + std::to_string(device);
+}
+
+std::string hex_address(uint64_t ptr)
+{
+	char buf[24];
+
+	std::snprintf(buf, sizeof(buf), "0x%" PRIx64, ptr);
+	return buf;
 }
 
 xdm_runtime *runtime_of(int device)

@@ -51,6 +51,12 @@ bool is_refusal(const xdm_error *e);
 /* Throw the thread's xdm error: OutOfMemoryError for a refusal, else c10::Error. */
 [[noreturn]] void throw_xdm_error(const std::string &what);
 std::string device_name(int device);
+/* An address as messages write it: 0x and hex digits. */
+std::string hex_address(uint64_t ptr);
+inline std::string hex_address(const void *ptr)
+{
+	return hex_address(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr)));
+}
 
 /* ---- refusals as torch words them (oom.cpp) ------------------------------ */
 

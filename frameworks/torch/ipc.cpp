@@ -59,11 +59,9 @@ cca::ShareableHandle share_ipc_handle(void *ptr)
 
 	rt = owner_of(ptr, &b, nullptr);
 	TORCH_CHECK(rt, "xdm: a CUDA tensor sent to another process must be memory of an xdm "
-		    "runtime; " + std::to_string(reinterpret_cast<uintptr_t>(ptr)) +
-		    " is not the address of a live block");
+		    "runtime; " + hex_address(ptr) + " is not the address of a live block");
 	if (xdm_ipc_export(rt, &b, &h) != XDM_OK)
-		throw_xdm_error("sending the CUDA memory at " +
-				std::to_string(reinterpret_cast<uintptr_t>(ptr)) +
+		throw_xdm_error("sending the CUDA memory at " + hex_address(ptr) +
 				" to another process");
 	cca::ShareableHandle out;
 	out.offset = static_cast<ptrdiff_t>(reinterpret_cast<uintptr_t>(ptr) - b.ptr);

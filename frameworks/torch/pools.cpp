@@ -33,7 +33,6 @@
 #include "config.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 
 #include <c10/util/Exception.h>
@@ -78,14 +77,6 @@ std::atomic<int> live_pools;
 std::string pool_name(MempoolId_t id)
 {
 	return "(" + std::to_string(id.first) + ", " + std::to_string(id.second) + ")";
-}
-
-std::string hex_address(uint64_t ptr)
-{
-	char buf[24];
-
-	std::snprintf(buf, sizeof(buf), "0x%" PRIx64, ptr);
-	return buf;
 }
 
 /* The layer named after the first word of a stack spec's layer text. */

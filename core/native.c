@@ -19,8 +19,14 @@
 
 #include "core/internal.h"
 
+/*
+ * A map value is the stream id plus one (0: not seen), and JOIN for a
+ * handle the platform serves through another stream, whose work a free or
+ * a use must first join there (ops.stream_join: CUDA's per-thread stream).
+ */
+#define JOIN (UINT32_C(1) << 31)
 #define VALUE(id) ((uint32_t)(id) + 1)
-#define VALUE_ID(v) ((xdm_stream_id)((v) - 1))
+#define VALUE_ID(v) ((xdm_stream_id)(((v) & ~JOIN) - 1))
 
 static size_t native_hash(uintptr_t key)
 {
@@ -130,6 +136,9 @@ static enum xdm_status native_import(struct xdm_runtime *rt, void *handle, uint3
 		atomic_store_explicit(&pool->count, count + 1, memory_order_release);
 	}
 	*value = VALUE(id);
+	/* NULL is the platform's default stream itself, under another name. */
+	if (rt->platform.ops->stream_join && handle && canonical != handle)
+		*value |= JOIN;
 	native_put(&rt->native, handle, *value);
 unlock:
 	pthread_mutex_unlock(&pool->lock);
@@ -151,9 +160,16 @@ enum xdm_status xdm_native_stream(struct xdm_runtime *rt, void *native_stream,
 	if (!rt || !out)
 		return xdm_error_set(XDM_E_INVALID, "xdm_native_stream: NULL runtime or result");
 	st = native_value(rt, native_stream, &v);
-	if (st == XDM_OK)
-		*out = VALUE_ID(v);
-	return st;
+	if (st)
+		return st;
+	if (v & JOIN)
+		return xdm_error_set(XDM_E_STREAM_MISUSE, "xdm_native_stream: native stream %p is "
+				     "served through stream %u and has no id of its own (work "
+				     "ordered by that id would miss it); allocate, free and record "
+				     "uses on it with xdm_native_allocate, xdm_native_free and "
+				     "xdm_native_record_use", native_stream, VALUE_ID(v));
+	*out = VALUE_ID(v);
+	return XDM_OK;
 }
 
 enum xdm_status xdm_native_allocate(struct xdm_runtime *rt, size_t bytes, void *native_stream,
@@ -205,8 +221,18 @@ static enum xdm_status not_a_block(struct xdm_runtime *rt, const char *fn, void 
  * cuMemFree waits for the device, host's free=sync for every stream), which
  * orders the free after that work already.
  */
-static enum xdm_status native_use(struct xdm_runtime *rt, uint32_t v, const struct xdm_block *b)
+static enum xdm_status native_use(struct xdm_runtime *rt, void *handle, uint32_t v,
+				  const struct xdm_block *b)
 {
+	enum xdm_status st;
+
+	if (v & JOIN) {
+		/* The thread's work on handle first joins the stream it is served on. */
+		st = rt->platform.ops->stream_join(&rt->platform, handle,
+						   xdm_stream_native(rt, VALUE_ID(v)));
+		if (st)
+			return st;
+	}
 	if (VALUE_ID(v) == b->stream || !xdm_supports_block_use_tracking(rt))
 		return XDM_OK;
 	return xdm_record_block_use(rt, b, VALUE_ID(v));
@@ -232,7 +258,7 @@ enum xdm_status xdm_native_free(struct xdm_runtime *rt, void *ptr, void *native_
 	 * would leak it for good, and the error still reaches the caller (the
 	 * same choice as a failed wait in xdm_deallocate()).
 	 */
-	st = native_use(rt, v, &b);
+	st = native_use(rt, native_stream, v, &b);
 	st_free = xdm_deallocate(rt, &b);
 	return st_free ? st_free : st;
 }
@@ -264,7 +290,7 @@ enum xdm_status xdm_native_record_use(struct xdm_runtime *rt, void *ptr, void *n
 		return st;
 	if (!native_block(rt, ptr, &b))
 		return not_a_block(rt, "xdm_native_record_use", ptr);
-	return native_use(rt, v, &b);
+	return native_use(rt, native_stream, v, &b);
 }
 
 enum xdm_status xdm_native_lookup(struct xdm_runtime *rt, void *ptr, struct xdm_block *out)

@@ -11,6 +11,7 @@
 #ifndef XDM_CUDA_PRIV_H
 #define XDM_CUDA_PRIV_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <xdm/module.h>
@@ -29,6 +30,7 @@ struct cuda_platform {
 	char uuid[40];			/* 8-4-4-4-12 lowercase hex */
 	uint64_t total_bytes;
 	struct cuda_ipc_imports imports;	/* other processes' memory mapped here */
+	_Atomic(CUevent) join_mark;	/* cuda_stream_join()'s, made at the first */
 };
 
 /*
@@ -88,6 +90,8 @@ void cuda_event_destroy(struct xdm_layer *self, void *event);
 enum xdm_status cuda_event_record(struct xdm_layer *self, void *event, void *stream);
 enum xdm_status cuda_stream_wait_event(struct xdm_layer *self, void *stream, void *event);
 enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void **canonical);
+enum xdm_status cuda_stream_join(struct xdm_layer *self, void *handle, void *canonical);
+void cuda_stream_join_fini(struct cuda_platform *p);
 enum xdm_status cuda_stream_capture(struct xdm_layer *self, void *stream, uint64_t *capture);
 /* The same, for the backends: their platform's state and a native stream. */
 enum xdm_status cuda_capture_of(const struct cuda_platform *p, CUstream s, uint64_t *capture);

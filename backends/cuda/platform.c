@@ -114,6 +114,7 @@ static void cuda_platform_fini(struct xdm_layer *self)
 	/* The core destroyed our streams and events already; the primary
 	 * context stays alive while anyone else in the process holds it. */
 	cuda_ipc_imports_fini(p);
+	cuda_stream_join_fini(p);
 	p->drv.DevicePrimaryCtxRelease(p->dev);
 	cuda_driver_close(&p->drv);
 	free(p);
@@ -171,6 +172,7 @@ const struct xdm_ops cuda_platform_ops = {
 	.memcpy_async = cuda_memcpy_async,
 	.stream_resolve = cuda_stream_resolve,
 	.stream_capture = cuda_stream_capture,
+	.stream_join = cuda_stream_join,
 	.ipc_import = cuda_ipc_import,
 	.ipc_unmap = cuda_ipc_unmap,
 };

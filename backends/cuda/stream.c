@@ -283,15 +283,21 @@ enum xdm_status cuda_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t
  * context current, so CU_STREAM_LEGACY held in the pool always means that
  * context's legacy stream, from any thread.
  *
- * CU_STREAM_PER_THREAD is refused.  It names the calling thread's own
- * default stream, which no other thread can name: a pool that reuses a
- * block on another thread, moves a chunk or trims must record events on
- * the stream a block was freed on, and it cannot from there.  Serving it
- * through the legacy stream (which CUDA synchronizes with every per-thread
- * stream) and ordering each free by an event the freeing thread records
- * was tried: on the H200 (driver 580) a thread then hung in its exit,
- * where the driver tears its per-thread stream down, whenever the legacy
- * stream still waited on that stream's event.
+ * CU_STREAM_PER_THREAD is served through the legacy stream too.  It names
+ * the calling thread's own default stream, which no other thread can name,
+ * so the pool could not order a block's reuse after it directly; but CUDA
+ * orders every per-thread stream with the legacy stream both ways (work on
+ * legacy waits for what the per-thread streams queued before it, and their
+ * later work waits for it).  So its blocks belong to the legacy stream, and
+ * a free naming it first queues one mark on legacy (cuda_stream_join()),
+ * after which every later user of the block, on any thread's per-thread
+ * stream or on legacy, follows the freeing thread's work.
+ *
+ * Nothing stream-ordered is ever queued on a per-thread stream itself:
+ * measured on the H200 (driver 580), a thread that allocated and freed
+ * with cuMemAllocAsync and cuMemFreeAsync on its per-thread stream hung in
+ * its exit, and so did one whose per-thread stream's event the legacy
+ * stream still waited on.  A mark needs neither.
  *
  * Any other handle must belong to the primary context: a stream of another
  * device or context would take the runtime's memory where it is not valid.
@@ -309,11 +315,10 @@ enum xdm_status cuda_stream_resolve(struct xdm_layer *self, void *handle, void *
 		*canonical = CU_STREAM_LEGACY;
 		return XDM_OK;
 	}
-	if (handle == CU_STREAM_PER_THREAD)
-		return xdm_error_set(XDM_E_STREAM_MISUSE, "cuda: the per-thread default stream "
-				     "(CU_STREAM_PER_THREAD) is not supported: it is another "
-				     "stream on every thread; use the legacy default stream or "
-				     "a stream of your own");
+	if (handle == CU_STREAM_PER_THREAD) {
+		*canonical = CU_STREAM_LEGACY;
+		return XDM_OK;
+	}
 	st = cuda_ctx_enter(p, &restore);
 	if (st)
 		return st;
@@ -376,4 +381,61 @@ enum xdm_status cuda_stream_capture(struct xdm_layer *self, void *stream, uint64
 	if (!stream)
 		return cuda_null("stream_capture", "stream");
 	return cuda_capture_of(cuda_of(self), stream, capture);
+}
+
+/*
+ * The mark of a per-thread stream's work on the legacy stream: an event
+ * recorded there, which CUDA queues after everything the calling thread's
+ * per-thread stream holds and before the later work of every per-thread
+ * stream (measured on the H200: a second thread's kernel waited for the
+ * first's, and without the mark it did not).  Nothing waits on the event;
+ * one per platform, made at the first join, serves every thread.
+ */
+enum xdm_status cuda_stream_join(struct xdm_layer *self, void *handle, void *canonical)
+{
+	struct cuda_platform *p = xdm_layer_priv(self);
+	CUevent mark, none = NULL;
+	CUcontext restore;
+	enum xdm_status st;
+	CUresult rc;
+
+	if (handle != CU_STREAM_PER_THREAD || canonical != CU_STREAM_LEGACY)
+		return XDM_OK;
+	st = cuda_ctx_enter(p, &restore);
+	if (st)
+		return st;
+	mark = atomic_load_explicit(&p->join_mark, memory_order_acquire);
+	if (!mark) {
+		rc = p->drv.EventCreate(&mark, CU_EVENT_DISABLE_TIMING);
+		if (rc != CUDA_SUCCESS) {
+			st = cuda_fail(&p->drv, rc, "cuda: cuEventCreate for the per-thread "
+				       "stream's mark on device %u", p->ordinal);
+			goto leave;
+		}
+		/* Two first joins at once: one event stays, the other goes. */
+		if (!atomic_compare_exchange_strong_explicit(&p->join_mark, &none, mark,
+							     memory_order_acq_rel,
+							     memory_order_acquire)) {
+			p->drv.EventDestroy(mark);
+			mark = none;
+		}
+	}
+	rc = p->drv.EventRecord(mark, CU_STREAM_LEGACY);
+	if (rc != CUDA_SUCCESS)
+		st = cuda_fail(&p->drv, rc, "cuda: cuEventRecord on the legacy stream, the "
+			       "mark of the per-thread stream's work");
+leave:
+	cuda_ctx_leave(p, restore);
+	return st;
+}
+
+void cuda_stream_join_fini(struct cuda_platform *p)
+{
+	CUevent mark = atomic_exchange_explicit(&p->join_mark, NULL, memory_order_acq_rel);
+	CUcontext restore;
+
+	if (!mark || cuda_ctx_enter(p, &restore))
+		return;
+	p->drv.EventDestroy(mark);
+	cuda_ctx_leave(p, restore);
 }

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 7
+#define XDM_ABI_MINOR 8
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -264,6 +264,20 @@ struct xdm_ops {
 	 * capturing.  NULL: the platform has no capture, every stream answers 0.
 	 */
 	enum xdm_status (*stream_capture)(struct xdm_layer *self, void *stream, uint64_t *capture);
+
+	/* ABI 1.8: platform */
+	/*
+	 * For a native handle that stream_resolve answered with another
+	 * stream, one the handle's work is ordered with only by what is queued
+	 * there later (CUDA's per-thread default stream, served through the
+	 * legacy stream): queue on canonical what makes its later work follow
+	 * everything the calling thread has queued on handle.  The core calls
+	 * it before each native free and record_use that names such a handle
+	 * (any handle but NULL whose canonical differs), and refuses the
+	 * handle in xdm_native_stream(), whose id would not carry the join.
+	 * NULL: every handle is the stream stream_resolve answers.
+	 */
+	enum xdm_status (*stream_join)(struct xdm_layer *self, void *handle, void *canonical);
 	/* append new members here, and bump XDM_ABI_MINOR */
 };
 

@@ -344,8 +344,13 @@ XDM_API enum xdm_status xdm_stream_launch_host(struct xdm_runtime *rt, xdm_strea
  * again without a lock afterwards.  On cuda:
  *  - NULL and CU_STREAM_LEGACY (0x1) are the device's legacy default stream,
  *    one stream of the pool ("legacy"), reached from any thread;
- *  - CU_STREAM_PER_THREAD (0x2), a different stream on every thread that no
- *    other thread can name, is refused (STREAM_MISUSE): xdm(3) says why;
+ *  - CU_STREAM_PER_THREAD (0x2), a different stream on every thread, is
+ *    served through the legacy stream, which CUDA orders with every
+ *    per-thread stream: its blocks belong to "legacy", and each
+ *    xdm_native_free() and xdm_native_record_use() naming it queues on the
+ *    legacy stream what orders later work after the calling thread's.  It
+ *    has no id of its own: xdm_native_stream() refuses it (STREAM_MISUSE),
+ *    since work ordered by that id would miss the calling thread's stream;
  *  - any other handle must be a stream of the runtime's device and context.
  * On host, NULL is the platform's default stream and any other handle must be
  * one of the platform's streams.  xdm(3) says what ordering each promises.

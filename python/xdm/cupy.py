@@ -18,8 +18,13 @@ A refusal raises an exception that is both
 CuPy's own pool raises) and ``xdm.OutOfBudget`` (with ``requested``,
 ``remaining``, and xdm's sentence as its message); the platform running
 out is such a class too, deriving from ``xdm.OutOfMemory`` instead.  Any
-other failure raises the xdm error as is (``xdm.StreamMisuse`` for CuPy's
-per-thread default stream, which xdm refuses: see xdm(3)).
+other failure raises the xdm error as is.
+
+CuPy's per-thread default stream (``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``,
+set before cupy is imported) is served through the legacy stream, which CUDA
+orders with every thread's per-thread stream: a free on it first marks the
+freeing thread's work there, so the block's next user, on any thread,
+follows that work (see xdm(3)).
 
 Importing this module does not import CuPy; ``use`` does.
 """

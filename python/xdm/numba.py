@@ -14,9 +14,14 @@ Numba then asks ``xdm.runtime(d)`` for every device array of device ``d``
 default stream (handle 0).  Numba's own streams (``cuda.stream()``) are
 blocking streams, which the legacy stream waits for, so a free queued there
 follows their work.  With per-thread default streams
-(``NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM=1``) the allocation names the
-per-thread default stream, which xdm refuses with ``xdm.StreamMisuse``
-(see xdm(3)).  Pinned and mapped host memory stay Numba's own.
+(``NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM=1``) the allocation and the free
+name the per-thread default stream (handle 2), which xdm serves through the
+legacy stream: a free marks the freeing thread's work there, and the
+block's next user follows it (see xdm(3)).  Numba may run a deferred
+deallocation on another thread than the array's last user: that user's
+work is then not what the mark orders, so synchronize it first (Numba's
+own copies to the host do).  Pinned and mapped host memory stay Numba's
+own.
 
 A refusal raises ``xdm.OutOfBudget`` (a ``MemoryError``) with
 ``requested``, ``remaining`` and xdm's sentence.  ``get_memory_info()``

@@ -2,12 +2,18 @@
 /*
  * check_native_cuda.c - the framework entry on a real GPU: the legacy
  * default stream served from a thread that has no CUDA context (PyTorch's
- * autograd threads), the per-thread default stream refused, and a free by
- * pointer that names a side stream waiting for that stream's kernel.  Kernels that spin for tens of
- * milliseconds before they write make a missing order show up as wrong
- * bytes; the controls show that the same sequences without the order do
- * go wrong.  Threads run one after the other (joined): no result depends
- * on how they are scheduled.
+ * autograd threads), the per-thread default stream served through the
+ * legacy stream (a free naming it orders the block's next user on another
+ * thread, threads that exit with such frees' work still running), and a
+ * free by pointer that names a side stream waiting for that stream's
+ * kernel.  Kernels that spin for tens of milliseconds, or wait at a gate,
+ * before they write make a missing order show up as wrong bytes; the
+ * controls show that the same sequences without the order do go wrong.
+ * Where threads must meet, a gate or a join says when: no result depends
+ * on how they are scheduled.  Worker threads never assert (CK_NOFORK:
+ * check's jump out of a test is the test thread's); the test thread
+ * asserts what they kept, after a bounded join, so that a thread hung in
+ * its exit fails the test rather than hanging it.
  *
  * One process (CK_NOFORK: CUDA state does not survive fork); no GPU is a
  * skip (77).  XDM_TEST_SANITIZER leaves out the controls, which race on
@@ -20,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <check.h>
 #include <xdm/xdm.h>
@@ -104,27 +111,200 @@ START_TEST(legacy_stream_from_a_thread_without_context)
 }
 END_TEST
 
-/* ---- per-thread default streams are refused -------------------------------- */
+/* ---- the per-thread default stream -------------------------------------------- */
 
-START_TEST(per_thread_stream_is_refused)
+#define PT_JOIN_S 60
+#define PT_THREADS 8
+
+static void join_bounded(pthread_t t, const char *what)
 {
-	struct xdm_runtime *rt = runtime("pool | cuda_async");
-	uint32_t count = xdm_stream_count(rt);
-	xdm_stream_id legacy, id;
-	void *p = &p;
+	struct timespec until;
 
-	ck_assert_int_eq(xdm_native_stream(rt, CU_STREAM_PER_THREAD, &id), XDM_E_STREAM_MISUSE);
-	ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "per-thread"));
-	ck_assert_int_eq(xdm_native_allocate(rt, BLOCK, CU_STREAM_PER_THREAD, NULL, &p),
-			 XDM_E_STREAM_MISUSE);
-	ck_assert_ptr_null(p);
-	ck_assert_uint_eq(xdm_stream_count(rt), count);
-	/* NULL and CU_STREAM_LEGACY are one stream of the pool. */
-	TU_OK(xdm_native_stream(rt, NULL, &legacy));
-	TU_OK(xdm_native_stream(rt, CU_STREAM_LEGACY, &id));
-	ck_assert_uint_eq(id, legacy);
-	ck_assert_uint_eq(xdm_stream_count(rt), count + 1);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += PT_JOIN_S;
+	ck_assert_msg(pthread_timedjoin_np(t, NULL, &until) == 0,
+		      "%s did not end within %d s: hung in its exit?", what, PT_JOIN_S);
+}
+
+/* One thread's turn on its per-thread stream. */
+struct pt_turn {
+	struct xdm_runtime *rt;
+	uint8_t value;
+	uint64_t spin;		/* cycles before the write; 0: write at once */
+	struct tu_gate *gate;	/* if set, the write waits there on the stream */
+	enum { PT_KEEP, PT_FREE, PT_RELEASE } end;	/* what becomes of the block */
+	struct tu_gate *linger;	/* if set, the thread waits there before it exits */
+	void *ptr;		/* out */
+	enum xdm_status st;
+	CUresult r;
+	char message[512];
+};
+
+/* Allocate on the per-thread stream, write there, free (or not), return. */
+static void *pt_thread(void *arg)
+{
+	struct pt_turn *t = arg;
+
+	/* No ct_ctx_current(): a fresh thread without a context, as in Python. */
+	t->st = xdm_native_allocate(t->rt, BLOCK, CU_STREAM_PER_THREAD, "ptds", &t->ptr);
+	if (t->st)
+		goto out;
+	t->r = ct_ctx_current();
+	if (!t->r && t->gate)
+		t->r = ct_drv.cuLaunchHostFunc(CU_STREAM_PER_THREAD, tu_gate_run, t->gate);
+	if (!t->r)
+		t->r = t->spin ? ct_spin_fill(CU_STREAM_PER_THREAD, (CUdeviceptr)t->ptr, BLOCK,
+					      t->value, t->spin) :
+				 ct_fill(CU_STREAM_PER_THREAD, (CUdeviceptr)t->ptr, BLOCK,
+					 t->value);
+	if (t->r)
+		goto out;
+	if (t->end == PT_FREE)
+		t->st = xdm_native_free(t->rt, t->ptr, CU_STREAM_PER_THREAD);
+	else if (t->end == PT_RELEASE)
+		t->st = xdm_native_release(t->rt, t->ptr);
+out:
+	snprintf(t->message, sizeof(t->message), "%s", xdm_last_error_message());
+	if (t->linger)
+		tu_gate_run(t->linger);
+	return NULL;
+}
+
+static void pt_start(struct pt_turn *t, pthread_t *th)
+{
+	ck_assert_int_eq(pthread_create(th, NULL, pt_thread, t), 0);
+}
+
+static void pt_check(struct pt_turn *t)
+{
+	ck_assert_msg(t->r == CUDA_SUCCESS, "%s", ct_result_text(t->r));
+	ck_assert_msg(t->st == XDM_OK, "%s", t->message);
+}
+
+static void pt_run(struct pt_turn *t)
+{
+	pthread_t th;
+
+	pt_start(t, &th);
+	join_bounded(th, "a per-thread stream's thread");
+	pt_check(t);
+}
+
+START_TEST(per_thread_stream_is_served)
+{
+	static const char *const stacks[] = { "cuda_async", "pool | cuda_async", "pool | cuda_vmm",
+					      "budget key=native-cuda limit=1G | cuda_async" };
+
+	for (size_t i = 0; i < sizeof(stacks) / sizeof(stacks[0]); i++) {
+		struct xdm_runtime *rt = runtime(stacks[i]);
+		uint32_t count = xdm_stream_count(rt);
+		struct pt_turn t = { .rt = rt, .value = P, .end = PT_KEEP };
+		xdm_stream_id legacy, id;
+		struct xdm_stats st;
+
+		/* No id of its own: work ordered by the legacy id would miss it. */
+		ck_assert_int_eq(xdm_native_stream(rt, CU_STREAM_PER_THREAD, &id),
+				 XDM_E_STREAM_MISUSE);
+		ck_assert_ptr_nonnull(strstr(xdm_last_error_message(), "no id of its own"));
+		pt_run(&t);
+		CU_OK(ct_drv.cuCtxSynchronize());
+		ck_assert_uint_eq(ct_count_bytes((CUdeviceptr)t.ptr, BLOCK, P), BLOCK);
+		/* Its blocks are the legacy stream's, the one stream it added. */
+		TU_OK(xdm_native_stream(rt, NULL, &legacy));
+		ck_assert_uint_eq(xdm_stream_count(rt), count + 1);
+		TU_OK(xdm_native_record_use(rt, t.ptr, CU_STREAM_PER_THREAD));
+		TU_OK(xdm_native_free(rt, t.ptr, CU_STREAM_PER_THREAD));
+		xdm_runtime_stats(rt, &st);
+		ck_assert_uint_eq(st.allocs, 1);
+		ck_assert_uint_eq(st.frees, 1);
+		ck_assert_uint_eq(st.blocks_outstanding, 0);
+		finish_runtime(rt);
+	}
+}
+END_TEST
+
+/*
+ * Thread 1 writes P on its per-thread stream behind a gate and gives the
+ * block back; thread 2 gets the same block from the pool and writes Q on
+ * its own per-thread stream; then the gate opens.  A free naming the
+ * per-thread stream marks thread 1's work on the legacy stream, which
+ * thread 2's stream follows: P, then Q, whatever the host's timing.  The
+ * control gives the block back with xdm_native_release() (the legacy
+ * stream, no mark): Q runs at once and the late P lands on top.
+ */
+static size_t ptds_handover(bool free_on_ptds)
+{
+	struct xdm_runtime *rt = runtime("pool tcache=0 | cuda_async");
+	struct tu_gate gate, linger;
+	struct pt_turn one = { .rt = rt, .value = P, .gate = &gate, .linger = &linger,
+			       .end = free_on_ptds ? PT_FREE : PT_RELEASE };
+	struct pt_turn two = { .rt = rt, .value = Q, .end = PT_KEEP };
+	pthread_t th;
+	size_t q;
+
+	/*
+	 * Thread 1 stays until the gate is open: whether a thread's exit
+	 * waits for its stream's work is not this test's question (the
+	 * exits are threads_exit_with_their_work_running's).
+	 */
+	tu_gate_init(&gate);
+	tu_gate_init(&linger);
+	pt_start(&one, &th);
+	ck_assert_msg(tu_gate_wait_entered(&linger), "thread 1 never gave its block back");
+	ck_assert_msg(tu_gate_wait_entered(&gate), "thread 1's stream never reached its gate");
+	pt_run(&two);
+	tu_gate_open(&gate);
+	tu_gate_open(&linger);
+	join_bounded(th, "thread 1");
+	pt_check(&one);
+	CU_OK(ct_drv.cuCtxSynchronize());
+	ck_assert(!tu_gate_timed_out(&gate) && !tu_gate_timed_out(&linger));
+	tu_gate_destroy(&gate);
+	tu_gate_destroy(&linger);
+	ck_assert_ptr_eq(two.ptr, one.ptr);
+	q = ct_count_bytes((CUdeviceptr)two.ptr, BLOCK, Q);
+	TU_OK(xdm_native_free(rt, two.ptr, CU_STREAM_PER_THREAD));
 	finish_runtime(rt);
+	return q;
+}
+
+START_TEST(per_thread_free_orders_the_next_user)
+{
+	ck_assert_uint_eq(ptds_handover(true), BLOCK);
+}
+END_TEST
+
+START_TEST(control_release_without_mark_is_overwritten)
+{
+	ck_assert_uint_lt(ptds_handover(false), BLOCK);
+}
+END_TEST
+
+/*
+ * Threads that free naming their per-thread stream and exit while their
+ * slow writes still run, all at once, in every stack: each must end (the
+ * driver tears its stream down), and every block comes back.
+ */
+START_TEST(threads_exit_with_their_work_running)
+{
+	static const char *const stacks[] = { "cuda_async", "pool | cuda_async", "pool | cuda_vmm" };
+
+	for (size_t i = 0; i < sizeof(stacks) / sizeof(stacks[0]); i++) {
+		struct xdm_runtime *rt = runtime(stacks[i]);
+		struct pt_turn t[PT_THREADS];
+		pthread_t th[PT_THREADS];
+
+		for (int k = 0; k < PT_THREADS; k++) {
+			t[k] = (struct pt_turn){ .rt = rt, .value = P, .spin = SPIN,
+						 .end = PT_FREE };
+			pt_start(&t[k], &th[k]);
+		}
+		for (int k = 0; k < PT_THREADS; k++) {
+			join_bounded(th[k], stacks[i]);
+			pt_check(&t[k]);
+		}
+		finish_runtime(rt);
+	}
 }
 END_TEST
 
@@ -193,10 +373,13 @@ static Suite *native_cuda_suite(void)
 	TCase *tc = tcase_create("native");
 
 	tcase_add_test(tc, legacy_stream_from_a_thread_without_context);
-	tcase_add_test(tc, per_thread_stream_is_refused);
+	tcase_add_test(tc, per_thread_stream_is_served);
+	tcase_add_test(tc, per_thread_free_orders_the_next_user);
+	tcase_add_test(tc, threads_exit_with_their_work_running);
 	tcase_add_test(tc, free_naming_a_side_stream_waits_for_it);
 	if (!ct_under_sanitizer()) {
 		tcase_add_test(tc, control_free_naming_legacy_is_overwritten);
+		tcase_add_test(tc, control_release_without_mark_is_overwritten);
 	}
 	suite_add_tcase(s, tc);
 	return s;

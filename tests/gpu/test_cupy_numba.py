@@ -1,7 +1,8 @@
 """CuPy and Numba on xdm memory: a Numba kernel through the EMM plugin
 (NUMBA_CUDA_MEMORY_MANAGER=xdm.numba), and a CuPy computation on two
 streams whose blocks are each bound to the stream that allocated them.
-Each in a python of its own, under a budget of its own.
+Each in a python of its own, under a budget of its own; both frameworks
+again in per-thread default stream mode, from several threads.
 """
 
 import pytest
@@ -90,3 +91,132 @@ def test_cupy_on_two_streams(budget_key, config_file):
     # Each block lives on the stream that allocated it.
     assert s["b"] == s["s1"] and s["d"] == s["s2"] and s["s1"] != s["s2"], s
     assert r["allocs"] >= 6 and r["used"] >= 5 * (1 << 20) * 4
+
+
+def test_cupy_per_thread_default_stream(budget_key, config_file):
+    """CuPy's per-thread default stream mode (CUPY_CUDA_PER_THREAD_DEFAULT_STREAM,
+    read when cupy is imported: hence its own python): threads allocate,
+    compute and drop arrays on their own per-thread streams.  xdm serves
+    them from the legacy stream, each free marking the freeing thread's
+    work there, and the per-thread stream has no stream id of its own."""
+    needs("cupy")
+    stack = "budget key=%s limit=2G | pool | cuda_async" % budget_key
+    r = run('''
+        import threading
+        import numpy as np
+        import cupy, xdm.cupy
+        xdm.cupy.use()
+        results, errors, streams = {}, [], set()
+
+        def work(k):
+            try:
+                ok = True
+                for i in range(25):
+                    n = (1 << 18) + 4096 * k     # every value below 2**24
+                    streams.add(cupy.cuda.get_current_stream().ptr)
+                    a = cupy.arange(n, dtype=cupy.float32)
+                    b = a * (k + 1) + i
+                    c = cupy.empty_like(b)
+                    c[...] = b               # a copy queued on the thread's stream
+                    expect = np.arange(n, dtype=np.float32) * (k + 1) + i
+                    ok = ok and bool(np.array_equal(cupy.asnumpy(c), expect))
+                    del a, b, c          # freed on this thread's stream
+                results[k] = ok
+            except Exception as e:
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=240)
+        alive = sum(t.is_alive() for t in threads)
+        rt = xdm.runtime(0)
+        cupy.cuda.runtime.deviceSynchronize()
+        rt.reap()
+        st = rt.stats()
+        try:
+            rt.stream_id(2)
+            refused = ""
+        except xdm.StreamMisuse as e:
+            refused = str(e)
+        report("RESULT", ok=len(results) == 4 and all(results.values()), errors=errors,
+               alive=alive, streams=sorted(streams), refused=refused,
+               allocs=st.allocs, frees=st.frees,
+               failures=st.failures)
+    ''', env={"CUPY_CUDA_PER_THREAD_DEFAULT_STREAM": "1",
+              "XDM_CONFIG": config_file(stack)})
+    assert r["alive"] == 0, "a thread did not end: hung in a free or its exit?"
+    assert not r["errors"], r["errors"]
+    assert r["streams"] == [2], "CuPy did not run on its per-thread stream: %r" % r
+    assert r["ok"], "a computation on a per-thread stream is wrong"
+    assert "no id of its own" in r["refused"], r
+    assert r["allocs"] >= 4 * 25 * 3 and r["failures"] == 0, r
+    assert r["frees"] >= 4 * 25 * 3, r
+
+
+def test_numba_per_thread_default_stream(budget_key, config_file):
+    """Numba's per-thread default stream mode (NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM):
+    the EMM plugin allocates on handle 2, and kernels from several threads
+    compute right."""
+    needs("numba")
+    stack = "budget key=%s limit=2G | pool | cuda_async" % budget_key
+    r = run('''
+        import threading
+        import numpy as np
+        if not hasattr(np, "row_stack"):
+            np.row_stack = np.vstack     # numba-cuda 0.30 against numpy 2.4
+        from numba import cuda
+        import xdm.numba
+
+        @cuda.jit
+        def axpy(out, a, x, y):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = a * x[i] + y[i]
+
+        results, errors = {}, []
+
+        def work(k):
+            try:
+                ok = True
+                for i in range(10):
+                    n = (1 << 18) + 1024 * k
+                    x = cuda.to_device(np.arange(n, dtype=np.float32))
+                    y = cuda.to_device(np.full(n, i, dtype=np.float32))
+                    out = cuda.device_array(n, dtype=np.float32)
+                    axpy[(n + 255) // 256, 256](out, float(k + 1), x, y)
+                    expect = np.arange(n, dtype=np.float32) * (k + 1) + i
+                    ok = ok and bool(np.array_equal(out.copy_to_host(), expect))
+                    del x, y, out
+                results[k] = ok
+            except Exception as e:
+                errors.append(repr(e))
+
+        # Numba's driver is set up lazily and not safely from several
+        # threads at once: the main thread makes its context first.
+        cuda.current_context()
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=240)
+        alive = sum(t.is_alive() for t in threads)
+        cuda.current_context().deallocations.clear()
+        cuda.synchronize()
+        rt = xdm.runtime(0)
+        rt.reap()
+        st = rt.stats()
+        manager = type(cuda.current_context().memory_manager).__module__
+        report("RESULT", ok=len(results) == 4 and all(results.values()), errors=errors,
+               alive=alive, ptds=xdm.numba._per_thread_default_stream(),
+               manager=manager, allocs=st.allocs, frees=st.frees, failures=st.failures)
+    ''', env={"NUMBA_CUDA_MEMORY_MANAGER": "xdm.numba",
+              "NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM": "1",
+              "XDM_CONFIG": config_file(stack)})
+    assert r["alive"] == 0, "a thread did not end: hung in a free or its exit?"
+    assert not r["errors"], r["errors"]
+    assert r["manager"] == "xdm.numba" and r["ptds"], r
+    assert r["ok"], "a kernel on a per-thread stream computed wrong"
+    assert r["allocs"] >= 4 * 10 * 3 and r["failures"] == 0, r
+    assert r["frees"] >= 4 * 10 * 3, r

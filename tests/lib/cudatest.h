@@ -56,7 +56,8 @@
 	X(cuGraphExecDestroy)		\
 	X(cuGraphDestroy)		\
 	X(cuMemsetD32Async)		\
-	X(cuMemcpyDtoDAsync)
+	X(cuMemcpyDtoDAsync)		\
+	X(cuLaunchHostFunc)
 
 struct ct_driver {
 #define CT_MEMBER(fn) __typeof__(fn) *fn;

@@ -80,6 +80,12 @@ struct bench_opts {
 	const char *stack;		/* --stack, or NULL */
 	const char *config;		/* --config, or NULL */
 	const char *platform;		/* --platform SPEC ("host devices=2"), or NULL */
+	/*
+	 * --native: the pair workload goes through the framework entry
+	 * (xdm_native_allocate / xdm_native_free) on this native handle.
+	 */
+	const char *native_name;	/* "null", "legacy" or "per-thread"; NULL: off */
+	void *native;
 	uint32_t ordinal;		/* --device; with --devices, the first device */
 	bool device_set;		/* --device was given */
 	/*

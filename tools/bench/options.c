@@ -28,6 +28,7 @@ enum {
 	OPT_REPLAY,
 	OPT_COMPARE,
 	OPT_DEVICES,
+	OPT_NATIVE,
 };
 
 static const struct option long_options[] = {
@@ -50,6 +51,7 @@ static const struct option long_options[] = {
 	{ "streams", required_argument, NULL, OPT_STREAMS },
 	{ "replay", required_argument, NULL, OPT_REPLAY },
 	{ "compare", required_argument, NULL, OPT_COMPARE },
+	{ "native", required_argument, NULL, OPT_NATIVE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -98,6 +100,9 @@ static void usage(FILE *f)
 		"      --read-tree HZ     with --mount: add the subject xdm+tree, the same\n"
 		"                         runtime timed while a thread reads the whole tree\n"
 		"                         HZ times a second; ratios xdm+tree / xdm\n"
+		"      --native HANDLE    pair through the framework entry (xdm_native_allocate\n"
+		"                         and xdm_native_free) on a CUDA handle: null,\n"
+		"                         legacy or per-thread\n"
 		"      --compare SPEC     add the subject xdm2, a second runtime around\n"
 		"                         SPEC on the same device and platform, timed\n"
 		"                         interleaved with xdm; ratios and differences\n"
@@ -133,6 +138,28 @@ static int parse_u64(const char *opt, const char *text, uint64_t min, uint64_t m
 bad:
 	fprintf(stderr, "xdm-bench: %s: '%s' is not a whole number from %" PRIu64
 		" to %" PRIu64 ".\n", opt, text, min, max);
+	return -1;
+}
+
+/*
+ * --native: the CUDA handles a framework passes, by name.  Their values are
+ * the driver's (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD), written out
+ * so that the bench needs no CUDA header to take them.
+ */
+static int parse_native(const char *text, struct bench_opts *o)
+{
+	static const struct { const char *name; uintptr_t handle; } names[] = {
+		{ "null", 0x0 }, { "legacy", 0x1 }, { "per-thread", 0x2 },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(text, names[i].name) == 0) {
+			o->native_name = names[i].name;
+			o->native = (void *)names[i].handle;
+			return 0;
+		}
+	fprintf(stderr, "xdm-bench: --native: '%s' is not one of null, legacy, per-thread.\n",
+		text);
 	return -1;
 }
 
@@ -248,6 +275,8 @@ static int handle_option(int c, const char *arg, struct bench_opts *o)
 		return 0;
 	case 'w':
 		return parse_workload(arg, o);
+	case OPT_NATIVE:
+		return parse_native(arg, o);
 	case OPT_SIZES:
 		o->sizes_text = arg;
 		return 0;
@@ -430,6 +459,11 @@ int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 	}
 	if (o->devices_text && parse_devices(o))
 		return BENCH_EXIT_USAGE;
+	if (o->native_name && o->workloads != BENCH_W_PAIR) {
+		fprintf(stderr, "xdm-bench: --native %s measures the pair workload only: give -w pair.\n",
+			o->native_name);
+		return BENCH_EXIT_USAGE;
+	}
 	return BENCH_CONTINUE;
 }
 

@@ -37,6 +37,8 @@ struct xdm_subject {
 	struct bench_cuda_touch *cuda;
 #endif
 	uint32_t pool_layer;	/* the layer named "pool", found by reserved_reset */
+	bool native;		/* --native: the framework entry on native_handle */
+	void *native_handle;
 };
 
 /* The size of the host page the touch writes to, one byte each. */
@@ -49,14 +51,27 @@ static int xs_allocate(struct bench_subject *s, size_t bytes, uint32_t stream,
 		       struct xdm_block *out)
 {
 	struct xdm_subject *x = s->priv;
+	void *ptr;
 
-	return xdm_allocate(x->rt, bytes, stream, bench_tag, out) == XDM_OK ? 0 : -1;
+	if (!x->native)
+		return xdm_allocate(x->rt, bytes, stream, bench_tag, out) == XDM_OK ? 0 : -1;
+	/* What a framework has of its block: the address (and the size it asked). */
+	if (xdm_native_allocate(x->rt, bytes, x->native_handle, bench_tag, &ptr) != XDM_OK)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->ptr = (uintptr_t)ptr;
+	out->bytes = bytes;
+	out->stream = stream;
+	return 0;
 }
 
 static int xs_deallocate(struct bench_subject *s, struct xdm_block *blk)
 {
 	struct xdm_subject *x = s->priv;
 
+	if (x->native)
+		return xdm_native_free(x->rt, (void *)(uintptr_t)blk->ptr, x->native_handle) ==
+		       XDM_OK ? 0 : -1;
 	return xdm_deallocate(x->rt, blk) == XDM_OK ? 0 : -1;
 }
 
@@ -425,9 +440,14 @@ int bench_subject_xdm_open_on(const struct bench_opts *o, uint32_t ordinal, bool
 
 	s->ops = &xdm_subject_ops;
 	s->priv = x;
+	x->native = o->native_name != NULL;
+	x->native_handle = o->native;
 	snprintf(s->name, sizeof(s->name), "xdm");
 	describe(o, ordinal, x->rt, dev, stack, stack_len);
-	snprintf(s->desc, sizeof(s->desc), "%s", stack);
+	if (x->native)
+		snprintf(s->desc, sizeof(s->desc), "%s, native %s", stack, o->native_name);
+	else
+		snprintf(s->desc, sizeof(s->desc), "%s", stack);
 	return 0;
 fail:
 	free(x);

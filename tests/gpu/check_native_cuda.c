@@ -27,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <check.h>
 #include <xdm/xdm.h>
@@ -113,17 +116,34 @@ END_TEST
 
 /* ---- the per-thread default stream -------------------------------------------- */
 
-#define PT_JOIN_S 60
+#define PT_JOIN_S 30
 #define PT_THREADS 8
+
+/* A thread that did not end says where it is, from its own signal handler. */
+static void say_where(int sig)
+{
+	void *frames[64];
+	int n = backtrace(frames, 64);
+
+	(void)sig;
+	backtrace_symbols_fd(frames, n, STDOUT_FILENO);
+}
 
 static void join_bounded(pthread_t t, const char *what)
 {
 	struct timespec until;
+	void *warm[1];
 
+	backtrace(warm, 1);	/* loads the unwinder now, not in the handler */
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += PT_JOIN_S;
-	ck_assert_msg(pthread_timedjoin_np(t, NULL, &until) == 0,
-		      "%s did not end within %d s: hung in its exit?", what, PT_JOIN_S);
+	if (pthread_timedjoin_np(t, NULL, &until) == 0)
+		return;
+	printf("%s did not end within %d s; where it is:\n", what, PT_JOIN_S);
+	signal(SIGUSR1, say_where);
+	pthread_kill(t, SIGUSR1);
+	sleep(2);
+	ck_abort_msg("%s did not end within %d s: hung in its exit?", what, PT_JOIN_S);
 }
 
 /* One thread's turn on its per-thread stream. */
@@ -202,6 +222,8 @@ START_TEST(per_thread_stream_is_served)
 		xdm_stream_id legacy, id;
 		struct xdm_stats st;
 
+		printf("per_thread_stream_is_served: %s\n", stacks[i]);
+
 		/* No id of its own: work ordered by the legacy id would miss it. */
 		ck_assert_int_eq(xdm_native_stream(rt, CU_STREAM_PER_THREAD, &id),
 				 XDM_E_STREAM_MISUSE);
@@ -247,6 +269,7 @@ static size_t ptds_handover(bool free_on_ptds)
 	 * waits for its stream's work is not this test's question (the
 	 * exits are threads_exit_with_their_work_running's).
 	 */
+	printf("ptds_handover: %s\n", free_on_ptds ? "free naming it" : "control");
 	tu_gate_init(&gate);
 	tu_gate_init(&linger);
 	pt_start(&one, &th);
@@ -293,6 +316,8 @@ START_TEST(threads_exit_with_their_work_running)
 		struct xdm_runtime *rt = runtime(stacks[i]);
 		struct pt_turn t[PT_THREADS];
 		pthread_t th[PT_THREADS];
+
+		printf("threads_exit_with_their_work_running: %s\n", stacks[i]);
 
 		for (int k = 0; k < PT_THREADS; k++) {
 			t[k] = (struct pt_turn){ .rt = rt, .value = P, .spin = SPIN,

@@ -293,11 +293,14 @@ enum xdm_status cuda_memcpy_async(struct xdm_layer *self, uint64_t dst, uint64_t
  * after which every later user of the block, on any thread's per-thread
  * stream or on legacy, follows the freeing thread's work.
  *
- * Nothing stream-ordered is ever queued on a per-thread stream itself:
- * measured on the H200 (driver 580), a thread that allocated and freed
- * with cuMemAllocAsync and cuMemFreeAsync on its per-thread stream hung in
- * its exit, and so did one whose per-thread stream's event the legacy
- * stream still waited on.  A mark needs neither.
+ * Nothing is queued on a per-thread stream itself, and nothing waits on
+ * it.  On the H200 (driver 580) a thread that ends while its per-thread
+ * stream still runs work may hang in its exit, xdm or not: a plain CUDA
+ * program (cuMemAlloc, a 50 ms kernel on the per-thread stream, end) hung
+ * on its second such thread once the process had freed with
+ * cuMemFreeAsync on the legacy stream, and never when the thread
+ * synchronized its stream first.  Such a thread must synchronize its
+ * per-thread stream before it ends (xdm(3)); the mark adds no hazard.
  *
  * Any other handle must belong to the primary context: a stream of another
  * device or context would take the runtime's memory where it is not valid.

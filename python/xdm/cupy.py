@@ -24,7 +24,10 @@ CuPy's per-thread default stream (``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``,
 set before cupy is imported) is served through the legacy stream, which CUDA
 orders with every thread's per-thread stream: a free on it first marks the
 freeing thread's work there, so the block's next user, on any thread,
-follows that work (see xdm(3)).
+follows that work (see xdm(3)).  A thread should synchronize its
+per-thread stream before it ends (a copy to the host does): on some drivers
+a thread that ends while its stream still runs work hangs in its exit, with
+or without xdm.
 
 Importing this module does not import CuPy; ``use`` does.
 """

@@ -20,8 +20,10 @@ legacy stream: a free marks the freeing thread's work there, and the
 block's next user follows it (see xdm(3)).  Numba may run a deferred
 deallocation on another thread than the array's last user: that user's
 work is then not what the mark orders, so synchronize it first (Numba's
-own copies to the host do).  Pinned and mapped host memory stay Numba's
-own.
+own copies to the host do), and synchronize a thread's per-thread stream
+before the thread ends: on some drivers a thread that ends while its
+stream still runs work hangs in its exit, with or without xdm.  Pinned
+and mapped host memory stay Numba's own.
 
 A refusal raises ``xdm.OutOfBudget`` (a ``MemoryError``) with
 ``requested``, ``remaining`` and xdm's sentence.  ``get_memory_info()``

@@ -28,6 +28,16 @@ import xdm
 def report(word, **fields):
     print(word + " " + json.dumps(fields), flush=True)
 
+def run_threads(target, count, timeout=240):
+    """Run target(k) on count threads; how many had not ended by timeout."""
+    import threading
+    threads = [threading.Thread(target=target, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    return sum(t.is_alive() for t in threads)
+
 def tagged(runtime_dir="0"):
     """Bytes of the live blocks of a runtime in the tree, by tag."""
     out = {}

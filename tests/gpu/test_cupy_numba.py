@@ -102,7 +102,6 @@ def test_cupy_per_thread_default_stream(budget_key, config_file):
     needs("cupy")
     stack = "budget key=%s limit=2G | pool | cuda_async" % budget_key
     r = run('''
-        import threading
         import numpy as np
         import cupy, xdm.cupy
         xdm.cupy.use()
@@ -125,12 +124,7 @@ def test_cupy_per_thread_default_stream(budget_key, config_file):
             except Exception as e:
                 errors.append(repr(e))
 
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=240)
-        alive = sum(t.is_alive() for t in threads)
+        alive = run_threads(work, 4)
         rt = xdm.runtime(0)
         cupy.cuda.runtime.deviceSynchronize()
         rt.reap()
@@ -162,7 +156,6 @@ def test_numba_per_thread_default_stream(budget_key, config_file):
     needs("numba")
     stack = "budget key=%s limit=2G | pool | cuda_async" % budget_key
     r = run('''
-        import threading
         import numpy as np
         if not hasattr(np, "row_stack"):
             np.row_stack = np.vstack     # numba-cuda 0.30 against numpy 2.4
@@ -196,12 +189,7 @@ def test_numba_per_thread_default_stream(budget_key, config_file):
         # Numba's driver is set up lazily and not safely from several
         # threads at once: the main thread makes its context first.
         cuda.current_context()
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=240)
-        alive = sum(t.is_alive() for t in threads)
+        alive = run_threads(work, 4)
         cuda.current_context().deallocations.clear()
         cuda.synchronize()
         rt = xdm.runtime(0)

@@ -47,6 +47,8 @@ noinst_HEADERS += tests/lib/testutil.h tests/lib/thread_churn.h tests/lib/random
 EXTRA_DIST += tests/README tests/data/host.conf tests/lsan.supp tests/tsan.supp
 # Not run by make check: make check itself, repeatedly, under stress-ng.
 EXTRA_DIST += tests/under-load.sh
+# By hand on a GPU, with nvcc: what the driver does with per-thread streams.
+EXTRA_DIST += tests/gpu/probes/ptds_order.cu tests/gpu/probes/ptds_exit.cu
 # The CI job (README.md) and what it checks beside make check.
 EXTRA_DIST += tests/ci.sh tests/install-deps.sh tests/dist-complete.sh
 

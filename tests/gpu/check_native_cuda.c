@@ -232,6 +232,7 @@ START_TEST(per_thread_stream_is_served)
 		struct pt_turn t = { .rt = rt, .value = P, .end = PT_KEEP };
 		xdm_stream_id legacy, id;
 		struct xdm_stats st;
+		struct xdm_block b;
 
 		printf("per_thread_stream_is_served: %s\n", stacks[i]);
 
@@ -244,6 +245,8 @@ START_TEST(per_thread_stream_is_served)
 		ck_assert_uint_eq(ct_count_bytes((CUdeviceptr)t.ptr, BLOCK, P), BLOCK);
 		/* Its blocks are the legacy stream's, the one stream it added. */
 		TU_OK(xdm_native_stream(rt, NULL, &legacy));
+		TU_OK(xdm_native_lookup(rt, t.ptr, &b));
+		ck_assert_uint_eq(b.stream, legacy);
 		ck_assert_uint_eq(xdm_stream_count(rt), count + 1);
 		TU_OK(xdm_native_record_use(rt, t.ptr, CU_STREAM_PER_THREAD));
 		TU_OK(xdm_native_free(rt, t.ptr, CU_STREAM_PER_THREAD));

@@ -9,7 +9,8 @@
 # the fragmentation figure is checked on a pool stack where pool.so exists.
 # --devices spreads the threads workload over two host devices
 # ("host devices=2"), each with its own runtime, and says no to what it
-# cannot do.
+# cannot do.  --native runs the pair workload through the framework entry
+# and refuses a handle it does not know or another workload.
 #
 # Exit 0 pass, 1 fail, 77 skip (the binary was not built).  Run by make
 # check from the build directory, with XDM_TOP_BUILDDIR, XDM_MODULE_PATH
@@ -189,6 +190,19 @@ run comparebad --stack host --platform host --compare "nosuchlayer | host" --wor
 	--iterations 10 --repeat 1
 [ "$rc" -eq 1 ] || fail "--compare with a bad stack exited $rc, not 1"
 grep -q 'compare' "$tmp/err.comparebad" || fail "a bad --compare stack was not named"
+
+# ---- --native: pairs through the framework entry (host: NULL is its default stream)
+run native --stack host --platform host --workload pair --sizes 4K --iterations 300 --repeat 1 \
+	--native null
+[ "$rc" -eq 0 ] || fail "--native null exited $rc"
+grep -q '^native .* on the null handle' "$tmp/native" || fail "no native line in: $(cat "$tmp/native")"
+grep -q '^xdm  *pair  *4K  *300 ' "$tmp/native" || fail "no xdm pair row in: $(cat "$tmp/native")"
+run nativebad --stack host --platform host --workload pair --native sideways
+[ "$rc" -eq 2 ] || fail "--native sideways exited $rc, not 2"
+grep -q "'sideways' is not one of" "$tmp/err.nativebad" || fail "a bad --native was not named"
+run nativerandom --stack host --platform host --workload random --native null
+[ "$rc" -eq 2 ] || fail "--native with the random workload exited $rc, not 2"
+grep -q 'pair workload only' "$tmp/err.nativerandom" || fail "--native -w random was not refused"
 
 # free=sync answers no block-use tracking: cross is skipped with a note, not failed
 run crosssync --stack "host free=sync" --platform host --workload cross --iterations 100 --repeat 1

@@ -121,6 +121,9 @@ void bench_report_header(struct bench_ctx *ctx)
 		header_devices(f, ctx);
 	else
 		header_device(f, ctx->opts.ordinal, &ctx->dev, ctx->stack);
+	if (ctx->opts.native_name)
+		fprintf(f, "native    xdm's pairs through xdm_native_allocate / xdm_native_free "
+			"on the %s handle\n", ctx->opts.native_name);
 	for (size_t i = 0; i < ctx->nsubjects; i++) {
 		struct bench_subject *s = &ctx->subjects[i];
 

@@ -51,6 +51,7 @@ struct xdm_config {
 	char *text;			/* the text that was parsed, for display */
 	char *module_dir;		/* NULL if not set */
 	char *mount;			/* NULL if not set */
+	char *ipc_allow;		/* as written; NULL if not set (ipc_allow.c) */
 	char **platforms;		/* names, in order of preference */
 	/* The same entries with their parameters ("host devices=2"), file positions kept. */
 	struct xdm_conf_layer *platform_specs;

@@ -28,6 +28,7 @@
 #include <xdm/module.h>
 
 #include "core/conf.h"
+#include "core/ipc.h"
 
 /* A config is a short text; anything this large is a mistake (a binary). */
 #define CONF_MAX_BYTES (1024 * 1024)
@@ -59,6 +60,7 @@ enum conf_key {
 	KEY_PLATFORM,
 	KEY_STREAMS,
 	KEY_STACK,
+	KEY_IPC_ALLOW,
 	KEY_COUNT
 };
 
@@ -72,6 +74,7 @@ static const struct {
 	[KEY_PLATFORM] = { "platform", true, false },
 	[KEY_STREAMS] = { "streams", true, true },
 	[KEY_STACK] = { "stack", false, true },
+	[KEY_IPC_ALLOW] = { "ipc_allow", true, false },
 };
 
 struct parser {
@@ -717,6 +720,28 @@ static enum xdm_status check_scope(struct parser *p, enum conf_key k, size_t at,
 	return XDM_OK;
 }
 
+/*
+ * ipc_allow's list, kept as written and checked now (names resolved), so
+ * that a user or group that does not exist is an error at its column.
+ */
+static enum xdm_status parse_ipc_allow(struct parser *p, size_t v, size_t end, char **out)
+{
+	struct xdm_ipc_allow allow;
+	size_t at, len;
+	char why[192];
+	char *text;
+
+	text = strndup(p->ll.buf + v, end - v);
+	if (!text)
+		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "%s: no memory", p->source);
+	if (!xdm_ipc_allow_parse(text, &allow, &at, &len, why, sizeof(why))) {
+		free(text);
+		return fail(p, v + at, len, "%s", why);
+	}
+	*out = text;
+	return XDM_OK;
+}
+
 static enum xdm_status set_value(struct parser *p, enum conf_key k, size_t v, size_t end)
 {
 	struct xdm_conf_device *d = current_device(p);
@@ -737,6 +762,8 @@ static enum xdm_status set_value(struct parser *p, enum conf_key k, size_t v, si
 		st = parse_stack_at(p, v, end, &d->stack);
 		d->has_stack = st == XDM_OK;
 		return st;
+	case KEY_IPC_ALLOW:
+		return parse_ipc_allow(p, v, end, &cfg->ipc_allow);
 	case KEY_COUNT:
 		break;
 	}
@@ -768,8 +795,8 @@ static enum xdm_status parse_assignment(struct parser *p, size_t i)
 	if (key == KEY_COUNT)
 		return fail(p, k, ke - k, p->in_section ?
 			    "unknown key (a device section takes stack and streams)" :
-			    "unknown key (the global keys are module_dir, mount, platform and "
-			    "streams)");
+			    "unknown key (the global keys are module_dir, mount, platform, "
+			    "streams and ipc_allow)");
 	st = check_scope(p, key, k, ke - k);
 	if (st)
 		return st;
@@ -871,6 +898,7 @@ void xdm_config_free(struct xdm_config *cfg)
 	free(cfg->devices);
 	free_platforms(cfg);
 	free(cfg->mount);
+	free(cfg->ipc_allow);
 	free(cfg->module_dir);
 	free(cfg->text);
 	free(cfg->source);

@@ -33,19 +33,61 @@ uint64_t xdm_ipc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-enum xdm_status xdm_ipc_init(struct xdm_ipc *ipc)
+/* $XDM_IPC_TIMEOUT_MS: a whole number of milliseconds, 1 to an hour. */
+static enum xdm_status read_timeout(unsigned int *ms)
 {
+	const char *text = getenv("XDM_IPC_TIMEOUT_MS");
+	unsigned long v;
+	char *end;
+
+	*ms = XDM_IPC_TIMEOUT_MS_DEFAULT;
+	if (!text)
+		return XDM_OK;
+	errno = 0;
+	v = strtoul(text, &end, 10);
+	if (errno || end == text || *end || text[0] == '-' || !v || v > 3600000)
+		return xdm_error_set(XDM_E_CONFIG, "XDM_IPC_TIMEOUT_MS='%s' is not a number of "
+				     "milliseconds from 1 to 3600000", text);
+	*ms = (unsigned int)v;
+	return XDM_OK;
+}
+
+/* $XDM_IPC_ALLOW, else the configuration's ipc_allow (checked when it was parsed). */
+static enum xdm_status read_allow(struct xdm_ipc_allow *allow, const struct xdm_config *cfg)
+{
+	const char *env = getenv("XDM_IPC_ALLOW");
+	const char *text = env ? env : cfg ? cfg->ipc_allow : NULL;
+	size_t at, len;
+	char why[192];
+
+	memset(allow, 0, sizeof(*allow));
+	if (!text || xdm_ipc_allow_parse(text, allow, &at, &len, why, sizeof(why)))
+		return XDM_OK;
+	return xdm_error_set(XDM_E_CONFIG, "%s: %s, at '%.*s'", env ? "XDM_IPC_ALLOW" :
+			     cfg->source, why, (int)len, text + at);
+}
+
+enum xdm_status xdm_ipc_init(struct xdm_ipc *ipc, const struct xdm_config *cfg)
+{
+	enum xdm_status st;
+
 	memset(ipc, 0, sizeof(*ipc));
 	ipc->exp.listen_fd = -1;
 	ipc->exp.wake[0] = ipc->exp.wake[1] = -1;
+	ipc->exp.uid = geteuid();
+	for (size_t i = 0; i < sizeof(ipc->imp.conns) / sizeof(ipc->imp.conns[0]); i++)
+		ipc->imp.conns[i].fd = -1;
+	st = read_timeout(&ipc->timeout_ms);
+	if (!st)
+		st = read_allow(&ipc->exp.allow, cfg);
+	if (st)
+		return st;
 	if (pthread_mutex_init(&ipc->exp.lock, NULL) != 0)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cannot create the IPC lock");
 	if (pthread_mutex_init(&ipc->imp.lock, NULL) != 0) {
 		pthread_mutex_destroy(&ipc->exp.lock);
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "cannot create the IPC lock");
 	}
-	for (size_t i = 0; i < sizeof(ipc->imp.conns) / sizeof(ipc->imp.conns[0]); i++)
-		ipc->imp.conns[i].fd = -1;
 	return XDM_OK;
 }
 
@@ -121,6 +163,8 @@ static void fill_ref(struct xdm_runtime *rt, const struct xdm_ipc_export *x,
 	snprintf(r->uuid, sizeof(r->uuid), "%s", rt->device.uuid);
 	r->token = rt->ipc.exp.token;
 	r->exporter_pid = (uint32_t)getpid();
+	r->exporter_uid = (uint32_t)rt->ipc.exp.uid;
+	memcpy(r->secret, x->secret, sizeof(r->secret));
 	r->generation = x->block.generation;
 	r->ptr = x->block.ptr;
 	r->bytes = x->block.bytes;
@@ -198,6 +242,13 @@ enum xdm_status xdm_ipc_export(struct xdm_runtime *rt, const struct xdm_block *b
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "xdm_ipc_export: no memory");
 	made->block = live;
 	made->obj.fd = -1;
+	/* The handle's credential: from the kernel, or no export at all. */
+	if (getentropy(made->secret, sizeof(made->secret)) != 0) {
+		st = xdm_error_set(XDM_E_DRIVER, "xdm_ipc_export: the kernel gave no randomness "
+				   "for the handle's secret: %s", strerror(errno));
+		free(made);
+		return st;
+	}
 	st = xdm_up_ipc_export(&rt->layers[0], &live, &made->obj);
 	if (!st)
 		st = xdm_ipc_check_object(&made->obj, &live);
@@ -288,7 +339,8 @@ void xdm_ipc_show_holders(struct xdm_runtime *rt, xdm_generation generation,
 		if (x->block.generation != generation)
 			continue;
 		for (struct xdm_ipc_holder *h = x->holders; h; h = h->next, any = true)
-			tree_printf(b, "%d %u %llu.%09llu\n", (int)h->pid, h->opens,
+			tree_printf(b, "%d %llu %llu.%09llu\n", (int)h->pid,
+				    (unsigned long long)h->opens,
 				    (unsigned long long)(h->since_ns / 1000000000ull),
 				    (unsigned long long)(h->since_ns % 1000000000ull));
 	}

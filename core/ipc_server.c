@@ -1,25 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ipc_server.c - the exporting runtime's socket: where importers get the
- * memory of the blocks it exported, and say when they let go of them.
+ * ipc_server.c - the exporting runtime's socket: who gets in, and the loop
+ * that serves them without ever waiting on one of them.
  *
  * One thread per exporting runtime, started by its first export, serves a
  * SOCK_SEQPACKET Unix socket with an abstract name made of a random token
- * (no file to clean up, gone with the process).  Each connection is one
- * importing runtime.  OPEN checks the handle against the exporter's own
- * record (the token is ours, the block still exported and live), counts a
- * hold for the connection's peer and answers with the object's descriptor
- * (SCM_RIGHTS).  CLOSE gives one hold back; the connection's end, whether
- * the importer closed it or died (the kernel closes its sockets), gives
- * back every hold that came over it.  A held block freed by its owner is
- * handed to the stack when its last hold goes: stream-ordered, as its
- * free would have been.
+ * (no file to clean up, gone with the process).  An abstract name has no
+ * permissions and is listed in /proc/net/unix for everyone, so the server
+ * checks each connection's credentials (SO_PEERCRED) at accept: a process
+ * of the exporter's user, or of one its allow-list names, becomes a peer;
+ * any other is told why and closed.  Each peer is one importing runtime;
+ * its requests are answered in ipc_serve_open.c, its answers sent in
+ * ipc_peer.c.  The connection's end, whether the importer closed it, died
+ * (the kernel closes its sockets) or was dropped, gives back every hold
+ * that came over it.
+ *
+ * Nothing a client does can stop the loop: every socket is non-blocking;
+ * a peer whose answer does not drain, or that holds nothing and asks
+ * nothing, by its deadline is dropped; the table of peers is bounded,
+ * with a share for other users and for each of them, and a connection
+ * past a bound is answered with a sentence and closed; when the process
+ * runs out of descriptors the pending connection is taken with a spare one
+ * and closed, or the listener rests a moment, never spun on.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +38,18 @@
 
 #include "core/internal.h"
 
-#define MAX_CONNS 256
+/* Connections taken per turn of the loop, so that peers are served between. */
+#define ACCEPTS_PER_TURN 16
+/* How long the listener rests when accept() lacks a resource. */
+#define ACCEPT_REST_NS 100000000ull
+
+struct server {
+	struct xdm_runtime *rt;
+	struct xdm_ipc_peer peers[XDM_IPC_MAX_PEERS];
+	unsigned int npeers;
+	int spare_fd;			/* given up to take a connection at EMFILE */
+	uint64_t rest_until_ns;		/* the listener is not polled before */
+};
 
 /* A random token from the kernel: it names the socket, and must not repeat. */
 static uint64_t new_token(void)
@@ -42,311 +62,212 @@ static uint64_t new_token(void)
 	return t;
 }
 
-/* Room for the most descriptors one message carries. */
-union fds_control {
-	struct cmsghdr align;
-	char buf[CMSG_SPACE(sizeof(int) * XDM_IPC_FDS_PER_MSG)];
-};
+/* A connection that is not taken is told why, once, without waiting, and closed. */
+static void turn_away(int fd, enum xdm_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-/* Send iov's bytes with n descriptors (SCM_RIGHTS; none: a plain message). */
-static int send_with_fds(int fd, void *bytes, size_t len, const int *fds, uint32_t n)
-{
-	struct iovec iov = { bytes, len };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	union fds_control ctl;
-
-	if (n) {
-		struct cmsghdr *c;
-
-		memset(&ctl, 0, sizeof(ctl));
-		m.msg_control = ctl.buf;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * n);
-		c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
-	}
-	return sendmsg(fd, &m, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
-}
-
-static int send_reply(int fd, enum xdm_status st, const char *msg, int pass_fd, uint32_t nfds)
+static void turn_away(int fd, enum xdm_status st, const char *fmt, ...)
 {
 	struct xdm_ipc_reply rep;
+	va_list ap;
 
 	memset(&rep, 0, sizeof(rep));
 	rep.status = st;
-	rep.nfds = nfds;
-	snprintf(rep.message, sizeof(rep.message), "%s", msg ? msg : "");
-	return send_with_fds(fd, &rep, sizeof(rep), &pass_fd, pass_fd >= 0);
+	va_start(ap, fmt);
+	vsnprintf(rep.message, sizeof(rep.message), fmt, ap);
+	va_end(ap);
+	(void)!send(fd, &rep, sizeof(rep), MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
 }
 
-/* The descriptors of a fresh XDM_IPC_FDS description, after its OK reply. */
-static int send_fds(int fd, const int *fds, uint32_t nfds, uint32_t *sent)
+/* Peers of uid (other: of any user but the exporter's). */
+static unsigned int peers_of(const struct server *s, uid_t uid, bool other)
 {
-	for (uint32_t first = 0; first < nfds; first += XDM_IPC_FDS_PER_MSG) {
-		uint32_t n = nfds - first < XDM_IPC_FDS_PER_MSG ? nfds - first : XDM_IPC_FDS_PER_MSG;
-		struct xdm_ipc_fds_msg h = { .first = first, .n = n };
+	uid_t self = s->rt->ipc.exp.uid;
+	unsigned int n = 0;
 
-		if (send_with_fds(fd, &h, sizeof(h), fds + first, n) != 0)
-			return -1;
-		*sent = first + n;
-	}
-	return 0;
+	for (unsigned int i = 0; i < s->npeers; i++)
+		n += other ? s->peers[i].uid != self : s->peers[i].uid == uid;
+	return n;
 }
 
-static pid_t peer_pid(int fd)
+/* A new connection: a peer, or turned away with the reason. */
+static void admit(struct server *s, int fd)
 {
+	struct xdm_ipc_exporter *e = &s->rt->ipc.exp;
+	struct xdm_ipc_peer *p;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 
-	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : 0;
-}
-
-/* Under e->lock: conn's holder record of x, made if need be. */
-static struct xdm_ipc_holder *holder(struct xdm_ipc_export *x, int conn)
-{
-	struct xdm_ipc_holder *h;
-
-	for (h = x->holders; h; h = h->next)
-		if (h->conn == conn)
-			return h;
-	h = calloc(1, sizeof(*h));
-	if (!h)
-		return NULL;
-	h->conn = conn;
-	h->pid = peer_pid(conn);
-	h->since_ns = xdm_ipc_now_ns();
-	h->next = x->holders;
-	x->holders = h;
-	return h;
-}
-
-static void release(struct xdm_runtime *rt, int conn, bool all, xdm_generation generation);
-
-/* After an OK reply with nfds: the pieces did not all go.  Say so in-band. */
-static void pieces_failed(int conn, uint32_t sent)
-{
-	struct xdm_ipc_fds_msg h = { .first = sent, .n = 0 };
-
-	/* A header of none ends the importer's wait with an error (it closes
-	 * its hold); where even that cannot go, the connection ends, which
-	 * gives every hold of it back. */
-	if (send(conn, &h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h))
-		shutdown(conn, SHUT_RDWR);
-}
-
-/*
- * The block's memory, described again now by the stack (the hold just
- * counted keeps the block from it meanwhile) as it was at the export, and
- * its descriptors passed: one in the reply, or pieces after it.  So an
- * exporter keeps no descriptor open between opens, whatever it exported.
- * A failure gives the hold back and says why.
- */
-static void serve_memory(struct xdm_runtime *rt, int conn, const struct xdm_block *block,
-			 const struct xdm_ipc_object *described)
-{
-	struct xdm_ipc_object fresh;
-	uint32_t sent = 0;
-	enum xdm_status st;
-	char msg[256];
-
-	if (described->kind == XDM_IPC_BYTES) {
-		/* Bytes alone: the handle has them all. */
-		send_reply(conn, XDM_OK, NULL, -1, 0);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+		close(fd);
 		return;
 	}
-	memset(&fresh, 0, sizeof(fresh));
-	fresh.fd = -1;
-	if (xdm_ipc_fd_room(described->nfds + 1))
-		st = xdm_up_ipc_export(&rt->layers[0], block, &fresh);
-	else
-		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "the exporter may not open the %u "
-				   "descriptors of the block's memory (RLIMIT_NOFILE)",
-				   described->nfds + 1);
-	if (!st)
-		st = xdm_ipc_check_object(&fresh, block);
-	if (!st && (fresh.kind != described->kind || fresh.nfds != described->nfds ||
-		    fresh.offset != described->offset ||
-		    fresh.object_bytes != described->object_bytes ||
-		    fresh.payload_len != described->payload_len ||
-		    memcmp(fresh.payload, described->payload, fresh.payload_len)))
-		st = xdm_error_set(XDM_E_MODULE, "the stack describes the block's memory "
-				   "otherwise than when it was exported");
-	if (st) {
-		snprintf(msg, sizeof(msg), "%s", xdm_last_error_message());
-		xdm_ipc_object_close(&fresh);
-		release(rt, conn, false, block->generation);
-		send_reply(conn, st, msg, -1, 0);
+	if (!xdm_ipc_allow_admits(&e->allow, e->uid, fd, cred.uid, cred.gid)) {
+		turn_away(fd, XDM_E_INVALID, "exporter process %d (uid %u) does not admit uid %u: "
+			  "its ipc_allow (xdm.conf(5), $XDM_IPC_ALLOW) names neither that user "
+			  "nor a group of it", (int)getpid(), (unsigned int)e->uid,
+			  (unsigned int)cred.uid);
 		return;
 	}
-	/* A failed reply: the importer is gone, and its end gives the hold back. */
-	if (fresh.kind == XDM_IPC_FD)
-		send_reply(conn, XDM_OK, NULL, fresh.fd, 0);
-	else if (send_reply(conn, XDM_OK, NULL, -1, fresh.nfds) == 0 &&
-		 send_fds(conn, fresh.fds, fresh.nfds, &sent) != 0)
-		pieces_failed(conn, sent);
-	xdm_ipc_object_close(&fresh);
+	if (s->npeers >= XDM_IPC_MAX_PEERS ||
+	    (cred.uid != e->uid && (peers_of(s, 0, true) >= XDM_IPC_MAX_PEERS_OTHER ||
+				    peers_of(s, cred.uid, false) >= XDM_IPC_MAX_PEERS_PER_UID))) {
+		turn_away(fd, XDM_E_OUT_OF_MEMORY, "exporter process %d serves %u importers "
+			  "already (%u of uid %u, whose share is full); try again once one has "
+			  "closed", (int)getpid(), s->npeers, peers_of(s, cred.uid, false),
+			  (unsigned int)cred.uid);
+		return;
+	}
+	p = &s->peers[s->npeers++];
+	memset(p, 0, sizeof(*p));
+	p->fd = fd;
+	p->uid = cred.uid;
+	p->pid = cred.pid;
+	p->out.fd = -1;
+	p->deadline_ns = xdm_ipc_mono_ns() + (uint64_t)s->rt->ipc.timeout_ms * 1000000ull;
 }
 
-static void serve_open(struct xdm_runtime *rt, int conn, const struct xdm_ipc_request *req)
+/* accept() lacks a descriptor: take the connection with the spare one and close it. */
+static void out_of_descriptors(struct server *s, int listen_fd)
 {
-	struct xdm_ipc_exporter *e = &rt->ipc.exp;
-	struct xdm_ipc_object described;
-	struct xdm_ipc_export *x;
-	struct xdm_ipc_holder *h;
-	struct xdm_block block;
-	struct xdm_ipc_ref r;
-	char msg[256];
+	int c = -1;
 
-	if (xdm_ipc_decode(&req->handle, &r) != XDM_OK) {
-		send_reply(conn, XDM_E_INVALID, xdm_last_error_message(), -1, 0);
-		return;
+	if (s->spare_fd >= 0) {
+		close(s->spare_fd);
+		c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c >= 0)
+			turn_away(c, XDM_E_OUT_OF_MEMORY, "exporter process %d has no descriptor "
+				  "left for another importer", (int)getpid());
+		s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	}
-	pthread_mutex_lock(&e->lock);
-	for (x = e->exports; x; x = x->next)
-		if (x->block.generation == r.generation)
-			break;
-	if (r.token != e->token || !x || x->freed || x->block.ptr != r.ptr ||
-	    x->block.bytes != r.bytes) {
-		pthread_mutex_unlock(&e->lock);
-		snprintf(msg, sizeof(msg), "block 0x%llx (generation %llu) is not exported by "
-			 "process %d any more: freed since, or never its",
-			 (unsigned long long)r.ptr, (unsigned long long)r.generation,
-			 (int)getpid());
-		send_reply(conn, XDM_E_USE_AFTER_FREE, msg, -1, 0);
-		return;
-	}
-	h = holder(x, conn);
-	if (!h) {
-		pthread_mutex_unlock(&e->lock);
-		send_reply(conn, XDM_E_OUT_OF_MEMORY, "the exporter has no memory for the hold", -1,
-			   0);
-		return;
-	}
-	h->opens++;
-	x->holds++;
-	block = x->block;
-	described = x->obj;
-	pthread_mutex_unlock(&e->lock);
-	serve_memory(rt, conn, &block, &described);
+	/* No spare (or it was taken meanwhile): the listener rests. */
+	if (c < 0 || s->spare_fd < 0)
+		s->rest_until_ns = xdm_ipc_mono_ns() + ACCEPT_REST_NS;
 }
 
-void xdm_ipc_release_locked(struct xdm_runtime *rt, xdm_generation generation, int conn,
-			    struct xdm_block *to_free, bool *free_it)
+static void accept_some(struct server *s)
 {
-	struct xdm_ipc_exporter *e = &rt->ipc.exp;
-	struct xdm_ipc_export **p, *x;
-	struct xdm_ipc_holder **hp, *h;
+	int listen_fd = s->rt->ipc.exp.listen_fd;
 
-	*free_it = false;
-	for (p = &e->exports; (x = *p) != NULL; p = &x->next)
-		if (x->block.generation == generation)
-			break;
-	if (!x)
-		return;
-	for (hp = &x->holders; (h = *hp) != NULL; hp = &h->next)
-		if (h->conn == conn)
-			break;
-	if (!h || !h->opens)
-		return;	/* a close of what this connection never opened */
-	h->opens--;
-	x->holds--;
-	if (!h->opens) {
-		*hp = h->next;
-		free(h);
-	}
-	if (x->holds || !x->freed)
-		return;
-	*to_free = x->block;
-	*free_it = true;
-	*p = x->next;
-	xdm_ipc_object_close(&x->obj);
-	free(x);
-}
+	for (int k = 0; k < ACCEPTS_PER_TURN; k++) {
+		int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-/* What a connection held goes back, all of it (its end) or one (a CLOSE). */
-static void release(struct xdm_runtime *rt, int conn, bool all, xdm_generation generation)
-{
-	struct xdm_ipc_exporter *e = &rt->ipc.exp;
-
-	for (;;) {
-		struct xdm_block b;
-		bool free_it = false;
-
-		pthread_mutex_lock(&e->lock);
-		if (all) {
-			generation = 0;
-			for (struct xdm_ipc_export *x = e->exports; x && !generation; x = x->next)
-				for (struct xdm_ipc_holder *h = x->holders; h; h = h->next)
-					if (h->conn == conn)
-						generation = x->block.generation;
+		if (c >= 0) {
+			admit(s, c);
+			continue;
 		}
-		if (generation)
-			xdm_ipc_release_locked(rt, generation, conn, &b, &free_it);
-		pthread_mutex_unlock(&e->lock);
-		/* The owner's free, held back until now, in stream order. */
-		if (free_it)
-			xdm_up_deallocate(&rt->layers[0], &b);
-		if (!all || !generation)
-			return;
+		if (errno == EINTR || errno == ECONNABORTED)
+			continue;
+		if (errno == EMFILE || errno == ENFILE)
+			out_of_descriptors(s, listen_fd);
+		else if (errno != EAGAIN && errno != EWOULDBLOCK)
+			s->rest_until_ns = xdm_ipc_mono_ns() + ACCEPT_REST_NS;
+		return;
 	}
 }
 
-static bool serve_request(struct xdm_runtime *rt, int conn)
+/* One message of a peer, never waiting; what becomes of the connection. */
+static enum xdm_ipc_verdict read_request(struct server *s, struct xdm_ipc_peer *p)
 {
-	struct xdm_ipc_request req;
-	ssize_t n = recv(conn, &req, sizeof(req), 0);
+	/* One byte more than a request: a longer message is seen as such. */
+	unsigned char buf[sizeof(struct xdm_ipc_request) + 1];
+	struct iovec iov = { buf, sizeof(buf) };
+	/* No room for descriptors: any a client sends are closed by the kernel. */
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
 
-	if (n <= 0)
-		return false;
-	if (n == (ssize_t)sizeof(req) && req.op == XDM_IPC_OPEN)
-		serve_open(rt, conn, &req);
-	else if (n == (ssize_t)sizeof(req) && req.op == XDM_IPC_CLOSE)
-		release(rt, conn, false, req.generation);
-	else
-		return false;	/* not our protocol: the connection goes */
-	return true;
+	do
+		n = recvmsg(p->fd, &m, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return XDM_IPC_KEEP;
+	if (n <= 0 || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+		return XDM_IPC_DROP;
+	p->deadline_ns = xdm_ipc_mono_ns() + (uint64_t)s->rt->ipc.timeout_ms * 1000000ull;
+	return xdm_ipc_serve_request(s->rt, p, buf, (size_t)n);
+}
+
+/* Whether p's deadline counts: an answer is on its way, or it holds nothing. */
+static bool has_deadline(const struct xdm_ipc_peer *p)
+{
+	return p->sending != XDM_IPC_IDLE || !p->holds;
+}
+
+/* poll's timeout: the nearest deadline, or -1 for none. */
+static int next_timeout_ms(const struct server *s, uint64_t now, bool resting)
+{
+	uint64_t nearest = resting ? s->rest_until_ns : UINT64_MAX;
+
+	for (unsigned int i = 0; i < s->npeers; i++)
+		if (has_deadline(&s->peers[i]) && s->peers[i].deadline_ns < nearest)
+			nearest = s->peers[i].deadline_ns;
+	if (nearest == UINT64_MAX)
+		return -1;
+	/* Rounded up, so that a wake-up finds the deadline passed. */
+	return nearest <= now ? 0 : (int)((nearest - now + 999999) / 1000000);
+}
+
+/* One connection after poll: its answer sent on, or its request read. */
+static enum xdm_ipc_verdict serve_peer(struct server *s, struct xdm_ipc_peer *p, short revents,
+				       uint64_t now)
+{
+	enum xdm_ipc_verdict v = XDM_IPC_KEEP;
+
+	if (revents & (POLLERR | POLLNVAL))
+		return XDM_IPC_DROP;
+	if (p->sending != XDM_IPC_IDLE && (revents & (POLLOUT | POLLHUP)))
+		v = xdm_ipc_peer_flush(s->rt, p);
+	else if (p->sending == XDM_IPC_IDLE && (revents & (POLLIN | POLLHUP)))
+		v = read_request(s, p);
+	if (v == XDM_IPC_KEEP && has_deadline(p) && p->deadline_ns <= now)
+		v = XDM_IPC_DROP;
+	return v;
 }
 
 static void *server_run(void *arg)
 {
-	struct xdm_runtime *rt = arg;
-	struct xdm_ipc_exporter *e = &rt->ipc.exp;
-	struct pollfd fds[2 + MAX_CONNS];
-	nfds_t n = 2;
+	struct server *s = arg;
+	struct xdm_ipc_exporter *e = &s->rt->ipc.exp;
+	struct pollfd fds[2 + XDM_IPC_MAX_PEERS];
 
-	fds[0] = (struct pollfd){ .fd = e->wake[0], .events = POLLIN };
-	fds[1] = (struct pollfd){ .fd = e->listen_fd, .events = POLLIN };
 	for (;;) {
-		if (poll(fds, n, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+		uint64_t now = xdm_ipc_mono_ns();
+		bool resting = now < s->rest_until_ns;
+		unsigned int polled = s->npeers;
+		int timeout;
+
+		fds[0] = (struct pollfd){ .fd = e->wake[0], .events = POLLIN };
+		fds[1] = (struct pollfd){ .fd = resting ? -1 : e->listen_fd, .events = POLLIN };
+		for (unsigned int i = 0; i < polled; i++)
+			fds[2 + i] = (struct pollfd){
+				.fd = s->peers[i].fd,
+				.events = s->peers[i].sending != XDM_IPC_IDLE ? POLLOUT : POLLIN,
+			};
+		timeout = next_timeout_ms(s, now, resting);
+		if (poll(fds, 2 + polled, timeout) < 0 && errno != EINTR)
 			break;
-		}
 		if (fds[0].revents)
 			break;
-		if (fds[1].revents & POLLIN) {
-			int c = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-
-			if (c >= 0 && n < 2 + MAX_CONNS)
-				fds[n++] = (struct pollfd){ .fd = c, .events = POLLIN };
-			else if (c >= 0)
-				close(c);
-		}
-		for (nfds_t i = 2; i < n; i++) {
-			if (!fds[i].revents)
+		now = xdm_ipc_mono_ns();
+		/* Backwards: a dropped peer takes the last one's place, which is done. */
+		for (unsigned int i = polled; i-- > 0;) {
+			if (serve_peer(s, &s->peers[i], fds[2 + i].revents, now) == XDM_IPC_KEEP)
 				continue;
-			if ((fds[i].revents & POLLIN) && serve_request(rt, fds[i].fd))
-				continue;
-			/* Its end: every hold that came over it goes. */
-			release(rt, fds[i].fd, true, 0);
-			close(fds[i].fd);
-			fds[i--] = fds[--n];
+			xdm_ipc_peer_drop(s->rt, &s->peers[i]);
+			s->peers[i] = s->peers[--s->npeers];
 		}
+		if (fds[1].revents & POLLIN)
+			accept_some(s);
 	}
-	for (nfds_t i = 2; i < n; i++)
-		close(fds[i].fd);
+	/* The runtime goes: what importers hold is theirs (xdm_ipc_fini). */
+	for (unsigned int i = 0; i < s->npeers; i++) {
+		xdm_ipc_object_close(&s->peers[i].out);
+		close(s->peers[i].fd);
+	}
+	if (s->spare_fd >= 0)
+		close(s->spare_fd);
+	free(s);
 	return NULL;
 }
 
@@ -355,6 +276,7 @@ enum xdm_status xdm_ipc_serve(struct xdm_runtime *rt)
 	struct xdm_ipc_exporter *e = &rt->ipc.exp;
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	enum xdm_status st = XDM_OK;
+	struct server *s = NULL;
 	size_t len;
 	int err;
 
@@ -363,8 +285,16 @@ enum xdm_status xdm_ipc_serve(struct xdm_runtime *rt)
 		goto out;
 	if (!e->token)
 		e->token = new_token();
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "xdm_ipc_export: no memory for the IPC "
+				   "server");
+		goto out;
+	}
+	s->rt = rt;
+	s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	len = xdm_ipc_socket_name(e->token, addr.sun_path, sizeof(addr.sun_path));
-	e->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	e->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (e->listen_fd < 0 || !len ||
 	    bind(e->listen_fd, (struct sockaddr *)&addr, offsetof(struct sockaddr_un, sun_path) + len) ||
 	    listen(e->listen_fd, 64) || pipe2(e->wake, O_CLOEXEC)) {
@@ -372,7 +302,7 @@ enum xdm_status xdm_ipc_serve(struct xdm_runtime *rt)
 				   "importers reach this runtime by: %s", strerror(errno));
 		goto fail;
 	}
-	err = pthread_create(&e->thread, NULL, server_run, rt);
+	err = pthread_create(&e->thread, NULL, server_run, s);
 	if (err) {
 		st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "xdm_ipc_export: cannot start the IPC "
 				   "server thread: %s", strerror(err));
@@ -388,6 +318,9 @@ fail:
 		if (e->wake[i] >= 0)
 			close(e->wake[i]);
 	e->listen_fd = e->wake[0] = e->wake[1] = -1;
+	if (s->spare_fd >= 0)
+		close(s->spare_fd);
+	free(s);
 out:
 	pthread_mutex_unlock(&e->lock);
 	return st;

@@ -37,7 +37,10 @@ core_libxdmcore_la_SOURCES = \
 	core/ipc.h \
 	core/ipc_handle.c \
 	core/ipc_export.c \
+	core/ipc_allow.c \
 	core/ipc_server.c \
+	core/ipc_serve_open.c \
+	core/ipc_peer.c \
 	core/ipc_import.c
 core_libxdmcore_la_LIBADD = $(LIBS)
 

@@ -265,7 +265,7 @@ enum xdm_status xdm_runtime_build(uint32_t ordinal, const struct xdm_config *cfg
 	pthread_mutex_init(&rt->tree_index.lock, NULL);
 	xdm_capture_frees_init(&rt->capture_frees);
 	xdm_registry_init(&rt->registry);
-	st = xdm_ipc_init(&rt->ipc);
+	st = xdm_ipc_init(&rt->ipc, cfg);
 	if (st) {
 		free(rt);
 		return st;

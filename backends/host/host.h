@@ -34,7 +34,17 @@ void host_shared_init(struct host_shared *sh);
 void host_shared_fini(struct host_shared *sh);
 enum xdm_status host_shared_alloc(struct host_shared *sh, size_t bytes, void **out);
 void host_shared_release(struct host_shared *sh, void *ptr);
-/* The memfd that holds [block->ptr, +bytes): a part of a block will do. */
+/*
+ * A memfd of size bytes whose size nobody can change any more (sealed
+ * against shrinking and growing, and against new seals): an importer maps
+ * it, and a descriptor passed to another process must not let that
+ * process cut the pages from under this one, nor the exporter from under
+ * its importers.  -1 with errno set.
+ */
+int host_sealed_memfd(const char *name, uint64_t bytes);
+/* The memfd that holds [block->ptr, +bytes): a part of a block will do.
+ * It vouches for holding nothing else (XDM_IPC_ONLY_BLOCK) when the block
+ * is the whole of what the backend allocated. */
 enum xdm_status host_shared_export(struct host_shared *sh, const struct xdm_block *block,
 				   struct xdm_ipc_object *out);
 

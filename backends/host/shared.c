@@ -26,9 +26,25 @@
 struct host_shared_block {
 	struct host_shared_block *next;
 	uintptr_t ptr;
+	size_t bytes;			/* as asked */
 	size_t size;			/* mapped, a multiple of the page */
 	int fd;
 };
+
+int host_sealed_memfd(const char *name, uint64_t bytes)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
+
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)bytes) == 0 &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+		return fd;
+	err = errno;
+	close(fd);
+	errno = err;
+	return -1;
+}
 
 enum xdm_status host_shared_alloc(struct host_shared *sh, size_t bytes, void **out)
 {
@@ -44,12 +60,10 @@ enum xdm_status host_shared_alloc(struct host_shared *sh, size_t bytes, void **o
 	b = malloc(sizeof(*b));
 	if (!b)
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host backend: no memory for a record");
-	fd = memfd_create("xdm-host-block", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+	fd = host_sealed_memfd("xdm-host-block", size);
+	if (fd < 0) {
 		int err = errno;
 
-		if (fd >= 0)
-			close(fd);
 		free(b);
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "host backend: a shareable block of %zu "
 				     "bytes (memfd): %s", bytes, strerror(err));
@@ -64,6 +78,7 @@ enum xdm_status host_shared_alloc(struct host_shared *sh, size_t bytes, void **o
 				     "block of %zu bytes: %s", bytes, strerror(err));
 	}
 	b->ptr = (uintptr_t)p;
+	b->bytes = bytes;
 	b->size = size;
 	b->fd = fd;
 	pthread_mutex_lock(&sh->lock);
@@ -120,6 +135,10 @@ enum xdm_status host_shared_export(struct host_shared *sh, const struct xdm_bloc
 		out->fd = fcntl((*p)->fd, F_DUPFD_CLOEXEC, 0);
 		out->offset = block->ptr - (*p)->ptr;
 		out->object_bytes = (*p)->size;
+		/* Not when the block is a pool's part of a chunk, or a guard's
+		 * inside its canaries: the rest of the memfd is someone's. */
+		if (block->ptr == (*p)->ptr && block->bytes == (*p)->bytes)
+			out->flags = XDM_IPC_ONLY_BLOCK;
 		if (out->fd < 0)
 			st = xdm_error_set(XDM_E_OUT_OF_MEMORY, "host backend: cannot duplicate a "
 					   "block's descriptor: %s", strerror(errno));
@@ -149,6 +168,24 @@ void host_shared_fini(struct host_shared *sh)
 
 /* ---- the importer's side: the host platform's ipc_import ---------------- */
 
+/*
+ * Whether another process's memfd can no longer shrink: a mapping of one
+ * that can faults (SIGBUS) the day its sender cuts it.
+ */
+static bool cannot_shrink(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	return seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_SEAL);
+}
+
+static enum xdm_status unsealed(void)
+{
+	return xdm_error_set(XDM_E_INVALID, "host platform: the exporter's memory is not sealed "
+			     "against shrinking: its sender could cut it from under this process "
+			     "(xdm's exporters seal theirs)");
+}
+
 /* What an import mapped: the pages around the block. */
 struct host_import {
 	void *base;
@@ -165,6 +202,8 @@ static enum xdm_status import_fd(const struct xdm_ipc_object *obj, size_t bytes,
 
 	/* The handle is checked already; the descriptor is the kernel's word
 	 * on how big the object is: never map past it. */
+	if (!cannot_shrink(obj->fd))
+		return unsealed();
 	if (fstat(obj->fd, &sb) != 0 || (uint64_t)sb.st_size < obj->object_bytes ||
 	    obj->offset > obj->object_bytes || bytes > obj->object_bytes - obj->offset)
 		return xdm_error_set(XDM_E_INVALID, "host platform: the exporter's memory object "
@@ -208,6 +247,8 @@ static enum xdm_status import_pieces(const struct xdm_ipc_object *obj, size_t by
 	for (uint32_t i = 0; i < obj->nfds; i++) {
 		struct stat sb;
 
+		if (!cannot_shrink(obj->fds[i]))
+			return unsealed();
 		if (fstat(obj->fds[i], &sb) != 0 ||
 		    (uint64_t)sb.st_size < pc.first_offset + (i + 1) * pc.piece_bytes)
 			return xdm_error_set(XDM_E_INVALID, "host platform: piece %u of the "

@@ -112,8 +112,8 @@ static enum xdm_status vmm_share(struct vmm *v, uintptr_t base, uint64_t reserve
 {
 	int err;
 
-	v->memfd = memfd_create("xdm-host-vmm", MFD_CLOEXEC);
-	if (v->memfd < 0 || ftruncate(v->memfd, (off_t)reserve) != 0 ||
+	v->memfd = host_sealed_memfd("xdm-host-vmm", reserve);
+	if (v->memfd < 0 ||
 	    mmap((void *)base, (size_t)reserve, PROT_NONE, MAP_SHARED | MAP_FIXED, v->memfd,
 		 0) == MAP_FAILED) {
 		err = errno;

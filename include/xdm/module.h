@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 8
+#define XDM_ABI_MINOR 9
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -126,6 +126,23 @@ struct xdm_ipc_object {
 	 * answers; the core closes and frees them) and how many. */
 	int *fds;
 	uint32_t nfds;
+	/* ABI 1.9: enum xdm_ipc_flags; 0 (what an older module leaves) claims nothing. */
+	uint32_t flags;
+};
+
+/*
+ * ABI 1.9: what a backend vouches for in an object it describes.  An
+ * importer gets the whole object: a descriptor maps all of it, a driver's
+ * handle opens all of it.  So the core passes an object that holds
+ * anything besides the block (a pool's chunk, a guard's canaries, a
+ * driver pool) only to processes of the exporter's own user, who could
+ * read its memory anyway; another user, even one the exporter admits,
+ * gets only objects marked ONLY_BLOCK.
+ */
+enum xdm_ipc_flags {
+	/* The object holds this block and nothing else: every byte of it
+	 * outside the block is the block's own padding, never another's. */
+	XDM_IPC_ONLY_BLOCK = 1u << 0,
 };
 
 /* ---- the ops table --------------------------------------------------- */

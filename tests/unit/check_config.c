@@ -18,6 +18,7 @@
 #include <xdm/module.h>
 
 #include "core/conf.h"
+#include "core/ipc.h"
 
 #ifndef XDM_TEST_SRCDIR
 #define XDM_TEST_SRCDIR "."
@@ -433,8 +434,56 @@ START_TEST(test_err_format_exact)
 					  &cfg),
 			 XDM_E_CONFIG);
 	ck_assert_str_eq(msg(), "/etc/xdm.conf:3:1: unknown key (the global keys are module_dir, "
-			 "mount, platform and streams), at 'colour'");
+			 "mount, platform, streams and ipc_allow), at 'colour'");
 	ck_assert_ptr_eq(cfg, UNTOUCHED);
+}
+END_TEST
+
+/*
+ * ipc_allow: users and groups by name or number, kept as written; a name
+ * that no user or group has is an error at its own column (root and group
+ * 0 exist on any machine the suite runs on; the made-up names on none).
+ */
+START_TEST(test_ipc_allow)
+{
+	struct xdm_config *cfg = parse_ok("ipc_allow = root, 1001 @0,@root\n");
+	struct xdm_ipc_allow a;
+	size_t at, len;
+	char why[192];
+
+	ck_assert_str_eq(cfg->ipc_allow, "root, 1001 @0,@root");
+	ck_assert(xdm_ipc_allow_parse(cfg->ipc_allow, &a, &at, &len, why, sizeof(why)));
+	ck_assert_uint_eq(a.nuids, 2);
+	ck_assert_uint_eq(a.uids[0], 0);
+	ck_assert_uint_eq(a.uids[1], 1001);
+	ck_assert_uint_eq(a.ngids, 2);
+	ck_assert_uint_eq(a.gids[0], 0);
+	ck_assert_uint_eq(a.gids[1], 0);
+	xdm_config_free(cfg);
+
+	parse_err("ipc_allow = root, xdmtest-nobody-here\n", 1, 19, "xdmtest-nobody-here",
+		  "no user is named 'xdmtest-nobody-here'");
+	parse_err("ipc_allow = @xdmtest-nogroup-here\n", 1, 13, "@xdmtest-nogroup-here",
+		  "no group is named 'xdmtest-nogroup-here'");
+	parse_err("ipc_allow = root,@\n", 1, 18, "@", "an entry of ipc_allow");
+	/* (uid_t)-1 is the kernel's "none", never a user. */
+	parse_err("ipc_allow = 4294967295\n", 1, 13, "4294967295", "no user is named");
+	parse_err("[device 0]\nipc_allow = root\n", 2, 1, "ipc_allow", "global key");
+	parse_err("ipc_allow = root\nipc_allow = root\n", 2, 1, "ipc_allow", "duplicate");
+}
+END_TEST
+
+START_TEST(test_ipc_allow_bounds)
+{
+	char text[1024] = "ipc_allow =";
+	size_t n = strlen(text);
+
+	for (int i = 0; i < XDM_IPC_ALLOW_MAX; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, " %d", 2000 + i);
+	snprintf(text + n, sizeof(text) - n, "\n");
+	xdm_config_free(parse_ok(text));
+	snprintf(text + n, sizeof(text) - n, " 9999\n");
+	parse_err(text, 1, (unsigned int)n + 2, "9999", "more than");
 }
 END_TEST
 
@@ -941,6 +990,8 @@ static Suite *config_suite(void)
 
 	tcase_add_test(good, test_empty_text_gets_defaults);
 	tcase_add_test(good, test_globals);
+	tcase_add_test(good, test_ipc_allow);
+	tcase_add_test(good, test_ipc_allow_bounds);
 	tcase_add_test(good, test_platform_parameters);
 	tcase_add_test(good, test_platform_list_of_a_caller);
 	tcase_add_test(good, test_comments_blank_lines_crlf);

@@ -31,10 +31,10 @@ enum {
 	H_OFFSET = 48,
 	H_OBJECT = 56,
 	H_PID = 64,
-	H_PAYLOAD_LEN = 68,
+	H_UID = 68,
 	H_UUID = 72,
-	H_PAYLOAD = 112,
-	H_ZEROS = 208,
+	H_SECRET = 112,
+	H_ZEROS = 128,
 	H_CHECKSUM = 248,
 };
 
@@ -82,7 +82,7 @@ static void reseal(struct xdm_ipc_handle *h)
  * using its high bits, so that a field written to the wrong place or cut
  * to fewer bytes cannot read back the same.
  */
-static struct xdm_ipc_ref sample_ref(uint32_t kind, uint32_t payload_len)
+static struct xdm_ipc_ref sample_ref(uint32_t kind)
 {
 	struct xdm_ipc_ref r;
 
@@ -90,22 +90,26 @@ static struct xdm_ipc_ref sample_ref(uint32_t kind, uint32_t payload_len)
 	snprintf(r.uuid, sizeof(r.uuid), "%s", uuid_a);
 	r.token = UINT64_C(0x8123456789abcdef);
 	r.exporter_pid = UINT32_C(0x89abcdef);
+	r.exporter_uid = UINT32_C(0x76543210);
 	r.generation = UINT64_C(0xfedcba9876543210);
 	r.ptr = UINT64_C(0x7f1234567000);
 	r.bytes = UINT64_C(3) << 12;
 	r.obj.kind = kind;
-	r.obj.payload_len = payload_len;
 	r.obj.fd = 42;	/* never in a handle: decode must say -1 */
 	r.obj.offset = UINT64_C(2) << 12;
 	r.obj.object_bytes = UINT64_C(1) << 40;
-	for (uint32_t i = 0; i < payload_len; i++)
+	/* Never in a handle either: the exporter's reply brings it. */
+	r.obj.payload_len = 24;
+	for (uint32_t i = 0; i < r.obj.payload_len; i++)
 		r.obj.payload[i] = (unsigned char)(0xa0 + i);
+	for (int i = 0; i < XDM_IPC_SECRET_BYTES; i++)
+		r.secret[i] = (unsigned char)(0x31 + 7 * i);
 	return r;
 }
 
-static struct xdm_ipc_handle good_handle(uint32_t kind, uint32_t payload_len)
+static struct xdm_ipc_handle good_handle(uint32_t kind)
 {
-	struct xdm_ipc_ref r = sample_ref(kind, payload_len);
+	struct xdm_ipc_ref r = sample_ref(kind);
 	struct xdm_ipc_handle h;
 
 	memset(&h, 0xee, sizeof(h));
@@ -153,9 +157,9 @@ static void decode_ok(const struct xdm_ipc_handle *h, struct xdm_ipc_ref *out, c
 
 /* ---- round trip --------------------------------------------------------- */
 
-static void round_trip(uint32_t kind, uint32_t payload_len, const char *uuid)
+static void round_trip(uint32_t kind, const char *uuid)
 {
-	struct xdm_ipc_ref r = sample_ref(kind, payload_len), back;
+	struct xdm_ipc_ref r = sample_ref(kind), back;
 	struct xdm_ipc_handle h1, h2, h3;
 	const unsigned char *p = h1.bytes;
 
@@ -168,7 +172,7 @@ static void round_trip(uint32_t kind, uint32_t payload_len, const char *uuid)
 
 	/* The bytes are where the documentation says, little-endian. */
 	ck_assert(!memcmp(p, mark, sizeof(mark)));
-	ck_assert_uint_eq(le_get(p + H_VERSION, 4), 1);
+	ck_assert_uint_eq(le_get(p + H_VERSION, 4), 2);
 	ck_assert_uint_eq(le_get(p + H_KIND, 4), kind);
 	ck_assert_uint_eq(le_get(p + H_TOKEN, 8), r.token);
 	ck_assert_uint_eq(le_get(p + H_GENERATION, 8), r.generation);
@@ -177,9 +181,10 @@ static void round_trip(uint32_t kind, uint32_t payload_len, const char *uuid)
 	ck_assert_uint_eq(le_get(p + H_OFFSET, 8), r.obj.offset);
 	ck_assert_uint_eq(le_get(p + H_OBJECT, 8), r.obj.object_bytes);
 	ck_assert_uint_eq(le_get(p + H_PID, 4), r.exporter_pid);
-	ck_assert_uint_eq(le_get(p + H_PAYLOAD_LEN, 4), payload_len);
+	ck_assert_uint_eq(le_get(p + H_UID, 4), r.exporter_uid);
 	ck_assert_str_eq((const char *)p + H_UUID, uuid);
-	for (int i = H_PAYLOAD + (int)payload_len; i < H_CHECKSUM; i++)
+	ck_assert(!memcmp(p + H_SECRET, r.secret, XDM_IPC_SECRET_BYTES));
+	for (int i = H_ZEROS; i < H_CHECKSUM; i++)
 		ck_assert_msg(!p[i], "byte %d is 0x%02x, not zero", i, p[i]);
 	ck_assert_uint_eq(le_get(p + H_CHECKSUM, 8), fnv1a64(p, H_CHECKSUM));
 
@@ -188,15 +193,17 @@ static void round_trip(uint32_t kind, uint32_t payload_len, const char *uuid)
 	ck_assert_str_eq(back.uuid, uuid);
 	ck_assert_uint_eq(back.token, r.token);
 	ck_assert_uint_eq(back.exporter_pid, r.exporter_pid);
+	ck_assert_uint_eq(back.exporter_uid, r.exporter_uid);
+	ck_assert(!memcmp(back.secret, r.secret, XDM_IPC_SECRET_BYTES));
 	ck_assert_uint_eq(back.generation, r.generation);
 	ck_assert_uint_eq(back.ptr, r.ptr);
 	ck_assert_uint_eq(back.bytes, r.bytes);
 	ck_assert_uint_eq(back.obj.kind, kind);
-	ck_assert_uint_eq(back.obj.payload_len, payload_len);
+	/* The driver's payload is not the handle's to carry. */
+	ck_assert_uint_eq(back.obj.payload_len, 0);
 	ck_assert_int_eq(back.obj.fd, -1);
 	ck_assert_uint_eq(back.obj.offset, r.obj.offset);
 	ck_assert_uint_eq(back.obj.object_bytes, r.obj.object_bytes);
-	ck_assert(!memcmp(back.obj.payload, r.obj.payload, payload_len));
 
 	/* What decode gave encodes to the very same bytes. */
 	xdm_ipc_encode(&back, &h3);
@@ -206,20 +213,18 @@ static void round_trip(uint32_t kind, uint32_t payload_len, const char *uuid)
 START_TEST(test_round_trip)
 {
 	static const uint32_t kinds[] = { XDM_IPC_FD, XDM_IPC_BYTES, XDM_IPC_FDS };
-	static const uint32_t lens[] = { 0, 1, XDM_IPC_PAYLOAD_MAX };
 
-	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
-		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
-			round_trip(kinds[k], lens[l], uuid_a);
-			round_trip(kinds[k], lens[l], uuid_max);
-		}
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		round_trip(kinds[k], uuid_a);
+		round_trip(kinds[k], uuid_max);
+	}
 }
 END_TEST
 
 /* A block that ends exactly where its object ends, or is all of it. */
 START_TEST(test_round_trip_edges)
 {
-	struct xdm_ipc_ref r = sample_ref(XDM_IPC_FD, 0), back;
+	struct xdm_ipc_ref r = sample_ref(XDM_IPC_FD), back;
 	struct xdm_ipc_handle h;
 
 	r.obj.offset = r.obj.object_bytes - r.bytes;
@@ -230,7 +235,8 @@ START_TEST(test_round_trip_edges)
 	r.obj.offset = 0;
 	r.bytes = r.obj.object_bytes = UINT64_MAX;
 	r.token = r.generation = UINT64_MAX;
-	r.exporter_pid = UINT32_MAX;
+	r.exporter_pid = r.exporter_uid = UINT32_MAX;
+	memset(r.secret, 0xff, sizeof(r.secret));
 	xdm_ipc_encode(&r, &h);
 	decode_ok(&h, &back, "the largest values");
 	ck_assert_uint_eq(back.bytes, UINT64_MAX);
@@ -238,13 +244,14 @@ START_TEST(test_round_trip_edges)
 	ck_assert_uint_eq(back.token, UINT64_MAX);
 	ck_assert_uint_eq(back.generation, UINT64_MAX);
 	ck_assert_uint_eq(back.exporter_pid, UINT32_MAX);
+	ck_assert_uint_eq(back.exporter_uid, UINT32_MAX);
 }
 END_TEST
 
 /* The suite's own seal agrees with encode's: the forged cases below rest on it. */
 START_TEST(test_reseal_matches_encode)
 {
-	struct xdm_ipc_handle h = good_handle(XDM_IPC_BYTES, 17), again = h;
+	struct xdm_ipc_handle h = good_handle(XDM_IPC_BYTES), again = h;
 	struct xdm_ipc_ref back;
 
 	reseal(&again);
@@ -258,7 +265,7 @@ END_TEST
 START_TEST(test_every_byte_flip)
 {
 	static const unsigned char masks[] = { 0x01, 0x80 };
-	const struct xdm_ipc_handle good = good_handle(XDM_IPC_BYTES, 40);
+	const struct xdm_ipc_handle good = good_handle(XDM_IPC_BYTES);
 	char what[64];
 
 	for (int i = 0; i < XDM_IPC_HANDLE_SIZE; i++)
@@ -279,9 +286,9 @@ END_TEST
 
 START_TEST(test_cut_short)
 {
-	static const int cuts[] = { 0, 1, 7, 8, 12, 16, 40, 64, 72, 100, 112, 150,
-				    207, 208, 247, 248, 250, 252, 255 };
-	const struct xdm_ipc_handle good = good_handle(XDM_IPC_FD, XDM_IPC_PAYLOAD_MAX);
+	static const int cuts[] = { 0, 1, 7, 8, 12, 16, 40, 64, 72, 100, 112, 120, 127,
+				    128, 150, 247, 248, 250, 252, 255 };
+	const struct xdm_ipc_handle good = good_handle(XDM_IPC_FD);
 	int changed = 0;
 	char what[64];
 
@@ -320,7 +327,7 @@ START_TEST(test_zeros_and_garbage)
 		expect_invalid(&h, "mark", "garbage");
 		/* With the mark and layout right, the checksum still stops it. */
 		memcpy(h.bytes, mark, sizeof(mark));
-		le_put(h.bytes + H_VERSION, 1, 4);
+		le_put(h.bytes + H_VERSION, 2, 4);
 		expect_invalid(&h, "checksum", "garbage after a mark");
 	}
 }
@@ -331,7 +338,7 @@ END_TEST
 /* A good handle with one u32 or u64 field rewritten, sealed again. */
 static struct xdm_ipc_handle forged(int at, int n, uint64_t v)
 {
-	struct xdm_ipc_handle h = good_handle(XDM_IPC_FD, 24);
+	struct xdm_ipc_handle h = good_handle(XDM_IPC_FD);
 
 	le_put(h.bytes + at, v, n);
 	reseal(&h);
@@ -340,9 +347,12 @@ static struct xdm_ipc_handle forged(int at, int n, uint64_t v)
 
 START_TEST(test_rule_version)
 {
-	struct xdm_ipc_handle h = forged(H_VERSION, 4, 2);
+	struct xdm_ipc_handle h = forged(H_VERSION, 4, 1);
 
-	expect_invalid(&h, "version 2", "version 2");
+	/* The layout before the secret: refused, whatever it names. */
+	expect_invalid(&h, "version 1", "version 1");
+	h = forged(H_VERSION, 4, 3);
+	expect_invalid(&h, "version 3", "version 3");
 	h = forged(H_VERSION, 4, 0);
 	expect_invalid(&h, "version 0", "version 0");
 	h = forged(H_VERSION, 4, UINT32_MAX);
@@ -376,7 +386,7 @@ END_TEST
 
 START_TEST(test_rule_inside_object)
 {
-	struct xdm_ipc_ref r = sample_ref(XDM_IPC_FD, 0);
+	struct xdm_ipc_ref r = sample_ref(XDM_IPC_FD);
 	struct xdm_ipc_handle h;
 	uint64_t edge = r.obj.object_bytes - r.bytes;
 
@@ -399,28 +409,52 @@ START_TEST(test_rule_inside_object)
 }
 END_TEST
 
-START_TEST(test_rule_payload_len)
+/* A handle without its credential is no handle an exporter made. */
+START_TEST(test_rule_secret)
 {
-	static const uint64_t lens[] = { XDM_IPC_PAYLOAD_MAX + 1, 200, UINT32_MAX };
+	struct xdm_ipc_handle h = good_handle(XDM_IPC_FD);
+	struct xdm_ipc_ref r;
 
-	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
-		struct xdm_ipc_handle h = forged(H_PAYLOAD_LEN, 4, lens[i]);
+	memset(h.bytes + H_SECRET, 0, XDM_IPC_SECRET_BYTES);
+	reseal(&h);
+	expect_invalid(&h, "secret", "an all-zero secret");
+	/* One bit of it is a secret (a poor one, but the exporter judges that). */
+	h.bytes[H_SECRET + XDM_IPC_SECRET_BYTES - 1] = 1;
+	reseal(&h);
+	decode_ok(&h, &r, "a secret of one bit");
+}
+END_TEST
 
-		expect_invalid(&h, "payload", "payload too long");
+/* The comparison the server makes: equal only when every byte is. */
+START_TEST(test_secret_equal)
+{
+	unsigned char a[XDM_IPC_SECRET_BYTES], b[XDM_IPC_SECRET_BYTES];
+
+	for (int i = 0; i < XDM_IPC_SECRET_BYTES; i++)
+		a[i] = b[i] = (unsigned char)(0x5a ^ i);
+	ck_assert(xdm_ipc_secret_equal(a, b));
+	for (int i = 0; i < XDM_IPC_SECRET_BYTES; i++) {
+		for (int bit = 0; bit < 8; bit++) {
+			b[i] ^= (unsigned char)(1u << bit);
+			ck_assert_msg(!xdm_ipc_secret_equal(a, b), "byte %d bit %d differs", i, bit);
+			ck_assert_msg(!xdm_ipc_secret_equal(b, a), "byte %d bit %d differs", i, bit);
+			b[i] ^= (unsigned char)(1u << bit);
+		}
 	}
+	ck_assert(xdm_ipc_secret_equal(a, b));
 }
 END_TEST
 
 START_TEST(test_rule_uuid)
 {
-	struct xdm_ipc_handle h = good_handle(XDM_IPC_FD, 0);
+	struct xdm_ipc_handle h = good_handle(XDM_IPC_FD);
 	struct xdm_ipc_ref r;
 
 	memset(h.bytes + H_UUID, 0, 40);
 	reseal(&h);
 	expect_invalid(&h, "device", "no uuid");
 
-	h = good_handle(XDM_IPC_FD, 0);
+	h = good_handle(XDM_IPC_FD);
 	memset(h.bytes + H_UUID, 'a', 40);
 	reseal(&h);
 	expect_invalid(&h, "device", "a uuid with no NUL");
@@ -443,7 +477,7 @@ START_TEST(test_rule_uuid_tail)
 	static const int at[] = { sizeof(uuid_a), sizeof(uuid_a) + 1, 39 };
 
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
-		struct xdm_ipc_handle h = good_handle(XDM_IPC_FD, 0);
+		struct xdm_ipc_handle h = good_handle(XDM_IPC_FD);
 
 		h.bytes[H_UUID + at[i]] = 'x';
 		reseal(&h);
@@ -454,34 +488,19 @@ END_TEST
 
 START_TEST(test_rule_zero_area)
 {
-	static const int at[] = { H_ZEROS, H_ZEROS + 1, 230, H_CHECKSUM - 1 };
-	static const uint32_t lens[] = { 0, 24, XDM_IPC_PAYLOAD_MAX };
+	static const int at[] = { H_ZEROS, H_ZEROS + 1, 160, 208, 230, H_CHECKSUM - 1 };
+	static const uint32_t kinds[] = { XDM_IPC_FD, XDM_IPC_BYTES, XDM_IPC_FDS };
 	char what[64];
 
-	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
 		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
-			struct xdm_ipc_handle h = good_handle(XDM_IPC_BYTES, lens[l]);
+			struct xdm_ipc_handle h = good_handle(kinds[k]);
 
 			h.bytes[at[i]] = 0x80;
 			reseal(&h);
-			snprintf(what, sizeof(what), "byte %d with payload %u", at[i], lens[l]);
+			snprintf(what, sizeof(what), "byte %d of kind %u", at[i], kinds[k]);
 			expect_invalid(&h, "zero", what);
 		}
-		/* Inside the payload's place, past its length. */
-		if (lens[l] < XDM_IPC_PAYLOAD_MAX) {
-			int past[] = { H_PAYLOAD + (int)lens[l], H_ZEROS - 1 };
-
-			for (size_t i = 0; i < 2; i++) {
-				struct xdm_ipc_handle h = good_handle(XDM_IPC_BYTES, lens[l]);
-
-				h.bytes[past[i]] = 1;
-				reseal(&h);
-				snprintf(what, sizeof(what), "payload byte %d past length %u",
-					 past[i] - H_PAYLOAD, lens[l]);
-				expect_invalid(&h, "zero", what);
-			}
-		}
-	}
 }
 END_TEST
 
@@ -542,7 +561,8 @@ static Suite *ipc_handle_suite(void)
 	tcase_add_test(rules, test_rule_kind);
 	tcase_add_test(rules, test_rule_zero_ids);
 	tcase_add_test(rules, test_rule_inside_object);
-	tcase_add_test(rules, test_rule_payload_len);
+	tcase_add_test(rules, test_rule_secret);
+	tcase_add_test(rules, test_secret_equal);
 	tcase_add_test(rules, test_rule_uuid);
 	tcase_add_test(rules, test_rule_uuid_tail);
 	tcase_add_test(rules, test_rule_zero_area);

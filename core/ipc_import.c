@@ -220,6 +220,8 @@ static uint32_t take_fds(struct msghdr *m, int *fds, uint32_t keep)
  */
 static ssize_t recv_by(int fd, struct msghdr *m, uint64_t deadline)
 {
+	bool reset = false;
+
 	for (;;) {
 		ssize_t n = recvmsg(fd, m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 		int err;
@@ -228,6 +230,17 @@ static ssize_t recv_by(int fd, struct msghdr *m, uint64_t deadline)
 			return n;
 		if (errno == EINTR)
 			continue;
+		/*
+		 * A server that closes with our request unread resets the
+		 * connection, and the reset is reported before what it sent
+		 * first (a refusal's reason): read on once, then it is the end.
+		 */
+		if (errno == ECONNRESET && !reset) {
+			reset = true;
+			continue;
+		}
+		if (reset)
+			return 0;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
 		err = wait_ready(fd, POLLIN, deadline);

@@ -16,8 +16,8 @@
  * that came over it.
  *
  * Nothing a client does can stop the loop: every socket is non-blocking;
- * a peer whose answer does not drain, or that holds nothing and asks
- * nothing, by its deadline is dropped; the table of peers is bounded,
+ * a peer whose answer does not drain (it cannot be sent, or lies unread),
+ * or that holds nothing and asks nothing, by its deadline is dropped; the table of peers is bounded,
  * with a share for other users and for each of them, and a connection
  * past a bound is answered with a sentence and closed; when the process
  * runs out of descriptors the pending connection is taken with a spare one
@@ -27,11 +27,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -188,10 +190,20 @@ static enum xdm_ipc_verdict read_request(struct server *s, struct xdm_ipc_peer *
 	return xdm_ipc_serve_request(s->rt, p, buf, (size_t)n);
 }
 
-/* Whether p's deadline counts: an answer is on its way, or it holds nothing. */
+/*
+ * Whether p's deadline counts: an answer is on its way, or went but lies
+ * unread in its socket (an importer waits for each answer it asked for,
+ * and reads it at once), or it holds nothing.  A connection that holds
+ * blocks and has read every answer has no deadline: an import may last
+ * as long as its importer likes.
+ */
 static bool has_deadline(const struct xdm_ipc_peer *p)
 {
-	return p->sending != XDM_IPC_IDLE || !p->holds;
+	int unread = 0;
+
+	if (p->sending != XDM_IPC_IDLE || !p->holds)
+		return true;
+	return ioctl(p->fd, SIOCOUTQ, &unread) == 0 && unread > 0;
 }
 
 /* poll's timeout: the nearest deadline, or -1 for none. */
@@ -200,7 +212,7 @@ static int next_timeout_ms(const struct server *s, uint64_t now, bool resting)
 	uint64_t nearest = resting ? s->rest_until_ns : UINT64_MAX;
 
 	for (unsigned int i = 0; i < s->npeers; i++)
-		if (has_deadline(&s->peers[i]) && s->peers[i].deadline_ns < nearest)
+		if (s->peers[i].deadline_ns < nearest && has_deadline(&s->peers[i]))
 			nearest = s->peers[i].deadline_ns;
 	if (nearest == UINT64_MAX)
 		return -1;
@@ -220,7 +232,7 @@ static enum xdm_ipc_verdict serve_peer(struct server *s, struct xdm_ipc_peer *p,
 		v = xdm_ipc_peer_flush(s->rt, p);
 	else if (p->sending == XDM_IPC_IDLE && (revents & (POLLIN | POLLHUP)))
 		v = read_request(s, p);
-	if (v == XDM_IPC_KEEP && has_deadline(p) && p->deadline_ns <= now)
+	if (v == XDM_IPC_KEEP && p->deadline_ns <= now && has_deadline(p))
 		v = XDM_IPC_DROP;
 	return v;
 }

@@ -83,6 +83,14 @@ enum xdm_status cuda_ipc_export_legacy(const struct cuda_platform *p, const char
 		goto out;
 	}
 	describe(out, XDM_IPC_BYTES, block->ptr - base, size, &pay, sizeof(pay));
+	/*
+	 * The legacy handle opens the whole allocation, and the driver asks
+	 * nothing of whoever presents it: it is a bearer credential, which is
+	 * why it travels in the server's reply and never in xdm's handle.
+	 * The allocation holds nothing else only when the block is all of it.
+	 */
+	if (block->ptr == (uint64_t)base && block->bytes == size)
+		out->flags = XDM_IPC_ONLY_BLOCK;
 out:
 	cuda_ctx_leave(p, restore);
 	return st;
@@ -117,7 +125,9 @@ enum xdm_status cuda_ipc_export_pool(const struct cuda_platform *p, CUmemoryPool
 	 * answered CUDA_ERROR_INVALID_VALUE before
 	 * cuMemPoolExportToShareableHandle, and CUDA_SUCCESS after it; a
 	 * pointer 4 KiB into an allocation failed either way.  The descriptor
-	 * is the pool's, and every importer gets a copy of it.
+	 * is the pool's, and every importer gets a copy of it: the object
+	 * holds every block of the pool, so it is never ONLY_BLOCK, and goes
+	 * to the exporter's own user alone.
 	 */
 	rc = p->drv.MemPoolExportToShareableHandle(&fd, pool,
 						   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);

@@ -159,6 +159,10 @@ enum xdm_status cuda_vmm_ipc_export(struct xdm_layer *self, const struct xdm_blo
 	out->payload_len = sizeof(pay);
 	out->fds = fds;
 	out->nfds = (uint32_t)n;
+	/* Granules the block covers whole hold nothing else; a pool's part
+	 * of a chunk shares its first or last granule with its neighbours. */
+	if (block->ptr == lo && block->bytes == hi - lo)
+		out->flags = XDM_IPC_ONLY_BLOCK;
 	return XDM_OK;
 
 err_free:

@@ -165,7 +165,7 @@ static enum xdm_status host_allocate(struct xdm_layer *self, size_t bytes, xdm_s
 	 * still gets a unique address. */
 	rounded = bytes ? (bytes + align - 1) & ~(align - 1) : align;
 	if (hb->shareable) {
-		enum xdm_status st = host_shared_alloc(&hb->shared, rounded, &p);
+		enum xdm_status st = host_shared_alloc(&hb->shared, bytes, rounded, &p);
 
 		if (st)
 			return st;

@@ -32,7 +32,9 @@ struct host_shared {
 
 void host_shared_init(struct host_shared *sh);
 void host_shared_fini(struct host_shared *sh);
-enum xdm_status host_shared_alloc(struct host_shared *sh, size_t bytes, void **out);
+/* A block the caller asked bytes for, of size bytes (rounded by the caller). */
+enum xdm_status host_shared_alloc(struct host_shared *sh, size_t asked, size_t bytes,
+				  void **out);
 void host_shared_release(struct host_shared *sh, void *ptr);
 /*
  * A memfd of size bytes whose size nobody can change any more (sealed

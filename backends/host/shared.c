@@ -26,7 +26,7 @@
 struct host_shared_block {
 	struct host_shared_block *next;
 	uintptr_t ptr;
-	size_t bytes;			/* as asked */
+	size_t bytes;			/* as the block's owner asked */
 	size_t size;			/* mapped, a multiple of the page */
 	int fd;
 };
@@ -46,7 +46,8 @@ int host_sealed_memfd(const char *name, uint64_t bytes)
 	return -1;
 }
 
-enum xdm_status host_shared_alloc(struct host_shared *sh, size_t bytes, void **out)
+enum xdm_status host_shared_alloc(struct host_shared *sh, size_t asked, size_t bytes,
+				  void **out)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), size;
 	struct host_shared_block *b;
@@ -78,7 +79,7 @@ enum xdm_status host_shared_alloc(struct host_shared *sh, size_t bytes, void **o
 				     "block of %zu bytes: %s", bytes, strerror(err));
 	}
 	b->ptr = (uintptr_t)p;
-	b->bytes = bytes;
+	b->bytes = asked;
 	b->size = size;
 	b->fd = fd;
 	pthread_mutex_lock(&sh->lock);

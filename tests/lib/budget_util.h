@@ -276,31 +276,28 @@ static inline void fault_env_free(char **env)
  * AddressSanitizer's allocator does when a runtime's stream threads are
  * still starting.
  */
-static inline void worker_start_fault(struct worker *w, const char **argv, const char *fault)
+/*
+ * Exec argv with stdin and stdout on pipes to w, in env (NULL: environ);
+ * in_child (if not NULL) runs in the child first, with arg (to become
+ * another user, to set its environment).
+ */
+static inline void worker_spawn(struct worker *w, const char **argv, char **env,
+				void (*in_child)(const void *), const void *arg)
 {
-	char **env = NULL;
 	int in[2], out[2];
 
-	if (!argv[0])
-		argv[0] = worker_path();
-	if (fault) {
-		const char *top = getenv("XDM_TOP_BUILDDIR");
-		const char *path = getenv("XDM_MODULE_PATH");
-		char faults[8192];
-
-		snprintf(faults, sizeof(faults), "%s/tests/faults/.libs%s%s", top ? top : ".",
-			 path ? ":" : "", path ? path : "");
-		env = fault_env(faults, fault);
-	}
 	/* Close-on-exec: a worker started later must not keep this one's stdin
 	 * open (its EOF is how the test tells it to free and leave); the
 	 * dup2 below gives the child its own copies without the flag. */
 	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
 	ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+	fflush(NULL);
 	w->pid = fork();
 	if (w->pid == 0) {
 		static const char msg[] = "budget test: cannot exec ";
 
+		if (in_child)
+			in_child(arg);
 		dup2(in[0], STDIN_FILENO);
 		dup2(out[1], STDOUT_FILENO);
 		close(in[0]);
@@ -313,7 +310,6 @@ static inline void worker_start_fault(struct worker *w, const char **argv, const
 			(void)!write(STDERR_FILENO, "\n", 1);
 		_exit(127);
 	}
-	fault_env_free(env);
 	ck_assert_int_ge(w->pid, 0);
 	close(in[0]);
 	close(out[1]);
@@ -321,6 +317,25 @@ static inline void worker_start_fault(struct worker *w, const char **argv, const
 	w->from = fdopen(out[0], "r");
 	ck_assert_ptr_nonnull(w->to);
 	ck_assert_ptr_nonnull(w->from);
+}
+
+static inline void worker_start_fault(struct worker *w, const char **argv, const char *fault)
+{
+	char **env = NULL;
+
+	if (!argv[0])
+		argv[0] = worker_path();
+	if (fault) {
+		const char *top = getenv("XDM_TOP_BUILDDIR");
+		const char *path = getenv("XDM_MODULE_PATH");
+		char faults[8192];
+
+		snprintf(faults, sizeof(faults), "%s/tests/faults/.libs%s%s", top ? top : ".",
+			 path ? ":" : "", path ? path : "");
+		env = fault_env(faults, fault);
+	}
+	worker_spawn(w, argv, env, NULL, NULL);
+	fault_env_free(env);
 }
 
 static inline void worker_start(struct worker *w, const char **argv)

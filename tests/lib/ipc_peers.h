@@ -21,9 +21,14 @@ struct peer {
 	pid_t pid;
 };
 
-/* program: the peer's path below the build tree; platform: its runtime's. */
-static inline void ipc_peer_start(struct peer *p, const char *program, const char *ordinal,
-				  const char *platform, const char *stack)
+/*
+ * program: the peer's path below the build tree; platform: its runtime's;
+ * in_child (if not NULL) runs in the peer's process before the exec, with
+ * arg (tests/process/check_ipc_users: become another user).
+ */
+static inline void ipc_peer_start_in(struct peer *p, const char *program, const char *ordinal,
+				     const char *platform, const char *stack,
+				     void (*in_child)(const void *), const void *arg)
 {
 	const char *top = getenv("XDM_TOP_BUILDDIR");
 	const char *argv[] = { NULL, ordinal, platform, stack, NULL };
@@ -32,10 +37,16 @@ static inline void ipc_peer_start(struct peer *p, const char *program, const cha
 
 	snprintf(path, sizeof(path), "%s/%s", top ? top : ".", program);
 	argv[0] = path;
-	worker_start(&p->w, argv);
+	worker_spawn(&p->w, argv, NULL, in_child, arg);
 	worker_line(&p->w, line, sizeof(line));
 	ck_assert_msg(sscanf(line, "ready %d", &pid) == 1, "peer said: %s", line);
 	p->pid = pid;
+}
+
+static inline void ipc_peer_start(struct peer *p, const char *program, const char *ordinal,
+				  const char *platform, const char *stack)
+{
+	ipc_peer_start_in(p, program, ordinal, platform, stack, NULL, NULL);
 }
 
 /* Send a command; its answer, without the newline, in out. */

@@ -5,8 +5,9 @@
  * A device is attached to its budget segment the first time the program
  * allocates on it (or asks cuMemGetInfo there), as a budget layer of xdm
  * would attach: the segment named by the device's UUID (so the order of
- * CUDA_VISIBLE_DEVICES changes nothing), in $XDM_BUDGET_DIR or /dev/shm,
- * with the group of $XDM_BUDGET_GROUP.  The process gets a slot marked
+ * CUDA_VISIBLE_DEVICES changes nothing), in $XDM_BUDGET_DIR, else the
+ * budget directory the users of the machine share where it exists, else
+ * /dev/shm (budget_default_dir), with the group of $XDM_BUDGET_GROUP.  The process gets a slot marked
  * BUDGET_SLOT_PRELOAD; if xdm's own budget layer attaches in the same
  * process, both charge that one slot.
  *
@@ -97,7 +98,7 @@ static enum xdm_status configure(struct budget_account *acct, unsigned int index
 				     "a size (K/M/G/T, %% of the device, max)", limit);
 	st = budget_member_name(m, PRELOAD_WHO, key ? key : m->uuid);
 	if (!st)
-		st = budget_member_dir(m, PRELOAD_WHO, dir ? dir : BUDGET_DEFAULT_DIR);
+		st = budget_member_dir(m, PRELOAD_WHO, dir ? dir : budget_default_dir());
 	if (!st)
 		st = budget_member_group(m, PRELOAD_WHO, env("XDM_BUDGET_GROUP"),
 					 env("XDM_BUDGET_GROUP_LIMIT"));

@@ -30,6 +30,7 @@ endif
 python/xdm/_paths.py: python/xdm/_paths.py-always
 	$(AM_V_GEN)$(MKDIR_P) python/xdm && \
 	sed -e 's|@libdir[@]|$(libdir)|g' -e 's|@pkglibdir[@]|$(pkglibdir)|g' \
+	    -e 's|@budget_shared_dir[@]|$(budget_shared_dir)|g' \
 		$(srcdir)/python/xdm/_paths.py.in >$@.tmp && \
 	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 python/xdm/_paths.py-always:

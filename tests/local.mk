@@ -18,6 +18,10 @@
 # known config rather than whatever the machine has in $(sysconfdir).  The
 # Python tests need the configured interpreter and compiler (whose
 # sanitizer runtime they may preload).
+# The suite's budgets are in /dev/shm whatever the machine has installed:
+# where the shared budget directory exists (xdm-budget(7), OTHER USERS),
+# root and users outside its group would be refused there by default.
+# check_tenants tests the default itself, without this.
 AM_TESTS_ENVIRONMENT = \
 	XDM_MODULE_PATH='$(build_module_path):$(abs_top_builddir)/tests/modules/.libs'; \
 	export XDM_MODULE_PATH; \
@@ -26,6 +30,7 @@ AM_TESTS_ENVIRONMENT = \
 	XDM_TOP_BUILDDIR='$(abs_top_builddir)'; export XDM_TOP_BUILDDIR; \
 	PYTHON='$(PYTHON)'; export PYTHON; CC='$(CC)'; export CC; \
 	CK_DEFAULT_TIMEOUT=300; export CK_DEFAULT_TIMEOUT; \
+	XDM_BUDGET_DIR=/dev/shm; export XDM_BUDGET_DIR; \
 	LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.supp$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}"; \
 	export LSAN_OPTIONS; \
 	TSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1$${TSAN_OPTIONS:+:$$TSAN_OPTIONS}"; \
@@ -149,7 +154,9 @@ tests_conformance_check_conformance_LDADD = $(conformance_cuda_ldadd) $(LDADD) -
 # covers per-thread credit, check_budget_auto the rule of credit=auto, the
 # default; check_budget_segment refuses segments that are
 # not what they should be.  check_users runs, as root, another local user
-# against a segment and a tree (a skip otherwise).
+# against a segment and a tree (a skip otherwise); check_tenants runs, as
+# root, users of a group and one outside it against the budget directory
+# they share and the log's file (tests/lib/users.c makes the users).
 process_tests = \
 	tests/process/check_budget \
 	tests/process/check_budget_kill \
@@ -159,6 +166,7 @@ process_tests = \
 	tests/process/check_budget_groups \
 	tests/process/budget_torture \
 	tests/process/check_users \
+	tests/process/check_tenants \
 	tests/process/check_ipc
 check_PROGRAMS += $(process_tests) tests/process/budget_worker tests/process/ipc_peer
 TESTS += $(process_tests)
@@ -179,6 +187,9 @@ tests_process_budget_worker_LDFLAGS = $(test_exec_flags)
 tests_process_budget_worker_LDADD = libxdm.la
 tests_process_check_users_LDFLAGS = $(test_exec_flags)
 tests_process_check_users_LDADD = $(LDADD) -lrt
+tests_process_check_tenants_SOURCES = tests/process/check_tenants.c tests/lib/users.c \
+	tests/lib/users.h
+tests_process_check_tenants_LDFLAGS = $(test_exec_flags)
 # Blocks shared between processes on the host platform's memfd twin:
 # ipc_peer is the program each exporter and importer execs.
 tests_process_check_ipc_LDFLAGS = $(test_exec_flags)

@@ -314,8 +314,8 @@ const struct xdm_attr budget_attrs[] = {
 	{
 		.name = "dir",
 		.mode = 0444,
-		.help = "the directory of the shared segment (dir=, $XDM_BUDGET_DIR, or "
-			"/dev/shm)",
+		.help = "the directory of the shared segment (dir=, $XDM_BUDGET_DIR, the "
+			"machine's shared budget directory, or /dev/shm)",
 		.show = dir_show,
 	},
 	{

@@ -62,7 +62,7 @@ static enum xdm_status budget_init(struct xdm_layer *self, const struct xdm_para
 		goto fail;
 	st = budget_member_name(&b->acct.m, "budget", key && *key ? key : dev->uuid);
 	if (!st)
-		st = budget_member_dir(&b->acct.m, "budget", dir ? dir : BUDGET_DEFAULT_DIR);
+		st = budget_member_dir(&b->acct.m, "budget", dir ? dir : budget_default_dir());
 	if (!st)
 		st = budget_member_group(&b->acct.m, "budget",
 					 param_or_env(params, "group", "XDM_BUDGET_GROUP"),
@@ -247,7 +247,9 @@ static const struct xdm_param_spec budget_params[] = {
 		.type = XDM_PARAM_STRING,
 		.default_value = NULL,
 		.help = "the directory of the shared segment, one that processes in other "
-			"containers see too; default: $XDM_BUDGET_DIR, else /dev/shm",
+			"containers see too; default: $XDM_BUDGET_DIR, else the budget "
+			"directory the users of the machine share (" BUDGET_SHARED_DIR ") "
+			"where it exists, else /dev/shm",
 	},
 	{
 		.name = "group",

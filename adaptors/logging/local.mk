@@ -9,6 +9,7 @@ adaptors_logging_la_SOURCES = \
 	adaptors/logging/drain.c \
 	adaptors/logging/writer.c \
 	adaptors/logging/sink.c \
+	adaptors/logging/file_open.c \
 	adaptors/logging/csv.c \
 	adaptors/logging/attrs.c \
 	adaptors/logging/exit.c

@@ -98,6 +98,18 @@ size_t csv_row(char *p, const char *prefix, size_t prefix_len, const char *devic
 	       struct csv_clock *clock);
 size_t csv_u64(char *p, uint64_t v);
 
+/* ---- file_open.c: the file sink's file ------------------------------- */
+
+/*
+ * Open the file sink's file for appending: pattern with %p, %d and %%
+ * expanded, or NULL for xdm-%p-%d.csv in the user's log directory
+ * ($XDG_RUNTIME_DIR/xdm, else /tmp/xdm-<uid>, made 0700).  Never through a
+ * symbolic link, never into a file of another user but root; *path gets
+ * the expanded path (malloc'ed), *fd the file.  XDM_E_CONFIG with a
+ * sentence naming the file otherwise, and nothing written.
+ */
+enum xdm_status log_file_open(const char *pattern, uint32_t ordinal, char **path, int *fd);
+
 /* ---- sink.c: where the text goes ------------------------------------- */
 
 enum log_sink_kind {

@@ -239,8 +239,10 @@ static const struct xdm_param_spec logging_params[] = {
 	{
 		.name = "path",
 		.type = XDM_PARAM_STRING,
-		.default_value = "xdm-%p-%d.csv",
-		.help = "file sink: %p is the pid, %d the device ordinal, %% a percent sign",
+		.default_value = NULL,
+		.help = "file sink: %p is the pid, %d the device ordinal, %% a percent sign; "
+			"never followed if a symbolic link, refused if another user's; "
+			"default: xdm-%p-%d.csv in $XDG_RUNTIME_DIR/xdm, else in /tmp/xdm-<uid>",
 	},
 	{
 		.name = "buffer",

@@ -21,59 +21,6 @@
 
 #include "adaptors/logging/logging.h"
 
-/* Owner-only: rows name addresses, tags and query ids of the process. */
-#define LOG_FILE_MODE 0600
-
-/* The path with %p (pid), %d (device ordinal) and %% expanded. */
-static enum xdm_status expand_path(const char *pattern, uint32_t ordinal, char **out)
-{
-	char buf[PATH_MAX];
-	size_t n = 0;
-	const char *p;
-	int w;
-
-	for (p = pattern; *p; p++) {
-		if (*p != '%') {
-			if (n + 1 >= sizeof(buf))
-				goto too_long;
-			buf[n++] = *p;
-			continue;
-		}
-		switch (*++p) {
-		case '%':
-			if (n + 1 >= sizeof(buf))
-				goto too_long;
-			buf[n++] = '%';
-			break;
-		case 'p':
-			w = snprintf(buf + n, sizeof(buf) - n, "%ld", (long)getpid());
-			goto number;
-		case 'd':
-			w = snprintf(buf + n, sizeof(buf) - n, "%u", ordinal);
-number:
-			if (w < 0 || (size_t)w >= sizeof(buf) - n)
-				goto too_long;
-			n += (size_t)w;
-			break;
-		default:
-			return xdm_error_set(XDM_E_CONFIG,
-					     "logging: path '%s': unknown escape '%%%.1s' (use %%p, "
-					     "%%d or %%%%)", pattern, p);
-		}
-	}
-	if (n == 0)
-		return xdm_error_set(XDM_E_CONFIG, "logging: path is empty");
-	buf[n] = '\0';
-	*out = strdup(buf);
-	if (!*out)
-		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: no memory for the path");
-	return XDM_OK;
-
-too_long:
-	return xdm_error_set(XDM_E_CONFIG, "logging: path '%s' is too long once expanded",
-			     pattern);
-}
-
 /* Counts a failure; only the first one of the layer is told on stderr. */
 static void sink_failed(struct log_sink *s, int err, uint64_t rows)
 {
@@ -166,15 +113,15 @@ void log_sink_write(struct log_sink *s, const char *data, size_t len, uint64_t r
 		sink_failed(s, err, rows);
 }
 
-static enum xdm_status file_open(struct log_sink *s)
+static enum xdm_status file_open(struct log_sink *s, const char *path_pattern, uint32_t ordinal)
 {
 	struct stat st;
+	enum xdm_status status;
 	int err;
 
-	s->fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, LOG_FILE_MODE);
-	if (s->fd < 0)
-		return xdm_error_set(XDM_E_CONFIG, "logging: cannot open %s: %s", s->path,
-				     strerror(errno));
+	status = log_file_open(path_pattern, ordinal, &s->path, &s->fd);
+	if (status)
+		return status;
 	/* Appending to an earlier log of the same name: one header only. */
 	if (fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
 		return XDM_OK;
@@ -211,12 +158,9 @@ enum xdm_status log_sink_open(struct log_sink *s, const char *kind, const char *
 		return xdm_error_set(XDM_E_OUT_OF_MEMORY, "logging: cannot create the sink lock");
 
 	if (s->kind == LOG_SINK_FILE) {
-		st = expand_path(path_pattern, ordinal, &s->path);
+		st = file_open(s, path_pattern, ordinal);
 		if (st)
 			goto err_lock;
-		st = file_open(s);
-		if (st)
-			goto err_path;
 	} else if (s->kind == LOG_SINK_MEMORY) {
 		memory_append(s, LOG_HEADER, LOG_HEADER_LEN, 0);
 		if (!s->mem) {
@@ -226,9 +170,6 @@ enum xdm_status log_sink_open(struct log_sink *s, const char *kind, const char *
 	}
 	return XDM_OK;
 
-err_path:
-	free(s->path);
-	s->path = NULL;
 err_lock:
 	pthread_mutex_destroy(&s->lock);
 	return st;

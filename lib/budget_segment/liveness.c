@@ -76,20 +76,27 @@ static bool lock_held(int fd, unsigned int slot)
 }
 
 /*
- * Whether pid, of the caller's own pid namespace, is still the process
- * that started at start_time.  ESRCH: gone.  EPERM: the pid is another
- * user's process now (every holder has the segment owner's uid, so a pid
- * we may not signal was reused).  A zombie is dead too.
+ * Whether pid, of the caller's own pid namespace, may still be the process
+ * that started at start_time: false only where it is shown not to be.
+ * ESRCH: gone.  A zombie, or another start time: another process (or
+ * none).  The holders of a segment may be other users (a directory a
+ * group shares), so a pid we may not signal (EPERM) proves nothing, and
+ * where /proc hides other users' processes (hidepid) their start time
+ * cannot be read: then the lock alone decides.
  */
-static bool pid_runs(pid_t pid, uint64_t start_time)
+static bool pid_may_run(pid_t pid, uint64_t start_time)
 {
+	bool foreign = false;
 	uint64_t now_start;
 	char state = '?';
 
-	if (kill(pid, 0) != 0 && (errno == ESRCH || errno == EPERM))
-		return false;
+	if (kill(pid, 0) != 0) {
+		if (errno == ESRCH)
+			return false;
+		foreign = errno == EPERM;
+	}
 	if (budget_proc_identity(pid, &now_start, &state) != 0)
-		return false;
+		return foreign;
 	if (state == 'Z' || state == 'X')
 		return false;
 	return now_start == start_time;
@@ -100,7 +107,7 @@ bool budget_slot_alive(const struct budget_shm *s, int fd, unsigned int slot, ui
 	const struct budget_slot *row = &s->slots[slot];
 	pid_t pid = atomic_load_explicit((_Atomic int32_t *)&row->pid, memory_order_acquire);
 
-	if (pidns && row->pidns == pidns && pid > 0 && !pid_runs(pid, row->start_time))
+	if (pidns && row->pidns == pidns && pid > 0 && !pid_may_run(pid, row->start_time))
 		return false;
 	return lock_held(fd, slot);
 }

@@ -1,7 +1,8 @@
 # lib/budget_segment: the budget's shared segment as one internal library
 # with one header, segment.h: its layout, its robust lock, the liveness
 # rule of its processes, the reader that opens a segment and checks its
-# layout, and a member's life in it (attach, charge, reclaim, detach).
+# layout, a member's life in it (attach, charge, reclaim, detach), and the
+# directory a group of users shares for its budgets (shared_dir.c).
 # The budget module (adaptors/budget), the preload shim (preload/) and
 # xdmctl link it, so that all agree on the format, take the lock the same
 # way, charge the same way and call the same processes dead.  A convenience library: it is compiled into each of
@@ -14,6 +15,7 @@ lib_budget_segment_libbudget_segment_la_SOURCES = \
 	lib/budget_segment/reader.c \
 	lib/budget_segment/member.c \
 	lib/budget_segment/member_config.c \
+	lib/budget_segment/shared_dir.c \
 	lib/budget_segment/validate.c \
 	lib/budget_segment/reclaim.c \
 	lib/budget_segment/credit.c \

@@ -5,11 +5,14 @@
  * process leaves.  The budget adaptor and the preload shim both attach
  * through here; a process that has both shares one slot.
  *
- * The segment is a file, xdm-budget-<key>, in /dev/shm or the directory
- * that dir= names (a directory that containers share, for one budget
- * across them).  Each attached process keeps it open: the lock it holds
- * on its slot through that descriptor is how others know it is alive
- * (liveness.c).
+ * The segment is a file, xdm-budget-<key>, in the directory that dir=
+ * names (a directory that containers share, for one budget across them),
+ * or by default the one the users of the machine share, else /dev/shm
+ * (shared_dir.c).  It is this user's, mode 0600, and one of another user
+ * is refused; in a directory a group shares it is the group's, mode 0660,
+ * and one of another member is used.  Each attached process keeps it
+ * open: the lock it holds on its slot through that descriptor is how
+ * others know it is alive (liveness.c).
  *
  * Creation race: open(O_CREAT | O_EXCL) picks one creator.  It sizes
  * and fills the segment and writes the magic last; everyone else waits for
@@ -51,10 +54,16 @@ static void sleep_ms(long ms)
 		;
 }
 
+/* The segment's mode: its user's, or its group's in a shared directory. */
+static mode_t file_mode(const struct budget_member *m)
+{
+	return m->shared ? 0660 : 0600;
+}
+
 /* Open the segment file: no link followed, closed across exec. */
 static int open_file(const struct budget_member *m, int flags)
 {
-	return open(m->path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+	return open(m->path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, file_mode(m));
 }
 
 static enum xdm_status errno_status(int err, const struct budget_member *m, const char *what)
@@ -150,13 +159,88 @@ static void drop_abandoned(struct budget_member *m, int fd)
 		unlink(m->path);
 }
 
-/* Never use a segment another user could write, or made to mislead us. */
+/*
+ * Never use a segment another user could write, or made to mislead us.
+ * Outside a shared directory that is a name another user took first (in
+ * /dev/shm anyone can): say whose it is, and how to get out of its way.
+ */
 static enum xdm_status foreign(const struct budget_member *m, uid_t owner)
 {
+	char user[64];
+
+	budget_user_name(owner, user, sizeof(user));
 	return xdm_error_set(XDM_E_CONFIG,
-			     "budget: the shared segment %s belongs to uid %u, not to this "
-			     "process (uid %u); give budget a key= of its own",
-			     m->name, (unsigned)owner, (unsigned)geteuid());
+			     "budget: %s belongs to user %s (uid %u), not to this process "
+			     "(uid %u): another user took this budget's name first in %s. "
+			     "Share the budget through %s (the directory of group '%s' that "
+			     "systemd-tmpfiles makes), or give budget a key= of its own, or "
+			     "set dir= or XDM_BUDGET_DIR to a directory of your own",
+			     m->path, user, (unsigned)owner, (unsigned)geteuid(), m->dir,
+			     BUDGET_SHARED_DIR, XDM_BUDGET_SHARED_GROUP);
+}
+
+/*
+ * In a shared directory a segment is the directory's group's, open to the
+ * group and to nobody else; its owner may be any member (only they and
+ * root can make a name there).
+ */
+static bool shared_segment_ok(const struct budget_member *m, const struct stat *sb)
+{
+	bool group_rw = (sb->st_mode & (S_IRGRP | S_IWGRP)) == (S_IRGRP | S_IWGRP);
+
+	return sb->st_gid == m->shared_gid && !(sb->st_mode & (S_ISUID | S_ISGID | S_ISVTX)) &&
+	       !(sb->st_mode & S_IRWXO) && (sb->st_uid == geteuid() || group_rw);
+}
+
+static enum xdm_status not_the_groups(const struct budget_member *m, const struct stat *sb)
+{
+	char group[64];
+
+	budget_group_name(m->shared_gid, group, sizeof(group));
+	return xdm_error_set(XDM_E_CONFIG,
+			     "budget: %s is not a segment of group '%s', which shares %s: it "
+			     "is uid %u's, of gid %u, mode %04o, and a segment there is the "
+			     "group's, mode 0660. Remove it once no process uses it",
+			     m->path, group, m->dir, (unsigned)sb->st_uid, (unsigned)sb->st_gid,
+			     (unsigned)(sb->st_mode & 07777));
+}
+
+/* Whether a segment's owner and mode let this process use it, else why not. */
+static enum xdm_status check_owner(const struct budget_member *m, const struct stat *sb)
+{
+	if (m->shared && !shared_segment_ok(m, sb))
+		return not_the_groups(m, sb);
+	if (!m->shared && sb->st_uid != geteuid())
+		return foreign(m, sb->st_uid);
+	if (!m->shared && (sb->st_mode & 077))
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: the shared segment %s is open to other users "
+				     "(mode %03o); remove %s and start again",
+				     m->name, (unsigned)(sb->st_mode & 0777), m->path);
+	if (!S_ISREG(sb->st_mode))
+		return xdm_error_set(XDM_E_CONFIG,
+				     "budget: %s is a special file, not a shared segment: remove it",
+				     m->path);
+	return XDM_OK;
+}
+
+/*
+ * Just made in a shared directory: the group's (the set-group-ID bit made
+ * it so; else it is given), and open to it whatever the creator's umask
+ * took from the mode.  A member who finds it before this is done waits
+ * (open_segment).
+ */
+static enum xdm_status share_with_group(struct budget_member *m, int fd)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb) != 0)
+		return errno_status(errno, m, "cannot stat the shared segment");
+	if (sb.st_gid != m->shared_gid && fchown(fd, (uid_t)-1, m->shared_gid) != 0)
+		return errno_status(errno, m, "cannot give the directory's group to the segment");
+	if (fchmod(fd, file_mode(m)) != 0)
+		return errno_status(errno, m, "cannot open to the directory's group the segment");
+	return XDM_OK;
 }
 
 /*
@@ -170,7 +254,9 @@ static enum xdm_status unopenable(struct budget_member *m, int err)
 
 	if (lstat(path, &sb) != 0)
 		return errno_status(err, m, "cannot open the shared segment");
-	if (sb.st_uid != geteuid())
+	if (m->shared && !shared_segment_ok(m, &sb))
+		return not_the_groups(m, &sb);
+	if (!m->shared && sb.st_uid != geteuid())
 		return foreign(m, sb.st_uid);
 	if (!S_ISREG(sb.st_mode))
 		return xdm_error_set(XDM_E_CONFIG,
@@ -215,16 +301,13 @@ static enum xdm_status join_segment(struct budget_member *m, int fd, struct budg
 	struct stat sb;
 	int waited;
 
-	/* Whose it is first: never map a segment another user could write. */
+	/* Whose it is first: never map a segment another user could write
+	 * (or, in a shared directory, anyone outside its group). */
 	if (fstat(fd, &sb) != 0)
 		return errno_status(errno, m, "cannot stat the shared segment");
-	if (sb.st_uid != geteuid())
-		return foreign(m, sb.st_uid);
-	if (sb.st_mode & 077)
-		return xdm_error_set(XDM_E_CONFIG,
-				     "budget: the shared segment %s is open to other users "
-				     "(mode %03o); remove %s and start again",
-				     m->name, (unsigned)(sb.st_mode & 0777), m->path);
+	st = check_owner(m, &sb);
+	if (st)
+		return st;
 
 	for (waited = 0;; waited++) {
 		/* The creator sizes it in one call: another size is another
@@ -298,6 +381,23 @@ fail:
 	return st;
 }
 
+/*
+ * Open an existing segment.  In a shared directory another member's
+ * segment is closed to us (EACCES) until its creator has opened it to the
+ * group, a moment after making it: wait for that as for the magic.
+ */
+static int open_existing(const struct budget_member *m)
+{
+	int fd;
+
+	for (int waited = 0;; waited++) {
+		fd = open_file(m, O_RDWR);
+		if (fd >= 0 || errno != EACCES || !m->shared || waited >= BUDGET_READY_WAIT_MS)
+			return fd;
+		sleep_ms(1);
+	}
+}
+
 /* The segment mapped in *out, its file open in *fd (kept: it holds our lock). */
 static enum xdm_status open_segment(struct budget_member *m, struct budget_shm **out, int *fd)
 {
@@ -305,12 +405,16 @@ static enum xdm_status open_segment(struct budget_member *m, struct budget_shm *
 
 	*fd = open_file(m, O_RDWR | O_CREAT | O_EXCL);
 	if (*fd >= 0) {
-		st = create_segment(m, *fd, out);
+		st = m->shared ? share_with_group(m, *fd) : XDM_OK;
+		if (st)
+			unlink(m->path);
+		else
+			st = create_segment(m, *fd, out);
 		goto out;
 	}
 	if (errno != EEXIST)
 		return errno_status(errno, m, "cannot create the shared segment");
-	*fd = open_file(m, O_RDWR);
+	*fd = open_existing(m);
 	if (*fd < 0) {
 		if (errno == ENOENT)	/* its last user unlinked it meanwhile */
 			return BUDGET_RETRY;
@@ -569,8 +673,15 @@ void budget_member_leave(struct budget_member *m)
 		release_slot_locked(m, s);
 		budget_reclaim_locked(s, m->fd, NULL, &live, NULL);
 		if (!live) {
+			/*
+			 * A name this process may not remove (a sticky shared
+			 * directory, a segment of another member) stays, and
+			 * is not marked gone: the next process to attach finds
+			 * nobody in it and takes it over, as a stale one.
+			 */
 			s->unlinked = 1;
-			unlink(m->path);
+			if (unlink(m->path) != 0 && (errno == EPERM || errno == EACCES))
+				s->unlinked = 0;
 		}
 		budget_unlock(s);
 	}

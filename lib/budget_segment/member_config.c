@@ -58,11 +58,44 @@ enum xdm_status budget_member_name(struct budget_member *m, const char *who, con
 	return XDM_OK;
 }
 
+/*
+ * A directory a group shares: its members only.  Root too is refused, not
+ * for want of permission: every member can write the segments there, and
+ * root never locks or writes inside a file another user can write.
+ */
+static enum xdm_status shared_dir_member(struct budget_member *m, const char *who,
+					 const char *dir, const struct stat *st)
+{
+	char group[64];
+
+	budget_group_name(st->st_gid, group, sizeof(group));
+	if (geteuid() == 0)
+		return xdm_error_set(XDM_E_CONFIG,
+				     "%s: %s is the budget directory of group '%s' (gid %u), and "
+				     "root does not use it: its segments are writable by every "
+				     "member. Run as a member of '%s', or set dir= or "
+				     "XDM_BUDGET_DIR to a directory of root's (/dev/shm)",
+				     who, dir, group, (unsigned)st->st_gid, group);
+	if (!budget_in_group(st->st_gid))
+		return xdm_error_set(XDM_E_CONFIG,
+				     "%s: %s is the budget directory of group '%s' (gid %u), and "
+				     "this process (uid %u) is not in that group. Ask to be added "
+				     "to it (usermod -aG %s USER, then log in again), or set dir= "
+				     "or XDM_BUDGET_DIR to a directory of your own for a budget of "
+				     "your own",
+				     who, dir, group, (unsigned)st->st_gid, (unsigned)geteuid(), group);
+	m->shared = true;
+	m->shared_gid = st->st_gid;
+	return XDM_OK;
+}
+
 /* After budget_member_name: the path is the directory and the name. */
 enum xdm_status budget_member_dir(struct budget_member *m, const char *who, const char *dir)
 {
+	enum xdm_status st_err;
 	struct stat st;
 
+	m->shared = false;
 	if (dir[0] != '/')
 		return xdm_error_set(XDM_E_CONFIG, "%s: dir must be an absolute path, not '%s'",
 				     who, dir);
@@ -70,18 +103,25 @@ enum xdm_status budget_member_dir(struct budget_member *m, const char *who, cons
 		return xdm_error_set(XDM_E_CONFIG, "%s: dir %s: %s", who, dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return xdm_error_set(XDM_E_CONFIG, "%s: dir %s is not a directory", who, dir);
-	if (st.st_uid != 0 && st.st_uid != geteuid())
+	if (strlen(dir) + strlen(m->name) >= sizeof(m->path))
+		return xdm_error_set(XDM_E_CONFIG, "%s: dir %s is too long", who, dir);
+	if (budget_dir_is_shared(&st)) {
+		st_err = shared_dir_member(m, who, dir, &st);
+		if (st_err)
+			return st_err;
+	} else if (st.st_uid != 0 && st.st_uid != geteuid()) {
 		return xdm_error_set(XDM_E_CONFIG,
 				     "%s: dir %s belongs to uid %u, who could replace the "
 				     "segment: use a directory of root's or of uid %u",
 				     who, dir, (unsigned)st.st_uid, (unsigned)geteuid());
-	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+	} else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
 		return xdm_error_set(XDM_E_CONFIG,
 				     "%s: dir %s is writable by others (mode %03o) without the "
-				     "sticky bit: any of them could replace the segment",
+				     "sticky bit: any of them could replace the segment. To share "
+				     "it with a group, make it root's and set-group-ID, writable "
+				     "by the group only (mode 2770)",
 				     who, dir, (unsigned)(st.st_mode & 0777));
-	if (strlen(dir) + strlen(m->name) >= sizeof(m->path))
-		return xdm_error_set(XDM_E_CONFIG, "%s: dir %s is too long", who, dir);
+	}
 	memcpy(m->dir, dir, strlen(dir) + 1);
 	memcpy(m->path, dir, strlen(dir));
 	memcpy(m->path + strlen(dir), m->name, strlen(m->name) + 1);

@@ -113,14 +113,16 @@ bool budget_quiet_usage(struct budget_shm *s, const bool *alive, struct budget_q
 	}
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++) {
 		const struct budget_slot *slot = &s->slots[i];
+		const struct budget_group *g;
 		uint64_t used;
 
 		if (!alive[i])
 			continue;
 		used = atomic_load_explicit(&slot->used, memory_order_acquire);
 		q->live += used;
-		if (slot->group && slot->group <= BUDGET_GROUPS)
-			q->group_live[slot->group - 1] += used;
+		g = budget_group_of(s, slot);
+		if (g)
+			q->group_live[g - s->groups] += used;
 	}
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
 		if (alive[i] &&

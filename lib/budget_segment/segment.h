@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <limits.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <xdm/module.h>
@@ -37,7 +38,13 @@
 static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 
-/* Where the segments are unless dir= or $XDM_BUDGET_DIR says otherwise. */
+/*
+ * Where the segments are unless dir= or $XDM_BUDGET_DIR says otherwise:
+ * the directory the users of the machine share (configure
+ * --with-budget-dir, made at boot by systemd-tmpfiles) where it exists,
+ * else BUDGET_DEFAULT_DIR (budget_default_dir, shared_dir.c).
+ */
+#define BUDGET_SHARED_DIR XDM_BUDGET_SHARED_DIR
 #define BUDGET_DEFAULT_DIR "/dev/shm"
 #define BUDGET_NAME_PREFIX "/xdm-budget-"
 /* Longest key kept after sanitizing: the name stays far below NAME_MAX. */
@@ -177,11 +184,18 @@ static inline void budget_set_group_limit_locked(struct budget_group *g, uint64_
 	atomic_store_explicit(&g->limit_check, ~limit, memory_order_relaxed);
 }
 
-/* The group of a slot, or NULL (its index read under the lock, or by its owner). */
+/*
+ * The group of a slot, or NULL (its index read under the lock, or by its
+ * owner).  The index is read once: whoever else may write the file (the
+ * owner's other processes, a group's members) must not change it between
+ * the bound's check and its use.
+ */
 static inline struct budget_group *budget_group_of(struct budget_shm *s,
 						   const struct budget_slot *slot)
 {
-	return slot->group && slot->group <= BUDGET_GROUPS ? &s->groups[slot->group - 1] : NULL;
+	uint32_t g = *(const volatile uint32_t *)&slot->group;
+
+	return g && g <= BUDGET_GROUPS ? &s->groups[g - 1] : NULL;
 }
 
 uint64_t budget_now_ns(void);
@@ -272,6 +286,12 @@ struct budget_member {
 	char dir[PATH_MAX];		/* where the segment is */
 	char path[PATH_MAX];		/* dir and name */
 	char uuid[BUDGET_UUID_MAX];	/* the device */
+	/*
+	 * dir is shared by a group (budget_dir_is_shared): segments there
+	 * are the group's, mode 0660, and another member's is accepted.
+	 */
+	bool shared;
+	gid_t shared_gid;		/* dir's group, if shared */
 };
 
 /*
@@ -321,6 +341,33 @@ void budget_member_refusal(struct budget_member *m, const char *who, uint64_t re
 void budget_member_reclaim_dead(struct budget_member *m);
 /* A refusal rescans for dead processes only this long after the last scan. */
 #define BUDGET_RESCAN_NS 1000000ull
+
+/* ---- shared_dir.c: a budget directory that a group of users shares ----- */
+
+/*
+ * The directory of the segments when neither dir= nor $XDM_BUDGET_DIR
+ * names one: BUDGET_SHARED_DIR where it exists, else BUDGET_DEFAULT_DIR.
+ * Where it exists but this user may not use it, it is still the answer,
+ * and the attach says why: a silent /dev/shm would split the device's
+ * budget in two.
+ */
+const char *budget_default_dir(void);
+
+/*
+ * Whether a directory has the shape of one that a group shares for its
+ * budgets: root's, set-group-ID, its group's to write in, and nobody
+ * else's.  Only root and the group's members can make a name in it, and
+ * a segment made in it is the group's whoever makes it.  The directory
+ * made at install has that shape; any other of that shape works the same.
+ */
+bool budget_dir_is_shared(const struct stat *st);
+
+/* Whether this process is in group gid: its effective or a supplementary one. */
+bool budget_in_group(gid_t gid);
+
+/* A user's or a group's name for a sentence, or its number where it has none. */
+void budget_user_name(uid_t uid, char *buf, size_t len);
+void budget_group_name(gid_t gid, char *buf, size_t len);
 
 /* ---- faults.c: kill points, in the test build only ---------------------- */
 

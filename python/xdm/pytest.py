@@ -42,6 +42,7 @@ import tempfile
 
 import pytest
 
+from . import _lib
 from . import tree as _tree
 from .errors import InvalidArgument, OutOfBudget, XdmError
 from .runtime import Runtime, parse_size, runtime as _runtime, runtimes as _runtimes
@@ -382,9 +383,27 @@ def config_text(plan, group):
     return "\n".join(lines) + "\n"
 
 
+def budget_dir():
+    """The directory of the budget segments, chosen as the budget layer
+    chooses it: $XDM_BUDGET_DIR, else the budget directory the users of the
+    machine share where it exists (configure --with-budget-dir; /run/xdm
+    unless the installed package says otherwise), else /dev/shm."""
+    given = os.environ.get("XDM_BUDGET_DIR")
+    if given:
+        return given
+    shared = getattr(_lib._paths(), "budget_shared_dir", None) or "/run/xdm"
+    try:
+        os.stat(shared)
+    except FileNotFoundError:
+        return "/dev/shm"
+    except OSError:
+        pass
+    return shared
+
+
 def segment_prefix(plan):
     """The path prefix of the run's budget segments (one per device)."""
-    directory = os.environ.get("XDM_BUDGET_DIR") or "/dev/shm"
+    directory = budget_dir()
     key = plan["key"].replace("%u", "")
     return os.path.join(directory, "xdm-budget-" + re.sub(r"[^A-Za-z0-9_-]", "_", key))
 

@@ -248,6 +248,17 @@ tools_live_tests = \
 tools_log_tests = \
 	tests/tools/xdmctl_timeline.sh \
 	tests/tools/xdmctl_snapshot.sh
+# Hostile neighbours: another user's segment cut short and grown back
+# while xdmctl reads it (segment_churn, run as that user), skipped where
+# anyone could have made it, set by root only as its owner; serve with
+# slow clients that must keep no scrape out, bound to loopback by default.
+tools_live_tests += \
+	tests/tools/xdmctl_hostile.sh \
+	tests/tools/xdmctl_serve_slow.sh
+check_PROGRAMS += tests/tools/segment_churn
+tests_tools_segment_churn_LDFLAGS = $(test_exec_flags)
+# No libxdm: the other user runs a copy of it, with no access to the build tree.
+tests_tools_segment_churn_LDADD =
 TESTS += $(tools_live_tests)
 # xdmctl is one thread, and reading a log starts no other process: a
 # ThreadSanitizer build has no race to find in these, so they run in the

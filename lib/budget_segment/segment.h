@@ -240,18 +240,49 @@ uint64_t budget_pidns_of(pid_t pid);
 
 /*
  * The segment NAME of directory DIRFD (AT_FDCWD with a path works too),
- * mapped for reading, or for reading and writing, once it is shown to be
- * a finished segment of this layout.  *owner (if not NULL) gets the file's
- * owner as soon as it is known.  *fd (if not NULL) gets the open file,
- * for budget_slot_alive; else it is closed.  NULL with a phrase in why
- * ("is not ready ...", "cannot be opened: ...") that follows the
- * segment's name.
+ * mapped for reading and writing (writable), once it is shown to be a
+ * finished segment of this layout: for a writer, which must be the owner
+ * of the file or share its trust (xdmctl budget --set runs as the owner).
+ * A reader never maps (budget_segment_read says why).  *owner (if not
+ * NULL) gets the file's owner as soon as it is known.  *fd (if not NULL)
+ * gets the open file, for budget_slot_alive; else it is closed.  NULL
+ * with a phrase in why ("is not ready ...", "cannot be opened: ...") that
+ * follows the segment's name.
  */
 struct budget_shm *budget_segment_map(int dirfd, const char *name, bool writable, uid_t *owner,
 				      int *fd, char *why, size_t len);
 void budget_segment_unmap(struct budget_shm *s);
-/* Whether a mapped segment is finished and of this layout; else why not. */
+/*
+ * The same for a file the caller opened and checked itself (whose it is,
+ * that it is the file it examined): NULL with why, and fd left open.
+ */
+struct budget_shm *budget_segment_map_fd(int fd, bool writable, char *why, size_t len);
+/* Whether a segment (mapped, or a copy) is finished and of this layout; else why not. */
 bool budget_segment_layout_ok(const struct budget_shm *s, char *why, size_t len);
+
+/* What budget_segment_read made of a file. */
+enum budget_read {
+	BUDGET_READ_OK,
+	/* Another user's, in a directory anyone can write: not opened. */
+	BUDGET_READ_SKIPPED,
+	/* Not a segment of this layout, unreadable, or cut short as it was read. */
+	BUDGET_READ_FAILED,
+};
+
+/*
+ * The segment NAME (a name, no '/') of directory DIRFD (or AT_FDCWD),
+ * copied whole with pread(2) into *copy and checked there, never mapped:
+ * a file truncated under the reader is a short read, not a SIGBUS.  A
+ * file of neither the reader's user nor root in a directory anyone can
+ * write (/dev/shm) is skipped unopened.  *owner (if not NULL) gets the
+ * file's owner as soon as it is known; *fd (if not NULL) the open file
+ * with OK, for budget_slot_alive on the copy.  Else a phrase in why that
+ * follows the segment's name.
+ */
+enum budget_read budget_segment_read(int dirfd, const char *name, struct budget_shm *copy,
+				     uid_t *owner, int *fd, char *why, size_t len);
+/* The pid in slot's row of the open segment file now, 0 where it cannot be read. */
+int32_t budget_segment_slot_pid(int fd, unsigned int slot);
 
 /* ---- a process attached to a segment: member.c, member_config.c -------- */
 

@@ -1,63 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http.c - one HTTP/1.1 exchange of xdmctl serve: a request head read
- * and judged, one response written, the connection closed.
+ * http.c - what xdmctl serve makes of HTTP/1.1: a request head judged,
+ * and the head of a response.  No I/O here: serve_loop.c reads and
+ * writes every client's socket without blocking, and hands the bytes of
+ * a head to http_parse as they come.
  *
  * The server answers one path, so it reads no more of a request than its
  * head, and nothing of a body: it answers and closes ("Connection:
- * close"), which HTTP/1.1 lets a server do after any response.  Every
- * wait is a poll with what is left of the time given, so a client that
- * sends its request a byte at a time, or never reads the answer, costs
- * that time and no more; the signalfd is polled beside it.
+ * close"), which HTTP/1.1 lets a server do after any response.
  */
 #include "config.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "serve.h"
-
-/* A request head longer than this is not one this server was meant for. */
-#define HEAD_MAX 8192
-/* What is read and dropped of a client's bytes after the answer, at most. */
-#define DRAIN_MAX 65536
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/*
- * Until fd is ready for events or the deadline: 1 ready, 0 time out,
- * -1 a signal came (or poll failed: stop all the same).
- */
-static int wait_fd(int fd, short events, int sigfd, long long deadline)
-{
-	for (;;) {
-		struct pollfd pf[2] = { { .fd = fd, .events = events },
-					{ .fd = sigfd, .events = POLLIN } };
-		long long left = deadline - now_ms();
-		int n;
-
-		if (left <= 0)
-			return 0;
-		n = poll(pf, 2, left > 60000 ? 60000 : (int)left);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 || pf[1].revents)
-			return -1;
-		if (pf[0].revents)
-			return 1;
-	}
-}
 
 /* A token character (RFC 9110, 5.6.2): what methods and field names are made of. */
 static bool tchar(char c)
@@ -66,10 +23,15 @@ static bool tchar(char c)
 	       (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
-/* The end of the head in buf (after its empty line), or NULL. */
-static char *head_end(char *buf)
+/*
+ * The end of the head in buf (after its empty line), or NULL; from is
+ * where the search starts (an end before it would have been found when
+ * the bytes before it came: a client that sends a byte at a time costs
+ * the server its bytes, not their square).
+ */
+static char *head_end(char *buf, size_t from)
 {
-	char *crlf = strstr(buf, "\r\n\r\n"), *lf = strstr(buf, "\n\n");
+	char *crlf = strstr(buf + from, "\r\n\r\n"), *lf = strstr(buf + from, "\n\n");
 
 	if (crlf && (!lf || crlf < lf))
 		return crlf + 4;
@@ -156,46 +118,28 @@ static void judge(char *buf, struct http_request *req)
 		req->ask = HTTP_METRICS;
 }
 
-void http_read_request(int fd, int sigfd, int timeout_ms, struct http_request *req)
+bool http_parse(char *buf, size_t got, size_t fresh, struct http_request *req)
 {
-	long long deadline = now_ms() + timeout_ms;
-	char buf[HEAD_MAX + 1];
-	size_t got = 0;
+	char *end;
 
 	req->head = false;
-	for (;;) {
-		ssize_t n;
-		int ready = wait_fd(fd, POLLIN, sigfd, deadline);
-
-		if (ready <= 0) {
-			req->ask = ready ? HTTP_SIGNAL : HTTP_TOO_SLOW;
-			return;
-		}
-		n = recv(fd, buf + got, HEAD_MAX - got, 0);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			continue;
-		if (n <= 0) {
-			/* Closed (or reset) before a whole head: no one to answer. */
-			req->ask = HTTP_GONE;
-			return;
-		}
-		got += (size_t)n;
-		buf[got] = '\0';
-		/* A NUL is no part of a request; strstr would stop at it. */
-		if (memchr(buf + got - (size_t)n, '\0', (size_t)n)) {
-			req->ask = HTTP_BAD;
-			return;
-		}
-		if (head_end(buf)) {
-			*head_end(buf) = '\0';
-			judge(buf, req);
-			return;
-		}
-		if (got == HEAD_MAX) {
-			req->ask = HTTP_BAD;
-			return;
-		}
+	/* A NUL is no part of a request; strstr would stop at it. */
+	if (memchr(buf + got - fresh, '\0', fresh)) {
+		req->ask = HTTP_BAD;
+		return true;
 	}
+	/* The empty line may have begun in the bytes before these: 3 back. */
+	end = head_end(buf, got - fresh > 3 ? got - fresh - 3 : 0);
+	if (end) {
+		*end = '\0';
+		judge(buf, req);
+		return true;
+	}
+	if (got >= HTTP_HEAD_MAX) {
+		req->ask = HTTP_BAD;
+		return true;
+	}
+	return false;
 }
 
 static const char *reason(int status)
@@ -210,6 +154,7 @@ static const char *reason(int status)
 		{ 405, "Method Not Allowed" },
 		{ 408, "Request Timeout" },
 		{ 500, "Internal Server Error" },
+		{ 503, "Service Unavailable" },
 		{ 505, "HTTP Version Not Supported" },
 	};
 
@@ -219,57 +164,19 @@ static const char *reason(int status)
 	return "Unknown";
 }
 
-/* All of data to fd by the deadline: 1 sent, 0 not (time out, or the
- * client is gone), -1 a signal came. */
-static int send_all(int fd, int sigfd, long long deadline, const char *data, size_t len)
+size_t http_response_head(char *out, size_t len, int status, const char *content_type,
+			  size_t body_len)
 {
-	while (len) {
-		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
-		int ready;
+	int n = snprintf(out, len,
+			 "HTTP/1.1 %d %s\r\n"
+			 "Content-Type: %s\r\n"
+			 "Content-Length: %zu\r\n"
+			 "%s"
+			 "Connection: close\r\n"
+			 "\r\n",
+			 status, reason(status), content_type, body_len,
+			 status == 405 ? "Allow: GET, HEAD\r\n" :
+			 status == 503 ? "Retry-After: 1\r\n" : "");
 
-		if (n > 0) {
-			data += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return 0;
-		ready = wait_fd(fd, POLLOUT, sigfd, deadline);
-		if (ready <= 0)
-			return ready;
-	}
-	return 1;
-}
-
-bool http_respond(int fd, int sigfd, int timeout_ms, const struct http_request *req, int status,
-		  const char *content_type, const char *body, size_t len)
-{
-	long long deadline = now_ms() + timeout_ms;
-	char head[512], drain[512];
-	int n, sent;
-
-	n = snprintf(head, sizeof(head),
-		     "HTTP/1.1 %d %s\r\n"
-		     "Content-Type: %s\r\n"
-		     "Content-Length: %zu\r\n"
-		     "%s"
-		     "Connection: close\r\n"
-		     "\r\n",
-		     status, reason(status), content_type, len,
-		     status == 405 ? "Allow: GET, HEAD\r\n" : "");
-	sent = send_all(fd, sigfd, deadline, head, (size_t)n);
-	if (sent == 1 && !req->head)
-		sent = send_all(fd, sigfd, deadline, body, len);
-	if (sent < 0)
-		return false;
-	shutdown(fd, SHUT_WR);
-	/*
-	 * What the client sent past its head is read and dropped, as far as
-	 * it has come: closing over unread bytes resets the connection, and
-	 * a reset may throw away the answer before the client reads it.
-	 */
-	for (int i = 0; i < DRAIN_MAX / (int)sizeof(drain); i++)
-		if (recv(fd, drain, sizeof(drain), 0) <= 0)
-			break;
-	return true;
+	return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 }

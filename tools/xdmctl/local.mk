@@ -12,6 +12,7 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/main.c \
 	tools/xdmctl/json.c \
 	tools/xdmctl/units.c \
+	tools/xdmctl/users.c \
 	tools/xdmctl/segments.h \
 	tools/xdmctl/segments.c \
 	tools/xdmctl/mounts.c \
@@ -19,6 +20,8 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/ps.c \
 	tools/xdmctl/budget.c \
 	tools/xdmctl/budget_set.c \
+	tools/xdmctl/as_owner.h \
+	tools/xdmctl/as_owner.c \
 	tools/xdmctl/nspid.c \
 	tools/xdmctl/top.c \
 	tools/xdmctl/timeline.c \
@@ -43,6 +46,7 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/serve.h \
 	tools/xdmctl/serve.c \
 	tools/xdmctl/listen.c \
+	tools/xdmctl/serve_loop.c \
 	tools/xdmctl/http.c
 tools_xdmctl_xdmctl_LDADD = tools/common/libxdmtools.la \
 	lib/budget_segment/libbudget_segment.la lib/mountinfo/libmountinfo.la libxdm.la -lrt -lm

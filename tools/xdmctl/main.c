@@ -12,6 +12,7 @@
 
 #include <xdm/xdm.h>
 
+#include "segments.h"
 #include "xdmctl.h"
 
 static const struct command {
@@ -109,7 +110,8 @@ static const struct command *find(const char *name)
 
 int main(int argc, char **argv)
 {
-	struct xdmctl_ctx ctx = { .json = false, .shm_dir = "/dev/shm" };
+	struct xdmctl_said said = { .nskipped = 0 };
+	struct xdmctl_ctx ctx = { .json = false, .shm_dir = "/dev/shm", .said = &said };
 	const struct command *cmd;
 	const char *dir;
 	char prog[32];

@@ -3,12 +3,17 @@
  * segments.c - the budget segments of the machine, read from
  * outside.
  *
- * A segment is mapped read-only and read without its lock, as the
- * budget's own files are: the lock is held across syscalls by a reclaim,
- * and looking must never wait on it.  So the numbers are a sample, each
- * one exact when it was read; a process that attaches or leaves meanwhile
- * is seen or not.  A process is called dead exactly when a reclaimer would
- * call it dead (liveness.c, compiled in from the adaptor).
+ * A segment is copied whole into xdmctl's memory with pread(2) and read
+ * there (reader.c): never mapped, so that a file truncated under xdmctl
+ * is a segment skipped with a reason, never a SIGBUS.  It is read without
+ * its lock, as the budget's own files are: the lock is held across
+ * syscalls by a reclaim, and looking must never wait on it.  The copy is
+ * not one instant either: the kernel copies the file while its processes
+ * go on changing it, so each counter is as it was when its bytes were
+ * copied, and a process that attaches or leaves meanwhile is seen or not.
+ * The numbers are a sample, exact at quiescence.  A process is called
+ * dead exactly when a reclaimer would call it dead (liveness.c, asked
+ * through the descriptor of the file, which needs no mapping).
  */
 #include "config.h"
 
@@ -42,19 +47,18 @@ static void copy_name(char *dst, size_t len, const char *src, size_t srclen)
 }
 
 /*
- * One slot's process into *p; false when the slot changed hands while it
- * was read (a detach and an attach between the two reads of pid), which
- * would pair one process's pid with another's start time.  Alive is what
- * its lock says, as a reclaimer reads it (fd: the segment file); stopped
- * is read from /proc only for a process of xdmctl's own pid namespace,
- * the only one whose /proc entry is its.
+ * One slot's process of the copy s into *p; false when the slot changed
+ * hands while it was copied (a detach and an attach before its pid, read
+ * again from the file, says the same), which would pair one process's pid
+ * with another's start time.  Alive is what its lock says, as a reclaimer
+ * reads it (fd: the segment file); stopped is read from /proc only for a
+ * process of xdmctl's own pid namespace, the only one whose /proc entry is
+ * its.
  */
 static bool read_proc(struct budget_shm *s, int fd, unsigned int i, struct xdmctl_proc *p)
 {
 	const struct budget_slot *slot = &s->slots[i];
-	_Atomic int32_t *pidp = (_Atomic int32_t *)&slot->pid;
-	/* pid is claimed last: a pid seen with acquire has its start time. */
-	int32_t pid = atomic_load_explicit(pidp, memory_order_acquire);
+	int32_t pid = atomic_load_explicit(&slot->pid, memory_order_relaxed);
 	const struct budget_group *g;
 	uint64_t start;
 	char state = '?';
@@ -70,7 +74,7 @@ static bool read_proc(struct budget_shm *s, int fd, unsigned int i, struct xdmct
 	copy_name(p->container, sizeof(p->container), slot->container, sizeof(slot->container));
 	g = budget_group_of(s, slot);
 	copy_name(p->group, sizeof(p->group), g ? g->name : "", g ? sizeof(g->name) : 0);
-	if (atomic_load_explicit(pidp, memory_order_acquire) != pid)
+	if (budget_segment_slot_pid(fd, i) != pid)
 		return false;
 	p->here = p->pidns && p->pidns == budget_pidns_of(0);
 	p->pid_here = 0;
@@ -120,30 +124,64 @@ static void read_groups(struct budget_shm *s, struct xdmctl_segment *seg)
 }
 
 /*
- * What a segment holds, or why it cannot be read, into seg.  A segment
- * truncated under the mapping faults the reader, as it faults every
- * process of that budget (xdm-budget(7), THE SEGMENT).
+ * Says once per run, on standard error, that another user's file is not
+ * read: top and serve read the directory again and again.
  */
-static void read_segment(int dirfd, const char *name, struct xdmctl_segment *seg)
+static void say_skipped(const struct xdmctl_ctx *ctx, const char *cmd,
+			const struct xdmctl_segment *seg)
+{
+	struct xdmctl_said *said = ctx->said;
+	char user[64];
+
+	for (size_t i = 0; said && i < said->nskipped; i++)
+		if (said->skipped[i].owner == seg->owner &&
+		    strcmp(said->skipped[i].name, seg->name) == 0)
+			return;
+	if (said && said->nskipped == XDMCTL_SAID_MAX) {
+		if (!said->more)
+			xdmctl_fail(0, cmd, "more files of other users in %s are not read; they "
+				    "are not named again", ctx->shm_dir);
+		said->more = true;
+		return;
+	}
+	if (said) {
+		snprintf(said->skipped[said->nskipped].name, sizeof(said->skipped[0].name), "%s",
+			 seg->name);
+		said->skipped[said->nskipped++].owner = seg->owner;
+	}
+	xdmctl_user_name(seg->owner, user, sizeof(user));
+	xdmctl_fail(0, cmd, "%s is owned by user %s (uid %u), neither you nor root, in a "
+		    "directory anyone can write: it is not read, for anyone could have made it "
+		    "(share a budget between users through a directory made for it: "
+		    "xdm-budget(7))",
+		    seg->path, user, (unsigned int)seg->owner);
+}
+
+/* What a segment holds, or why it cannot be read, into seg; copy is scratch. */
+static void read_segment(const struct xdmctl_ctx *ctx, const char *cmd, int dirfd,
+			 const char *name, struct budget_shm *copy, struct xdmctl_segment *seg)
 {
 	int fd = -1;
-	struct budget_shm *s = budget_segment_map(dirfd, name, false, &seg->owner, &fd,
-						  seg->unreadable, sizeof(seg->unreadable));
+	enum budget_read got = budget_segment_read(dirfd, name, copy, &seg->owner, &fd,
+						   seg->unreadable, sizeof(seg->unreadable));
 
-	if (!s)
+	if (got == BUDGET_READ_SKIPPED) {
+		seg->skipped = true;
+		say_skipped(ctx, cmd, seg);
+	}
+	if (got != BUDGET_READ_OK)
 		return;
-	seg->limit = load(&s->limit);
-	seg->used = load(&s->used);
-	seg->peak = load(&s->peak);
-	seg->refusals = load(&s->refusals);
-	seg->device_total = s->device_total;
-	copy_name(seg->device_uuid, sizeof(seg->device_uuid), s->device_uuid,
-		  sizeof(s->device_uuid));
-	seg->unsettled = atomic_load_explicit(&s->unsettled, memory_order_relaxed);
+	seg->limit = load(&copy->limit);
+	seg->used = load(&copy->used);
+	seg->peak = load(&copy->peak);
+	seg->refusals = load(&copy->refusals);
+	seg->device_total = copy->device_total;
+	copy_name(seg->device_uuid, sizeof(seg->device_uuid), copy->device_uuid,
+		  sizeof(copy->device_uuid));
+	seg->unsettled = atomic_load_explicit(&copy->unsettled, memory_order_relaxed);
 	for (unsigned int i = 0; i < BUDGET_SLOTS; i++)
-		seg->nprocs += read_proc(s, fd, i, &seg->procs[seg->nprocs]);
-	read_groups(s, seg);
-	budget_segment_unmap(s);
+		seg->nprocs += read_proc(copy, fd, i, &seg->procs[seg->nprocs]);
+	read_groups(copy, seg);
 	close(fd);
 }
 
@@ -166,14 +204,20 @@ int xdmctl_segments_read(const struct xdmctl_ctx *ctx, const char *cmd,
 {
 	const char *prefix = &BUDGET_NAME_PREFIX[1];	/* the name without its '/' */
 	struct xdmctl_segment *segs = NULL;
+	struct budget_shm *copy;
 	size_t count = 0, cap = 0;
 	struct dirent *d;
 	DIR *dir;
 
+	copy = malloc(sizeof(*copy));
+	if (!copy)
+		return xdmctl_fail(XDMCTL_EXIT_FAIL, cmd, "out of memory listing %s", ctx->shm_dir);
 	dir = opendir(ctx->shm_dir);
-	if (!dir)
+	if (!dir) {
+		free(copy);
 		return xdmctl_fail(XDMCTL_EXIT_FAIL, cmd, "cannot list %s: %s", ctx->shm_dir,
 				   strerror(errno));
+	}
 	while ((d = readdir(dir))) {
 		struct xdmctl_segment *seg;
 		size_t keylen;
@@ -200,10 +244,11 @@ int xdmctl_segments_read(const struct xdmctl_ctx *ctx, const char *cmd,
 		snprintf(seg->key, sizeof(seg->key), "%.*s", (int)sizeof(seg->key) - 1,
 			 d->d_name + strlen(prefix));
 		snprintf(seg->path, sizeof(seg->path), "%s/%s", ctx->shm_dir, d->d_name);
-		read_segment(dirfd(dir), d->d_name, seg);
+		read_segment(ctx, cmd, dirfd(dir), d->d_name, copy, seg);
 		qsort(seg->procs, seg->nprocs, sizeof(seg->procs[0]), by_pid);
 	}
 	closedir(dir);
+	free(copy);
 	if (count)
 		qsort(segs, count, sizeof(*segs), by_key);
 	*out = segs;
@@ -211,6 +256,7 @@ int xdmctl_segments_read(const struct xdmctl_ctx *ctx, const char *cmd,
 	return 0;
 nomem:
 	closedir(dir);
+	free(copy);
 	free(segs);
 	return xdmctl_fail(XDMCTL_EXIT_FAIL, cmd, "out of memory listing %s", ctx->shm_dir);
 }

@@ -56,6 +56,9 @@ struct xdmctl_segment {
 	uid_t owner;
 	/* Empty when the segment was read; otherwise why not, as a phrase. */
 	char unreadable[160];
+	/* Not read for its owner: another user's, where anyone can make a
+	 * file (reader.c).  budget --set may still reach it as root. */
+	bool skipped;
 	uint64_t limit, used, peak, refusals, device_total;
 	char device_uuid[BUDGET_UUID_MAX];	/* the device whose budget it is */
 	uint32_t unsettled;
@@ -66,10 +69,26 @@ struct xdmctl_segment {
 };
 
 /*
+ * What a run has said once and does not say again: the files of other
+ * users it skipped (top and serve read the directory many times).
+ */
+#define XDMCTL_SAID_MAX 64
+struct xdmctl_said {
+	size_t nskipped;
+	struct {
+		char name[BUDGET_NAME_MAX];
+		uid_t owner;
+	} skipped[XDMCTL_SAID_MAX];
+	bool more;		/* past the table: said once that more are skipped */
+};
+
+/*
  * Every "xdm-budget-*" file of ctx->shm_dir, sorted by key, each one's
  * processes by pid.  A segment that
  * cannot be read (another user's, or not a budget) is listed with the
- * reason in unreadable.  0, or a sentence said and XDMCTL_EXIT_FAIL.
+ * reason in unreadable; one skipped for its owner is also said on
+ * standard error, once per run (ctx->said).  0, or a sentence said and
+ * XDMCTL_EXIT_FAIL.
  */
 int xdmctl_segments_read(const struct xdmctl_ctx *ctx, const char *cmd,
 			 struct xdmctl_segment **out, size_t *n);

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* xdmctl(1), EXIT STATUS. */
 enum xdmctl_exit {
@@ -34,6 +35,8 @@ struct xdmctl_ctx {
 	 * /dev/shm. */
 	const char *shm_dir;
 	const char *trees_under;	/* $XDMCTL_TREES_UNDER: only trees below it; NULL: all */
+	/* What this run said once (segments.h); main's, for the whole run. */
+	struct xdmctl_said *said;
 };
 
 /* One command: argv[0] is its name; returns an enum xdmctl_exit. */
@@ -65,6 +68,9 @@ int xdmctl_fail(int code, const char *cmd, const char *fmt, ...)
 /* units.c: bytes as "344.4 MiB" (binary units, one decimal; "512 B"
  * below 1 KiB), into buf, which it returns. */
 const char *xdmctl_human(unsigned long long bytes, char *buf, size_t len);
+
+/* users.c: a user's name, or its number where the name service has none. */
+void xdmctl_user_name(uid_t uid, char *buf, size_t len);
 
 /* json.c: a JSON string (quotes and escapes included) on f. */
 void xdmctl_json_string(FILE *f, const char *s);

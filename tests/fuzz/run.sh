@@ -24,7 +24,7 @@ probe_only=no
 [ "${1:-}" = --probe ] && { probe_only=yes; shift; }
 secs=${1:-20}
 [ $# -gt 0 ] && shift
-targets=${*:-fuzz_config fuzz_stack fuzz_size fuzz_tree_store fuzz_logcsv fuzz_ipc_handle}
+targets=${*:-fuzz_config fuzz_stack fuzz_size fuzz_tree_store fuzz_logcsv fuzz_ipc_handle fuzz_ipc_server}
 build=${XDM_FUZZ_BUILD:-$top/build/fuzz}
 cc=${FUZZ_CC:-clang}
 

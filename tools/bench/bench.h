@@ -40,6 +40,8 @@ enum bench_workload {
 	BENCH_W_STREAMS = 1u << 3,
 	BENCH_W_CROSS = 1u << 4,
 	BENCH_W_REPLAY = 1u << 5,
+	/* Not in all: it starts a second process (ipc.c). */
+	BENCH_W_IPC = 1u << 6,
 	BENCH_W_ALL = BENCH_W_PAIR | BENCH_W_RANDOM | BENCH_W_THREADS | BENCH_W_STREAMS |
 		      BENCH_W_CROSS,
 };
@@ -207,6 +209,8 @@ struct bench_subject_ops {
 	bool (*reserved_reset)(struct bench_subject *s);
 	/* The peak since reserved_reset(); false as above. */
 	bool (*reserved_peak)(struct bench_subject *s, uint64_t *bytes);
+	/* ipc: the xdm runtime behind the subject, whose blocks it exports. */
+	struct xdm_runtime *(*runtime)(struct bench_subject *s);
 };
 
 struct bench_subject {
@@ -448,6 +452,7 @@ int bench_run_threads(struct bench_ctx *ctx);
 int bench_run_streams(struct bench_ctx *ctx);
 int bench_run_cross(struct bench_ctx *ctx);
 int bench_run_replay(struct bench_ctx *ctx);
+int bench_run_ipc(struct bench_ctx *ctx);
 /* Runs once(arg) once to warm up, then opts.repeat times, settling after
  * each; samples[] gets each timed run's ns (repeat entries). */
 int bench_measure(struct bench_ctx *ctx, struct bench_subject *s,

@@ -17,6 +17,9 @@ tools_bench_xdm_bench_SOURCES = \
 	tools/bench/cross.c \
 	tools/bench/replay.c \
 	tools/bench/replay_csv.c \
+	tools/bench/ipc.c \
+	tools/bench/ipc_importer.c \
+	tools/bench/ipc_wire.h \
 	tools/bench/reserved.c \
 	tools/bench/stats.c \
 	tools/bench/report.c

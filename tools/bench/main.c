@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "ipc_wire.h"
 
 static const struct {
 	enum bench_workload which;
@@ -29,6 +30,7 @@ static const struct {
 	{ BENCH_W_STREAMS, bench_run_streams },
 	{ BENCH_W_CROSS, bench_run_cross },
 	{ BENCH_W_REPLAY, bench_run_replay },
+	{ BENCH_W_IPC, bench_run_ipc },
 };
 
 /* Waits for one runtime's queued frees, then records its counters. */
@@ -144,6 +146,9 @@ int main(int argc, char **argv)
 	bool leak;
 	int rc;
 
+	/* The ipc workload's second process (ipc_importer.c). */
+	if (argc > 1 && !strcmp(argv[1], "--ipc-importer"))
+		return bench_ipc_importer(argc, argv);
 	memset(&ctx, 0, sizeof(ctx));
 	bench_opts_init(&ctx.opts);
 	rc = bench_parse_args(argc, argv, &ctx.opts);

@@ -73,9 +73,11 @@ static void usage(FILE *f)
 		"      --devices LIST     spread the threads workload over these devices\n"
 		"                         (\"0,1\", or all): thread i on the (i mod n)-th,\n"
 		"                         each device with its own runtime; threads only\n"
-		"  -w, --workload LIST    pair, random, threads, streams, cross, replay or\n"
-		"                         all, or several separated by commas (default all:\n"
-		"                         every one but replay; replay alone with --replay)\n"
+		"  -w, --workload LIST    pair, random, threads, streams, cross, replay, ipc\n"
+		"                         or all, or several separated by commas (default\n"
+		"                         all: every one but replay and ipc; replay alone\n"
+		"                         with --replay; ipc exports blocks of each size to\n"
+		"                         a second process, 1000 rounds unless -n)\n"
 		"      --sizes LIST       block sizes of pair (default " BENCH_DEFAULT_SIZES ")\n"
 		"  -n, --iterations N     pairs per size, random operations, pairs per\n"
 		"                         thread, pairs per stream, cross uses, event_edge\n"
@@ -176,6 +178,7 @@ static unsigned int workload_bits(const char *name, size_t len)
 		{ "streams", BENCH_W_STREAMS },
 		{ "cross", BENCH_W_CROSS },
 		{ "replay", BENCH_W_REPLAY },
+		{ "ipc", BENCH_W_IPC },
 		{ "all", BENCH_W_ALL },
 	};
 
@@ -200,7 +203,7 @@ static int parse_workload(const char *text, struct bench_opts *o)
 		unsigned int b = workload_bits(p, len);
 
 		if (!b) {
-			fprintf(stderr, "xdm-bench: --workload: '%.*s' is not one of pair, random, threads, streams, cross, replay, all.\n",
+			fprintf(stderr, "xdm-bench: --workload: '%.*s' is not one of pair, random, threads, streams, cross, replay, ipc, all.\n",
 				(int)len, p);
 			return -1;
 		}

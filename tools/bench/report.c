@@ -35,6 +35,8 @@ const char *bench_workload_name(enum bench_workload w)
 		return "cross";
 	case BENCH_W_REPLAY:
 		return "replay";
+	case BENCH_W_IPC:
+		return "ipc";
 	default:
 		return "all";
 	}

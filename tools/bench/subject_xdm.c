@@ -355,6 +355,13 @@ static void xs_destroy(struct bench_subject *s)
 	s->priv = NULL;
 }
 
+static struct xdm_runtime *xs_runtime(struct bench_subject *s)
+{
+	struct xdm_subject *x = s->priv;
+
+	return x->rt;
+}
+
 static const struct bench_subject_ops xdm_subject_ops = {
 	.allocate = xs_allocate,
 	.deallocate = xs_deallocate,
@@ -368,6 +375,7 @@ static const struct bench_subject_ops xdm_subject_ops = {
 	.cross_use = xs_cross_use,
 	.reserved_reset = xs_reserved_reset,
 	.reserved_peak = xs_reserved_peak,
+	.runtime = xs_runtime,
 };
 
 static void describe(const struct bench_opts *o, uint32_t ordinal, struct xdm_runtime *rt,

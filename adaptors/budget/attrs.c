@@ -65,15 +65,15 @@ static int limit_store(struct xdm_layer *self, const char *buf, size_t len)
 {
 	struct budget *b = budget_of(self);
 	uint64_t v;
-	int err = parse_limit(b, buf, len, &v);
+	int err = parse_limit(b, buf, len, &v), lock;
 
 	if (err)
 		return err;
-	err = budget_lock(b->acct.m.shm);
-	if (err)
+	lock = budget_lock(b->acct.m.shm, b->acct.m.fd);
+	if (lock < 0)
 		return -EBUSY;
 	budget_set_limit_locked(b->acct.m.shm, v);
-	budget_unlock(b->acct.m.shm);
+	budget_unlock(b->acct.m.shm, lock);
 	return 0;
 }
 
@@ -168,17 +168,18 @@ static int group_limit_store(struct xdm_layer *self, const char *buf, size_t len
 {
 	struct budget *b = budget_of(self);
 	uint64_t v;
-	int err;
+	int err, lock;
 
 	if (!b->acct.m.group)
 		return -EINVAL;
 	err = parse_limit(b, buf, len, &v);
 	if (err)
 		return err;
-	if (budget_lock(b->acct.m.shm))
+	lock = budget_lock(b->acct.m.shm, b->acct.m.fd);
+	if (lock < 0)
 		return -EBUSY;
 	budget_set_group_limit_locked(b->acct.m.group, v);
-	budget_unlock(b->acct.m.shm);
+	budget_unlock(b->acct.m.shm, lock);
 	return 0;
 }
 

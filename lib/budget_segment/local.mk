@@ -1,5 +1,5 @@
 # lib/budget_segment: the budget's shared segment as one internal library
-# with one header, segment.h: its layout, its robust lock, the liveness
+# with one header, segment.h: its layout, its lock, the liveness
 # rule of its processes, the reader that opens a segment and checks its
 # layout, a member's life in it (attach, charge, reclaim, detach), and the
 # directory a group of users shares for its budgets (shared_dir.c).

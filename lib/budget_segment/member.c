@@ -82,33 +82,15 @@ static enum xdm_status lock_status(int err, const struct budget_member *m)
 	if (err == ETIMEDOUT)
 		return xdm_error_set(XDM_E_CONFIG,
 				     "budget: the lock of the shared segment %s was not released "
-				     "in %d s: a process holding it is stopped, or the segment is "
-				     "corrupt",
+				     "in %d s: a process holding it is stopped",
 				     m->name, BUDGET_LOCK_WAIT_S);
-	if (err == EINVAL || err == ENOTRECOVERABLE)
-		return xdm_error_set(XDM_E_CONFIG,
-				     "budget: the lock of the shared segment %s is unusable (%s): "
-				     "the segment is corrupt and not used. Remove %s once "
-				     "no process uses it",
-				     m->name, strerror(err), m->path);
+	if (err == EINVAL || err == ENOLCK)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED,
+				     "budget: cannot lock the shared segment %s (fcntl "
+				     "F_OFD_SETLK: %s): %s must be on a file system with open "
+				     "file description locks (tmpfs, ext4, xfs)",
+				     m->path, strerror(err), m->dir);
 	return errno_status(err, m, "cannot take the lock of");
-}
-
-static int init_lock(pthread_mutex_t *lock)
-{
-	pthread_mutexattr_t attr;
-	int err;
-
-	err = pthread_mutexattr_init(&attr);
-	if (err)
-		return err;
-	err = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-	if (!err)
-		err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-	if (!err)
-		err = pthread_mutex_init(lock, &attr);
-	pthread_mutexattr_destroy(&attr);
-	return err;
 }
 
 /* We won the O_EXCL race: fill the segment, magic last. */
@@ -116,7 +98,6 @@ static enum xdm_status create_segment(struct budget_member *m, int fd, struct bu
 {
 	struct budget_shm *s;
 	enum xdm_status st;
-	int err;
 
 	if (ftruncate(fd, sizeof(*s)) != 0) {
 		st = errno_status(errno, m, "cannot size the shared segment");
@@ -128,12 +109,6 @@ static enum xdm_status create_segment(struct budget_member *m, int fd, struct bu
 		goto fail;
 	}
 	/* ftruncate gave zeros: every slot is free, every counter 0. */
-	err = init_lock(&s->lock);
-	if (err) {
-		st = errno_status(err, m, "cannot create the lock of");
-		munmap(s, sizeof(*s));
-		goto fail;
-	}
 	s->version = BUDGET_LAYOUT_VERSION;
 	s->nslots = BUDGET_SLOTS;
 	s->size = sizeof(*s);
@@ -631,21 +606,21 @@ enum xdm_status budget_member_attach(struct budget_member *m)
 {
 	enum xdm_status st = BUDGET_RETRY;
 	struct budget_shm *s;
-	int err;
+	int lock;
 
 	for (int tries = 0; tries < BUDGET_OPEN_TRIES && st == BUDGET_RETRY; tries++) {
 		st = open_segment(m, &s, &m->fd);
 		if (st)
 			continue;
-		err = budget_lock(s);
-		if (err) {
+		lock = budget_lock(s, m->fd);
+		if (lock < 0) {
 			munmap(s, sizeof(*s));
 			close(m->fd);
 			m->fd = -1;
-			return lock_status(err, m);
+			return lock_status(-lock, m);
 		}
 		st = attach_locked(m, s);
-		budget_unlock(s);
+		budget_unlock(s, lock);
 		if (st) {
 			munmap(s, sizeof(*s));
 			close(m->fd);
@@ -666,10 +641,11 @@ void budget_member_leave(struct budget_member *m)
 {
 	struct budget_shm *s = m->shm;
 	unsigned int live;
+	int lock = budget_lock(s, m->fd);
 
-	/* A lock that cannot be taken (ENOTRECOVERABLE) leaves our slot to
-	 * the reclaim of whoever comes next, as if we had died. */
-	if (budget_lock(s) == 0) {
+	/* A lock that cannot be taken (its holder stopped) leaves our slot
+	 * to the reclaim of whoever comes next, as if we had died. */
+	if (lock >= 0) {
 		release_slot_locked(m, s);
 		budget_reclaim_locked(s, m->fd, NULL, &live, NULL);
 		if (!live) {
@@ -683,7 +659,7 @@ void budget_member_leave(struct budget_member *m)
 			if (unlink(m->path) != 0 && (errno == EPERM || errno == EACCES))
 				s->unlinked = 0;
 		}
-		budget_unlock(s);
+		budget_unlock(s, lock);
 	}
 }
 

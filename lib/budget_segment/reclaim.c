@@ -247,10 +247,14 @@ void budget_member_reclaim_dead(struct budget_member *m)
 	struct budget_shm *s = m->shm;
 	uint64_t scans = atomic_load_explicit(&s->scans, memory_order_relaxed);
 	uint64_t last = atomic_load_explicit(&s->last_scan_ns, memory_order_relaxed);
+	int lock;
 
-	if (budget_now_ns() - last < BUDGET_RESCAN_NS || budget_lock(s) != 0)
+	if (budget_now_ns() - last < BUDGET_RESCAN_NS)
+		return;
+	lock = budget_lock(s, m->fd);
+	if (lock < 0)
 		return;
 	if (atomic_load_explicit(&s->scans, memory_order_relaxed) == scans)
 		budget_reclaim_locked(s, m->fd, m->slot, NULL, NULL);
-	budget_unlock(s);
+	budget_unlock(s, lock);
 }

@@ -9,8 +9,9 @@
  *
  * The hot counters (used, limit, peak, refusals) are C11 atomics and are the
  * only thing the allocation path touches, besides the process's own slot.
- * The robust mutex serializes attach, detach and reclaim only: it is never
- * taken on the allocation path unless an allocation is refused.
+ * The segment's lock (an OFD lock the kernel holds, lock.c) serializes
+ * attach, detach, reclaim and limit stores only: it is never taken on the
+ * allocation path unless an allocation is refused.
  *
  * Two programs use the segment: the budget adaptor (adaptors/budget), which
  * attaches to it and accounts in it, and xdmctl(1), which reads it and sets
@@ -61,8 +62,12 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
  * while it holds a lock on its slot (an OFD lock, which the kernel
  * releases at its death in any pid namespace); slots name the process's
  * pid namespace, command and container; groups with limits of their own.
- * 6: a slot says how its process is charged (enum budget_slot_kind). */
-#define BUDGET_LAYOUT_VERSION 6u
+ * 6: a slot says how its process is charged (enum budget_slot_kind).
+ * 7: the lock is the kernel's (an OFD lock on the header's lock field),
+ * no longer a pthread mutex in the file, which whoever else can write the
+ * file (a shared directory's members) could have turned against a
+ * process that held it (lock.c). */
+#define BUDGET_LAYOUT_VERSION 7u
 #define BUDGET_UUID_MAX 40
 #define BUDGET_SLOTS 256u
 #define BUDGET_GROUPS 64u
@@ -83,7 +88,7 @@ enum budget_slot_kind {
 
 /*
  * One attached process.  pid is claimed last and cleared last, under the
- * mutex, so a holder that dies mid-update leaves either a free slot or a
+ * lock, so a holder that dies mid-update leaves either a free slot or a
  * slot of a dead process, which reclaim clears.  used is changed by its own
  * process without the lock; only a reclaimer (of a dead process) or the
  * last detach of the process itself empties it.
@@ -136,7 +141,11 @@ struct budget_shm {
 	uint64_t size;			/* sizeof(struct budget_shm) */
 	uint32_t unlinked;		/* under lock: the name is gone, go away */
 	_Atomic uint32_t unsettled;	/* written under lock: dead slots left inside a change */
-	pthread_mutex_t lock;		/* robust, process-shared */
+	/*
+	 * Never read or written: its first byte is the one the segment's
+	 * lock covers (lock.c), which the kernel holds, not the file.
+	 */
+	uint64_t lock;
 	_Atomic uint64_t scans;		/* reclaim scans ever started */
 	_Atomic uint64_t last_scan_ns;	/* CLOCK_MONOTONIC start of the latest */
 	uint64_t device_total;		/* bytes of the device's memory, by the creator:
@@ -159,16 +168,19 @@ struct budget_shm {
 	alignas(64) struct budget_slot slots[BUDGET_SLOTS];
 };
 
-/* ---- lock.c: the robust lock, taken with a bound ------------------------ */
+/* ---- lock.c: the segment's lock, taken with a bound --------------------- */
 
 /*
- * Take the robust lock, repairing it after a holder died; 0 or an errno:
- * ETIMEDOUT after BUDGET_LOCK_WAIT_S (a holder stopped, or a lock word
- * that garbage overwrote), EINVAL for a lock that is no lock.
+ * Take the lock of segment s, whose file is open as fd: the descriptor
+ * that holds it (>= 0), or a negative errno: -ETIMEDOUT after
+ * BUDGET_LOCK_WAIT_S (its holder is stopped), or why the file could not
+ * be opened anew or locked.  Every taking excludes every other, threads
+ * of one process sharing fd included.  A holder's death lets go.
  */
-int budget_lock(struct budget_shm *s);
+int budget_lock(struct budget_shm *s, int fd);
 #define BUDGET_LOCK_WAIT_S 5
-void budget_unlock(struct budget_shm *s);
+/* Let go of the lock that budget_lock gave (lock, its descriptor). */
+void budget_unlock(struct budget_shm *s, int lock);
 
 /* Under the lock: the shared limit and its check word (above). */
 static inline void budget_set_limit_locked(struct budget_shm *s, uint64_t limit)

@@ -3,7 +3,8 @@
  * check_budget_segment.c - a budget segment that is not what it should be
  * (garbage, truncated, another layout, fields overwritten, a lock nobody
  * will release) is refused at attach with XDM_E_CONFIG and a sentence; it
- * is neither used nor removed, and nothing crashes.
+ * is neither used nor removed, and nothing crashes.  Garbage where the
+ * lock is changes nothing: the lock is the kernel's, not the file's.
  */
 #include "config.h"
 
@@ -13,7 +14,7 @@
 
 static const char *const test_keys[] = {
 	"garbage", "older", "short", "empty", "nomagic", "limit", "slotpid", "begun", "usage",
-	"lock", NULL,
+	"lock", "lockjunk", NULL,
 };
 
 /* Write a segment by hand, as its owner (or garbage) could. */
@@ -34,15 +35,9 @@ static void plant(const char *test, const void *bytes, size_t len)
 static struct budget_shm *well_formed(void)
 {
 	struct budget_shm *s = aligned_alloc(64, sizeof(*s));
-	pthread_mutexattr_t attr;
 
 	ck_assert_ptr_nonnull(s);
 	memset(s, 0, sizeof(*s));
-	pthread_mutexattr_init(&attr);
-	pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&s->lock, &attr);
-	pthread_mutexattr_destroy(&attr);
 	s->version = BUDGET_LAYOUT_VERSION;
 	s->nslots = BUDGET_SLOTS;
 	s->size = sizeof(*s);
@@ -258,21 +253,57 @@ START_TEST(usage_below_live_processes_is_refused)
 END_TEST
 
 /*
- * A lock word overwritten with the id of a thread that does not exist:
- * no thread will ever release it, and the kernel will never mark its owner
- * dead.  The attach gives up after BUDGET_LOCK_WAIT_S with a sentence.
- * (glibc keeps the lock word first in pthread_mutex_t.)
+ * The segment's lock held, as a stopped process would hold it: an OFD
+ * write lock on the header's lock field (lib/budget_segment/lock.c),
+ * through a file description of the test's own.  The descriptor, which
+ * lets go when closed.
+ */
+static int hold_lock(const char *test)
+{
+	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			   .l_start = (off_t)offsetof(struct budget_shm, lock), .l_len = 1 };
+	char name[128];
+	int fd;
+
+	shm_name_of(test, name, sizeof(name));
+	fd = shm_open(name, O_RDWR, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_msg(fcntl(fd, F_OFD_SETLK, &l) == 0, "F_OFD_SETLK: %s", strerror(errno));
+	return fd;
+}
+
+/*
+ * A lock nobody releases (its holder stopped): the attach gives up after
+ * BUDGET_LOCK_WAIT_S with a sentence, and works once it is let go.
  */
 START_TEST(lock_nobody_releases_times_out)
 {
 	struct xdm_runtime *rt = budget_rt("lock", "limit=1M credit=0", "host"), *two;
-	struct budget_shm *s = segment_map("lock", true);
-	_Atomic int *word = (_Atomic int *)(void *)&s->lock;
+	int held = hold_lock("lock");
 
-	atomic_store(word, 0x3ffffff0);
-	refused("lock", "was not released in", "stopped, or the segment is corrupt");
-	atomic_store(word, 0);
+	refused("lock", "was not released in", "stopped");
+	close(held);
 	two = budget_rt("lock", "limit=1M credit=0", "host");
+	TU_OK(xdm_runtime_destroy(two));
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
+/*
+ * Garbage where the lock is (where a pthread mutex was, before layout 7:
+ * a lock word that nobody would release, robust-list links that a holder
+ * would have followed) changes nothing: attaches, limit stores and
+ * detaches go on as before.
+ */
+START_TEST(lock_field_garbage_is_harmless)
+{
+	struct xdm_runtime *rt = budget_rt("lockjunk", "limit=1M credit=0", "host"), *two;
+	struct budget_shm *s = segment_map("lockjunk", true);
+
+	memset((void *)&s->lock, 0xa5, sizeof(s->lock));
+	two = budget_rt("lockjunk", "limit=1M credit=0", "host");
+	TU_OK(xdm_layer_attr_store(two, 0, "limit", "2M"));
+	ck_assert_uint_eq(atomic_load(&s->limit), 2 * MIB);
 	TU_OK(xdm_runtime_destroy(two));
 	TU_OK(xdm_runtime_destroy(rt));
 	munmap(s, sizeof(*s));
@@ -297,6 +328,7 @@ static Suite *segment_suite(void)
 	tcase_add_test(fields, slot_finishing_more_than_it_began_is_refused);
 	tcase_add_test(fields, usage_below_live_processes_is_refused);
 	tcase_add_test(fields, lock_nobody_releases_times_out);
+	tcase_add_test(fields, lock_field_garbage_is_harmless);
 	suite_add_tcase(s, fields);
 	return s;
 }

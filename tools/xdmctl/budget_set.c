@@ -169,7 +169,7 @@ static void apply(void *arg, int dir, void *result)
 	struct stat st;
 	uint64_t limit;
 	char why[160];
-	int fd, err;
+	int fd, err, lock;
 
 	memset(out, 0, sizeof(*out));
 	fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -203,15 +203,16 @@ static void apply(void *arg, int dir, void *result)
 	parse(req, s->device_total, &limit, out);
 	if (out->why[0])
 		goto out_unmap;
-	err = budget_lock(s);
-	if (err) {
+	lock = budget_lock(s, fd);
+	if (lock < 0) {
+		err = -lock;
 		outcome_fail(out, XDMCTL_EXIT_FAIL,
 			     "the lock of /%s cannot be taken (%s): the limit is unchanged", name,
 			     err == ETIMEDOUT ? "a process holding it is stopped" : strerror(err));
 		goto out_unmap;
 	}
 	set_locked(req, s, limit, out);
-	budget_unlock(s);
+	budget_unlock(s, lock);
 out_unmap:
 	budget_segment_unmap(s);
 out_close:

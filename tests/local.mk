@@ -48,7 +48,7 @@ test_exec_flags = $(AM_LDFLAGS) -no-install
 
 noinst_HEADERS += tests/lib/testutil.h tests/lib/thread_churn.h tests/lib/random_churn.h \
 	tests/lib/budget_test.h tests/lib/budget_util.h tests/lib/budget_agent.h \
-	tests/lib/cudatest.h tests/lib/cudacheck.h tests/lib/ipc_peers.h
+	tests/lib/cudatest.h tests/lib/cudacheck.h tests/lib/ipc_peers.h tests/lib/ipc_raw.h
 EXTRA_DIST += tests/README tests/data/host.conf tests/lsan.supp tests/tsan.supp
 # Not run by make check: make check itself, repeatedly, under stress-ng.
 EXTRA_DIST += tests/under-load.sh
@@ -156,7 +156,9 @@ tests_conformance_check_conformance_LDADD = $(conformance_cuda_ldadd) $(LDADD) -
 # not what they should be.  check_users runs, as root, another local user
 # against a segment and a tree (a skip otherwise); check_tenants runs, as
 # root, users of a group and one outside it against the budget directory
-# they share and the log's file (tests/lib/users.c makes the users).
+# they share and the log's file; check_ipc_users runs, as root, another
+# user against an exporter's socket: who is admitted, what a forger gets,
+# clients that would freeze it (tests/lib/users.c makes the users).
 process_tests = \
 	tests/process/check_budget \
 	tests/process/check_budget_kill \
@@ -167,7 +169,8 @@ process_tests = \
 	tests/process/budget_torture \
 	tests/process/check_users \
 	tests/process/check_tenants \
-	tests/process/check_ipc
+	tests/process/check_ipc \
+	tests/process/check_ipc_users
 check_PROGRAMS += $(process_tests) tests/process/budget_worker tests/process/ipc_peer
 TESTS += $(process_tests)
 tests_process_check_budget_LDFLAGS = $(test_exec_flags)
@@ -194,6 +197,9 @@ tests_process_check_tenants_LDFLAGS = $(test_exec_flags)
 # ipc_peer is the program each exporter and importer execs.
 tests_process_check_ipc_LDFLAGS = $(test_exec_flags)
 tests_process_check_ipc_LDADD = $(LDADD) -lrt
+tests_process_check_ipc_users_SOURCES = tests/process/check_ipc_users.c tests/lib/users.c
+tests_process_check_ipc_users_LDFLAGS = $(test_exec_flags)
+tests_process_check_ipc_users_LDADD = $(LDADD) -lrt
 tests_process_ipc_peer_LDFLAGS = $(test_exec_flags)
 tests_process_ipc_peer_LDADD = libxdm.la -lpthread
 
@@ -359,6 +365,7 @@ tests_gpu_check_capture_cuda_LDFLAGS = $(test_exec_flags)
 tests_gpu_check_capture_cuda_LDADD = $(gpu_ldadd)
 # Sharing between processes on the GPU: the IPC suite's peer, built again
 # to touch memory with kernels (IPC_PEER_CUDA), and the suite that drives it.
+tests_gpu_check_ipc_cuda_SOURCES = tests/gpu/check_ipc_cuda.c tests/lib/users.c
 tests_gpu_check_ipc_cuda_CPPFLAGS = $(gpu_cppflags)
 tests_gpu_check_ipc_cuda_LDFLAGS = $(test_exec_flags)
 tests_gpu_check_ipc_cuda_LDADD = $(gpu_ldadd) -lrt
@@ -505,7 +512,8 @@ fuzz_targets = \
 	tests/fuzz/fuzz_size \
 	tests/fuzz/fuzz_tree_store \
 	tests/fuzz/fuzz_logcsv \
-	tests/fuzz/fuzz_ipc_handle
+	tests/fuzz/fuzz_ipc_handle \
+	tests/fuzz/fuzz_ipc_server
 
 # The sources are distributed whether or not this build fuzzes; so are the
 # corpora and dictionaries (a directory in EXTRA_DIST is copied whole) and
@@ -538,6 +546,12 @@ tests_fuzz_fuzz_size_LDADD = core/libxdmcore.la
 tests_fuzz_fuzz_ipc_handle_SOURCES = tests/fuzz/fuzz_ipc_handle.c
 tests_fuzz_fuzz_ipc_handle_LDFLAGS = $(fuzz_link_flags)
 tests_fuzz_fuzz_ipc_handle_LDADD = core/libxdmcore.la
+
+# The exporter's server meets whatever an admitted peer sends: its requests
+# and answers, on a runtime of the core alone (no module: blocks of bytes).
+tests_fuzz_fuzz_ipc_server_SOURCES = tests/fuzz/fuzz_ipc_server.c
+tests_fuzz_fuzz_ipc_server_LDFLAGS = $(fuzz_link_flags)
+tests_fuzz_fuzz_ipc_server_LDADD = core/libxdmcore.la
 
 # The knob stores go through a real runtime whose modules are dlopen'ed and
 # call back into libxdm: the target must use that same libxdm, not a copy

@@ -10,9 +10,12 @@ and in another::
         mem = cupy.cuda.UnownedMemory(shared.ptr, shared.nbytes, shared)
         ...
 
-The handle is plain bytes that grant nothing: the importer gets the memory
-from the exporting process, which must be alive and reachable (the same
-network namespace) when it opens.  While any process has the block open, its
+The handle is plain bytes with a secret in them: whoever holds them can open
+the block if the exporting process admits their user (its own user, and
+those of ``ipc_allow`` in xdm.conf(5) or ``$XDM_IPC_ALLOW``), so send it
+only to the processes that are to map the block.  The importer gets the
+memory from the exporting process, which must be alive and reachable (the
+same network namespace) when it opens.  While any process has the block open, its
 owner's free is held back: the memory is not reused nor given back until
 the last importer closes it or dies.  Exporting one block twice gives the
 same bytes.  xdm(3), "Sharing blocks with other processes", has the rules;

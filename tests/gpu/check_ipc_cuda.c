@@ -12,7 +12,11 @@
  * platform counts); a held block's free waits for its importers and the
  * pool never hands it out meanwhile; an importer killed gives its hold
  * back; an exporter killed leaves an importer's cuda_vmm memory valid.
- * On two GPUs, the same on the second device.
+ * On two GPUs, the same on the second device.  Another user the exporter
+ * admits (XDM_IPC_ALLOW) opens a block that is the whole of its
+ * allocation (cuda_direct's, cuda_vmm's), and is refused the others (a
+ * pool's chunk, cuda_async's pool), where the suite can make a user (root,
+ * useradd) that can use the GPU.
  *
  *   check_ipc_cuda            run the suite
  *   check_ipc_cuda --probe    exit 0 if the suite would run here, 77 if not
@@ -21,6 +25,11 @@
 
 #include "tests/lib/cudacheck.h"
 #include "tests/lib/ipc_peers.h"
+#include "tests/lib/users.h"
+
+/* Another user, made at the first case that needs it, where it can be. */
+static struct tu_user other;
+static int other_state;		/* 0 not tried, 1 made and can use the GPU, -1 not */
 
 static void peer_start_at(struct peer *p, const char *ordinal, const char *stack)
 {
@@ -159,6 +168,93 @@ START_TEST(test_second_device)
 }
 END_TEST
 
+static void become_other(const void *parent)
+{
+	tu_become(&other, *(const pid_t *)parent);
+}
+
+/*
+ * Whether the other user is there and can use the GPU: made (root and
+ * useradd), then a peer of its own exec'd (this process has CUDA state a
+ * fork must not use) that says it is ready once its runtime is built.
+ */
+static bool other_ready(void)
+{
+	static const char *const roles[] = { "icu", NULL };
+	const char *top = getenv("XDM_TOP_BUILDDIR");
+	const char *argv[] = { NULL, "0", "cuda", "cuda_direct", NULL };
+	char why[256], path[4096], line[256] = "";
+	pid_t parent = getpid();
+	struct worker w;
+
+	if (other_state)
+		return other_state > 0;
+	other_state = -1;
+	if (!tu_users_init(roles, why, sizeof(why))) {
+		printf("check_ipc_cuda: no other user: %s\n", why);
+		return false;
+	}
+	if (!tu_user_make(&other, "icu", NULL)) {
+		printf("check_ipc_cuda: useradd could not make another user\n");
+		return false;
+	}
+	snprintf(path, sizeof(path), "%s/tests/gpu/ipc_peer_cuda", top ? top : ".");
+	argv[0] = path;
+	worker_spawn(&w, argv, NULL, become_other, &parent);
+	if (!fgets(line, sizeof(line), w.from) || strncmp(line, "ready", 5))
+		printf("check_ipc_cuda: %s cannot use the GPU here (%s)\n", other.name,
+		       line[0] ? line : "it said nothing");
+	else
+		other_state = 1;
+	worker_wait(&w);
+	return other_state > 0;
+}
+
+/*
+ * Another user, admitted by name: the whole of an allocation it gets, and
+ * writes what the exporter reads; memory that holds more it is refused.
+ */
+START_TEST(test_other_user)
+{
+	/* cuda_direct and cuda_vmm alone: a block is its whole allocation. */
+	const bool whole = _i == 0 || _i == VMM_ALONE;
+	pid_t parent = getpid();
+	struct peer e, im;
+	struct block b;
+	char hex[HEX_LEN + 1], out[512];
+	unsigned int j;
+
+	if (!other_ready()) {
+		printf("test_other_user: %s: no other user can use the GPU here; nothing to do\n",
+		       stacks[_i]);
+		return;
+	}
+	setenv("XDM_IPC_ALLOW", other.name, 1);
+	peer_start(&e, stacks[_i]);
+	unsetenv("XDM_IPC_ALLOW");
+	ipc_peer_start_in(&im, "tests/gpu/ipc_peer_cuda", "0", "cuda", stacks[_i], become_other,
+			  &parent);
+	b = peer_alloc(&e, BYTES);
+	ask_ok(&e, out, sizeof(out), "fill %u 0x11", b.i);
+	peer_export(&e, b.i, hex);
+	ask(&im, out, sizeof(out), "open %s", hex);
+	if (!whole) {
+		ck_assert_msg(!strncmp(out, "err NOT_SUPPORTED", 17) &&
+			      strstr(out, "holds more than the block"), "%s: %s", stacks[_i], out);
+	} else {
+		ck_assert_msg(sscanf(out, "ok %u", &j) == 1, "%s: %s", stacks[_i], out);
+		ask_ok(&im, out, sizeof(out), "icheck %u 0x11", j);
+		ask_ok(&im, out, sizeof(out), "ifill %u 0x22", j);
+		ask_ok(&im, out, sizeof(out), "close %u", j);
+		ask_ok(&e, out, sizeof(out), "check %u 0x22", b.i);
+	}
+	ask_ok(&e, out, sizeof(out), "free %u", b.i);
+	wait_outstanding(&e, 0);
+	peer_stop(&im);
+	peer_stop(&e);
+}
+END_TEST
+
 static Suite *ipc_cuda_suite(void)
 {
 	Suite *s = suite_create("ipc_cuda");
@@ -172,6 +268,7 @@ static Suite *ipc_cuda_suite(void)
 	tcase_add_loop_test(tc, test_exporter_killed, VMM_POOLED, VMM_POOLED + 1);
 	tcase_add_test(tc, test_not_exportable);
 	tcase_add_loop_test(tc, test_second_device, 0, NSTACKS);
+	tcase_add_loop_test(tc, test_other_user, 0, NSTACKS);
 	suite_add_tcase(s, tc);
 	return s;
 }

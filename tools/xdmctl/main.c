@@ -91,7 +91,8 @@ static void usage(FILE *f)
 	      "Options:\n"
 	      "  --json     print one JSON document (ps, budget)\n"
 	      "  --dir DIR  where the budgets' segments are (default: $XDMCTL_SHM_DIR,\n"
-	      "             else $XDM_BUDGET_DIR, else /dev/shm)\n"
+	      "             else $XDM_BUDGET_DIR, else " BUDGET_SHARED_DIR " where it\n"
+	      "             exists, else /dev/shm)\n"
 	      "  --help     this text; COMMAND --help: that command's\n"
 	      "  --version  the version of xdm\n"
 	      "\n"
@@ -111,7 +112,7 @@ static const struct command *find(const char *name)
 int main(int argc, char **argv)
 {
 	struct xdmctl_said said = { .nskipped = 0 };
-	struct xdmctl_ctx ctx = { .json = false, .shm_dir = "/dev/shm", .said = &said };
+	struct xdmctl_ctx ctx = { .json = false, .shm_dir = budget_default_dir(), .said = &said };
 	const struct command *cmd;
 	const char *dir;
 	char prog[32];

@@ -559,6 +559,25 @@ def test_config_text_puts_the_run_budget_on_top():
     assert plugin.human(3 << 30) == "3.0 GiB"
 
 
+def test_budget_dir_is_chosen_as_the_budget_layer_chooses_it(tmp_path, monkeypatch):
+    # $XDM_BUDGET_DIR, else the shared directory where it exists (the
+    # installed package's, here one of the test's own), else /dev/shm.
+    shared = tmp_path / "shared"
+
+    class Paths:
+        budget_shared_dir = str(shared)
+
+    monkeypatch.setattr(plugin._lib, "_paths", lambda: Paths)
+    monkeypatch.setenv("XDM_BUDGET_DIR", "/given")
+    assert plugin.budget_dir() == "/given"
+    monkeypatch.delenv("XDM_BUDGET_DIR")
+    assert plugin.budget_dir() == "/dev/shm"
+    shared.mkdir()
+    assert plugin.budget_dir() == str(shared)
+    plan = {"key": "pytest-1-x y-%u"}
+    assert plugin.segment_prefix(plan) == str(shared / "xdm-budget-pytest-1-x_y-")
+
+
 def test_sentence_found_in_a_frameworks_message():
     # torch's OutOfMemoryError from xdm's glue names the error before xdm's
     # sentence, which itself starts with "budget: ": the sentence is the last.

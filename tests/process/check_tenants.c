@@ -24,7 +24,8 @@
  *	log	 a symbolic link at the log's path is refused and nothing
  *		 is written through it; another user's file is refused and
  *		 stays empty; the user's own file is written (the control);
- *		 the default path is in the user's own log directory, and a
+ *		 the default path is in the user's own log directory (the
+ *		 session's, where it has one of the user's own), and a
  *		 directory another user made first under its name is refused.
  *
  * Exit 77 (skip) when not root, without useradd and groupadd, or where
@@ -684,6 +685,45 @@ START_TEST(log_default_is_the_users_own)
 }
 END_TEST
 
+/*
+ * With a session's runtime directory of the user's own, the log goes in
+ * its xdm/; one that is another user's (kept across su) is passed over
+ * for /tmp/xdm-<uid>.
+ */
+START_TEST(log_default_in_the_session_dir)
+{
+	char mine[128], theirs[128], answer[1024], want[PATH_MAX + 32];
+	struct agent a;
+	struct stat st;
+
+	place(mine, sizeof(mine), "xdg-a");
+	place(theirs, sizeof(theirs), "xdg-b");
+	make_dir(mine, 0, 0700);
+	ck_assert_int_eq(chown(mine, mem_a.uid, mem_a.gid), 0);
+	make_dir(theirs, 0, 0700);
+	ck_assert_int_eq(chown(theirs, mem_b.uid, mem_b.gid), 0);
+
+	setenv("XDG_RUNTIME_DIR", mine, 1);
+	agent_start(&a, &mem_a);
+	agent_ok(&a, "attach logging | host");
+	agent_say(&a, answer, sizeof(answer), "show 0 path");
+	snprintf(want, sizeof(want), "ok %s/xdm/xdm-%d-0.csv", mine, (int)a.pid);
+	ck_assert_str_eq(answer, want);
+	agent_stop(&a);
+	file_stat(want + 3, &st);
+	ck_assert_uint_eq(st.st_uid, mem_a.uid);
+
+	setenv("XDG_RUNTIME_DIR", theirs, 1);
+	agent_start(&a, &mem_a);
+	agent_ok(&a, "attach logging | host");
+	agent_say(&a, answer, sizeof(answer), "show 0 path");
+	snprintf(want, sizeof(want), "ok /tmp/xdm-%u/xdm-%d-0.csv", (unsigned)mem_a.uid,
+		 (int)a.pid);
+	ck_assert_str_eq(answer, want);
+	agent_stop(&a);
+}
+END_TEST
+
 /* ---- main ------------------------------------------------------------------- */
 
 /*
@@ -779,6 +819,7 @@ static Suite *tenants_suite(bool namespaces)
 	tcase_add_test(log, log_foreign_file_refused);
 	tcase_add_test(log, log_own_file_written);
 	tcase_add_test(log, log_default_is_the_users_own);
+	tcase_add_test(log, log_default_in_the_session_dir);
 	tcase_add_checked_fixture(budget, die_with_main, NULL);
 	tcase_add_checked_fixture(log, die_with_main, NULL);
 	tcase_set_timeout(budget, 60);

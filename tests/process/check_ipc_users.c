@@ -71,13 +71,19 @@ static void become_peer(const void *arg)
 	tu_become(a->u, a->parent);
 }
 
-/* An exporter on stack that admits allow besides its own user. */
+/* An exporter on stack that admits allow besides its own user, with a deadline. */
+static void start_deadline(struct peer *p, const struct tu_user *u, const char *stack,
+			   const char *allow, const char *timeout_ms)
+{
+	struct as a = { u, getpid(), allow, timeout_ms };
+
+	ipc_peer_start_in(p, PEER, "0", "host", stack, become_peer, &a);
+}
+
 static void start(struct peer *p, const struct tu_user *u, const char *stack,
 		  const char *allow)
 {
-	struct as a = { u, getpid(), allow, EXPORTER_TIMEOUT_MS };
-
-	ipc_peer_start_in(p, PEER, "0", "host", stack, become_peer, &a);
+	start_deadline(p, u, stack, allow, EXPORTER_TIMEOUT_MS);
 }
 
 /* An importer that waits timeout_ms for an answer. */
@@ -687,8 +693,13 @@ START_TEST(test_connections_held)
 	free_and_nothing_held(&e, &b);
 	peer_stop(&e);
 
-	/* Admitted: its share of the table, the rest turned away with a sentence. */
-	start(&e, &own, SHARED, att.name);
+	/*
+	 * Admitted: its share of the table, the rest turned away with a
+	 * sentence.  The deadline that drops the idle ones is long, so that
+	 * all 300 are taken or turned away before any place frees up, however
+	 * slowly the server runs.
+	 */
+	start_deadline(&e, &own, SHARED, att.name, "15000");
 	b = share(&e, 0x11, hex, &ha.h);
 	agent_start(&a, &att, agent_hold_conns, &ha);
 	agent_wait_ready(&a);
@@ -797,11 +808,19 @@ START_TEST(test_exporter_does_not_answer)
 	char hex[HEX_LEN + 1], want[96];
 	struct peer e, l;
 	struct block b;
+	int stopped;
 
 	start(&e, &own, SHARED, NULL);
 	b = share(&e, 0x11, hex, &h);
 	start_timeout(&l, &own, "500");
 	ck_assert_int_eq(kill(e.pid, SIGSTOP), 0);
+	/*
+	 * Stopped only once every thread is: the thread that takes the signal
+	 * stops the others, and until it runs (a loaded machine) the server
+	 * thread serves on.  The parent hears of the stop when it is whole.
+	 */
+	ck_assert_int_eq(waitpid(e.pid, &stopped, WUNTRACED), e.pid);
+	ck_assert(WIFSTOPPED(stopped));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	snprintf(want, sizeof(want), "(process %d, uid %u) did not answer within 500 ms",
 		 (int)e.pid, (unsigned)own.uid);
@@ -821,12 +840,38 @@ struct squat_arg {
 	uint64_t token;
 };
 
-/* Bind the gone exporter's name; accept; count what anyone sends. */
+/* What waits on the squatter's socket now: connections taken, bytes counted. */
+static void squat_drain(int listen_fd, int *c, long long *conns, long long *bytes)
+{
+	for (;;) {
+		unsigned char buf[1024];
+		ssize_t got;
+
+		if (*c < 0) {
+			*c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			if (*c < 0)
+				return;
+			(*conns)++;
+		}
+		while ((got = recv(*c, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+			*bytes += got;
+		if (got < 0 && errno == EAGAIN)
+			return;
+		close(*c);
+		*c = -1;
+	}
+}
+
+/*
+ * Bind the gone exporter's name; accept; count what anyone sends, as it
+ * comes and, once told to finish, what is still waiting (so the count does
+ * not depend on when this process ran).
+ */
 static void agent_squat(struct report *rep, const void *arg)
 {
 	const struct squat_arg *a = arg;
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), n;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), n;
 	long long bytes = 0, conns = 0;
 	struct pollfd pfd[2];
 	int c = -1;
@@ -846,21 +891,9 @@ static void agent_squat(struct report *rep, const void *arg)
 		pfd[1] = (struct pollfd){ .fd = c >= 0 ? c : fd, .events = POLLIN };
 		if (poll(pfd, 2, -1) < 0 || pfd[0].revents)
 			break;
-		if (c < 0) {
-			c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-			conns += c >= 0;
-		} else {
-			unsigned char buf[1024];
-			ssize_t got = recv(c, buf, sizeof(buf), 0);
-
-			if (got <= 0) {
-				close(c);
-				c = -1;
-			} else {
-				bytes += got;
-			}
-		}
+		squat_drain(fd, &c, &conns, &bytes);
 	}
+	squat_drain(fd, &c, &conns, &bytes);
 	rep->v[0] = conns;
 	rep->v[1] = bytes;
 }

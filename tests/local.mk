@@ -158,7 +158,9 @@ tests_conformance_check_conformance_LDADD = $(conformance_cuda_ldadd) $(LDADD) -
 # root, users of a group and one outside it against the budget directory
 # they share and the log's file; check_ipc_users runs, as root, another
 # user against an exporter's socket: who is admitted, what a forger gets,
-# clients that would freeze it (tests/lib/users.c makes the users).
+# clients that would freeze it (tests/lib/users.c makes the users;
+# check_users and check_tenants run one as a process told what to do
+# through a pipe, tests/lib/user_agent.c).
 process_tests = \
 	tests/process/check_budget \
 	tests/process/check_budget_kill \
@@ -188,10 +190,12 @@ tests_process_budget_torture_LDFLAGS = $(test_exec_flags)
 tests_process_budget_torture_LDADD = libxdm.la
 tests_process_budget_worker_LDFLAGS = $(test_exec_flags)
 tests_process_budget_worker_LDADD = libxdm.la
+tests_process_check_users_SOURCES = tests/process/check_users.c tests/lib/users.c \
+	tests/lib/user_agent.c
 tests_process_check_users_LDFLAGS = $(test_exec_flags)
 tests_process_check_users_LDADD = $(LDADD) -lrt
 tests_process_check_tenants_SOURCES = tests/process/check_tenants.c tests/lib/users.c \
-	tests/lib/users.h
+	tests/lib/users.h tests/lib/user_agent.c tests/lib/user_agent.h
 tests_process_check_tenants_LDFLAGS = $(test_exec_flags)
 # Blocks shared between processes on the host platform's memfd twin:
 # ipc_peer is the program each exporter and importer execs.
@@ -211,7 +215,7 @@ tests_faults_budget_la_SOURCES = $(adaptors_budget_la_SOURCES) $(budget_segment_
 	lib/budget_segment/faults.c
 tests_faults_budget_la_CPPFLAGS = $(AM_CPPFLAGS) -DXDM_BUDGET_FAULTS
 tests_faults_budget_la_LDFLAGS = $(test_module_link_flags)
-tests_faults_budget_la_LIBADD = $(module_link_libs) -lrt
+tests_faults_budget_la_LIBADD = lib/names/libnames.la $(module_link_libs) -lrt
 
 # The tree through a real FUSE mount: fuse_walk reads it from another
 # process (check_fusefs spawns it; it also serves a person who wants to

@@ -24,7 +24,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +31,7 @@
 #include <unistd.h>
 
 #include "adaptors/logging/logging.h"
+#include "lib/names/names.h"
 
 /* Owner-only: rows name addresses, tags and query ids of the process. */
 #define LOG_FILE_MODE 0600
@@ -83,17 +83,6 @@ number:
 too_long:
 	return xdm_error_set(XDM_E_CONFIG, "logging: path '%s' is too long once expanded",
 			     pattern);
-}
-
-static void user_name(uid_t uid, char *buf, size_t len)
-{
-	struct passwd pw, *found = NULL;
-	char text[1024];
-
-	if (getpwuid_r(uid, &pw, text, sizeof(text), &found) == 0 && found)
-		snprintf(buf, len, "%s", found->pw_name);
-	else
-		snprintf(buf, len, "%u", (unsigned)uid);
 }
 
 /* Whether a directory is this user's alone to change. */
@@ -151,7 +140,7 @@ static enum xdm_status open_log_dir(char *dir, size_t len, int *dirfd)
 				     "%s: %s", dir, strerror(errno));
 	}
 	if (!private_dir(&st)) {
-		user_name(st.st_uid, owner, sizeof(owner));
+		names_user(st.st_uid, owner, sizeof(owner));
 		close(*dirfd);
 		*dirfd = -1;
 		return xdm_error_set(XDM_E_CONFIG,
@@ -190,7 +179,7 @@ static enum xdm_status check_owner(const char *path, int fd)
 				     strerror(errno));
 	if (st.st_uid == geteuid() || st.st_uid == 0)
 		return XDM_OK;
-	user_name(st.st_uid, owner, sizeof(owner));
+	names_user(st.st_uid, owner, sizeof(owner));
 	return xdm_error_set(XDM_E_CONFIG,
 			     "logging: %s belongs to user %s (uid %u), not to this process (uid "
 			     "%u), and a log is written only into a file of its own user's (the "

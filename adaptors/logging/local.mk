@@ -14,6 +14,6 @@ adaptors_logging_la_SOURCES = \
 	adaptors/logging/attrs.c \
 	adaptors/logging/exit.c
 adaptors_logging_la_LDFLAGS = $(module_link_flags)
-adaptors_logging_la_LIBADD = $(module_link_libs)
+adaptors_logging_la_LIBADD = lib/names/libnames.la $(module_link_libs)
 
 dist_man_MANS += man/xdm-logging.7

@@ -20,6 +20,8 @@ lib_budget_segment_libbudget_segment_la_SOURCES = \
 	lib/budget_segment/reclaim.c \
 	lib/budget_segment/credit.c \
 	lib/budget_segment/credit_thread.c
+# Its sentences name users and groups (lib/names), for each of its users.
+lib_budget_segment_libbudget_segment_la_LIBADD = lib/names/libnames.la
 # The fault build's kill points (faults.c) are compiled only into
 # tests/faults/budget.la, with the library's sources and XDM_BUDGET_FAULTS.
 budget_segment_sources = $(lib_budget_segment_libbudget_segment_la_SOURCES)

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "lib/budget_segment/segment.h"
+#include "lib/names/names.h"
 
 #define BUDGET_READY_WAIT_MS 2000
 #define BUDGET_OPEN_TRIES 16
@@ -143,7 +144,7 @@ static enum xdm_status foreign(const struct budget_member *m, uid_t owner)
 {
 	char user[64];
 
-	budget_user_name(owner, user, sizeof(user));
+	names_user(owner, user, sizeof(user));
 	return xdm_error_set(XDM_E_CONFIG,
 			     "budget: %s belongs to user %s (uid %u), not to this process "
 			     "(uid %u): another user took this budget's name first in %s. "
@@ -171,7 +172,7 @@ static enum xdm_status not_the_groups(const struct budget_member *m, const struc
 {
 	char group[64];
 
-	budget_group_name(m->shared_gid, group, sizeof(group));
+	names_group(m->shared_gid, group, sizeof(group));
 	return xdm_error_set(XDM_E_CONFIG,
 			     "budget: %s is not a segment of group '%s', which shares %s: it "
 			     "is uid %u's, of gid %u, mode %04o, and a segment there is the "

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "lib/budget_segment/segment.h"
+#include "lib/names/names.h"
 
 enum xdm_status budget_member_name(struct budget_member *m, const char *who, const char *key)
 {
@@ -68,7 +69,7 @@ static enum xdm_status shared_dir_member(struct budget_member *m, const char *wh
 {
 	char group[64];
 
-	budget_group_name(st->st_gid, group, sizeof(group));
+	names_group(st->st_gid, group, sizeof(group));
 	if (geteuid() == 0)
 		return xdm_error_set(XDM_E_CONFIG,
 				     "%s: %s is the budget directory of group '%s' (gid %u), and "

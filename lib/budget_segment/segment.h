@@ -408,10 +408,6 @@ bool budget_dir_is_shared(const struct stat *st);
 /* Whether this process is in group gid: its effective or a supplementary one. */
 bool budget_in_group(gid_t gid);
 
-/* A user's or a group's name for a sentence, or its number where it has none. */
-void budget_user_name(uid_t uid, char *buf, size_t len);
-void budget_group_name(gid_t gid, char *buf, size_t len);
-
 /* ---- faults.c: kill points, in the test build only ---------------------- */
 
 /*

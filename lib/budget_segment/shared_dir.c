@@ -16,9 +16,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,31 +58,4 @@ bool budget_in_group(gid_t gid)
 		in = groups[i] == gid;
 	free(groups);
 	return in;
-}
-
-/*
- * Names come from the name service, which may be slow or absent (a
- * container without the host's users): only sentences ask for them, and
- * the number stands in where there is no name.
- */
-void budget_user_name(uid_t uid, char *buf, size_t len)
-{
-	struct passwd pw, *found = NULL;
-	char text[1024];
-
-	if (getpwuid_r(uid, &pw, text, sizeof(text), &found) == 0 && found)
-		snprintf(buf, len, "%s", found->pw_name);
-	else
-		snprintf(buf, len, "%u", (unsigned)uid);
-}
-
-void budget_group_name(gid_t gid, char *buf, size_t len)
-{
-	struct group gr, *found = NULL;
-	char text[4096];
-
-	if (getgrgid_r(gid, &gr, text, sizeof(text), &found) == 0 && found)
-		snprintf(buf, len, "%s", found->gr_name);
-	else
-		snprintf(buf, len, "%u", (unsigned)gid);
 }

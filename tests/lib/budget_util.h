@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,26 @@ static inline struct budget_shm *segment_map(const char *test, bool writable)
 	ck_assert_msg(atomic_load(&s->magic) == BUDGET_MAGIC, "segment %s never got ready",
 		      name);
 	return s;
+}
+
+/*
+ * The segment's lock held, as a stopped process would hold it, for a
+ * change planted by hand: an OFD write lock on the header's lock field
+ * (lib/budget_segment/lock.c), through a file description of the test's
+ * own.  The descriptor, which lets go when closed.
+ */
+static inline int hold_segment_lock(const char *test)
+{
+	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			   .l_start = (off_t)offsetof(struct budget_shm, lock), .l_len = 1 };
+	char name[128];
+	int fd;
+
+	shm_name_of(test, name, sizeof(name));
+	fd = shm_open(name, O_RDWR, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_msg(fcntl(fd, F_OFD_SETLK, &l) == 0, "F_OFD_SETLK: %s", strerror(errno));
+	return fd;
 }
 
 /* ---- runtimes and attributes ------------------------------------------- */

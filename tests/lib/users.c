@@ -14,11 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <xdm/xdm.h>
+
+#include "tests/lib/testutil.h"
 #include "tests/lib/users.h"
 
 extern char **environ;
@@ -31,17 +34,10 @@ static struct {
 	char useradd[PATH_MAX], userdel[PATH_MAX], groupadd[PATH_MAX], groupdel[PATH_MAX];
 	char users[MAX_MADE][32], groups[MAX_MADE][32];
 	int nusers, ngroups;
+	void (*at_end)(void);
 } run;
 
-static void pause_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static bool find_tool(const char *name, char *out, size_t len)
+bool tu_find_tool(const char *name, char *out, size_t len)
 {
 	const char *path = getenv("PATH");
 	char dirs[4096];
@@ -91,7 +87,7 @@ static void remove_account(char *tool, const char *name)
 
 		if (rc == 0 || rc == 6)
 			return;
-		pause_ms(100);
+		tu_sleep_ms(100);
 	}
 	fprintf(stderr, "tests: could not remove %s; remove it by hand (%s %s)\n", name, tool,
 		name);
@@ -105,6 +101,13 @@ void tu_users_remove(void)
 		remove_account(run.userdel, run.users[--run.nusers]);
 	while (run.ngroups > 0)
 		remove_account(run.groupdel, run.groups[--run.ngroups]);
+	if (run.at_end)
+		run.at_end();
+}
+
+void tu_users_at_end(void (*fn)(void))
+{
+	run.at_end = fn;
 }
 
 static void on_signal(int sig)
@@ -138,6 +141,17 @@ static bool stale(const char *name, const char *const *roles)
 	return false;
 }
 
+/* The n accounts of names (what: user or group), removed with tool. */
+static void remove_leftovers(char (*names)[32], int n, const char *what, char *tool)
+{
+	for (int i = 0; i < n; i++) {
+		fprintf(stderr, "tests: removing the %s %s, left by a run that was killed\n", what,
+			names[i]);
+		remove_account(tool, names[i]);
+	}
+}
+
+/* The entries are read first, whole: userdel rewrites the files read. */
 static void remove_stale(const char *const *roles)
 {
 	char names[64][32];
@@ -150,22 +164,14 @@ static void remove_stale(const char *const *roles)
 		if (stale(pw->pw_name, roles))
 			snprintf(names[n++], sizeof(names[0]), "%s", pw->pw_name);
 	endpwent();
-	for (int i = 0; i < n; i++) {
-		fprintf(stderr, "tests: removing the user %s, left by a run that was killed\n",
-			names[i]);
-		remove_account(run.userdel, names[i]);
-	}
+	remove_leftovers(names, n, "user", run.userdel);
 	n = 0;
 	setgrent();
 	while ((gr = getgrent()) && n < 64)
 		if (stale(gr->gr_name, roles))
 			snprintf(names[n++], sizeof(names[0]), "%s", gr->gr_name);
 	endgrent();
-	for (int i = 0; i < n; i++) {
-		fprintf(stderr, "tests: removing the group %s, left by a run that was killed\n",
-			names[i]);
-		remove_account(run.groupdel, names[i]);
-	}
+	remove_leftovers(names, n, "group", run.groupdel);
 }
 
 bool tu_users_init(const char *const *roles, char *why, size_t len)
@@ -178,10 +184,10 @@ bool tu_users_init(const char *const *roles, char *why, size_t len)
 			 "root (this is uid %u)", (unsigned)geteuid());
 		return false;
 	}
-	if (!find_tool("useradd", run.useradd, sizeof(run.useradd)) ||
-	    !find_tool("userdel", run.userdel, sizeof(run.userdel)) ||
-	    !find_tool("groupadd", run.groupadd, sizeof(run.groupadd)) ||
-	    !find_tool("groupdel", run.groupdel, sizeof(run.groupdel))) {
+	if (!tu_find_tool("useradd", run.useradd, sizeof(run.useradd)) ||
+	    !tu_find_tool("userdel", run.userdel, sizeof(run.userdel)) ||
+	    !tu_find_tool("groupadd", run.groupadd, sizeof(run.groupadd)) ||
+	    !tu_find_tool("groupdel", run.groupdel, sizeof(run.groupdel))) {
 		snprintf(why, len, "it makes local users and groups with useradd, userdel, "
 			 "groupadd and groupdel, which this machine lacks");
 		return false;
@@ -220,7 +226,7 @@ static bool make_account(char *const argv[], char *tool_del, char (*made)[32], i
 			rc = -1;
 		}
 		if (rc != 0)
-			pause_ms(100);
+			tu_sleep_ms(100);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	return rc == 0;
@@ -277,4 +283,60 @@ void tu_become(const struct tu_user *u, pid_t parent)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(122);
+}
+
+#define PROBE_MSG 512
+
+const char *tu_probe(int (*fn)(pid_t parent, const void *arg, char *msg, size_t len),
+		     const void *arg, const char *failed, char *why, size_t len)
+{
+	char *msg = mmap(NULL, PROBE_MSG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			 -1, 0);
+	pid_t parent = getpid(), pid;
+	const char *no = NULL;
+	int status;
+
+	if (msg == MAP_FAILED) {
+		snprintf(why, len, "mmap: %s", strerror(errno));
+		return why;
+	}
+	msg[0] = '\0';
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		_exit(fn(parent, arg, msg, PROBE_MSG));
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0) {
+		snprintf(why, len, "%s", msg[0] ? msg : failed);
+		no = why;
+	}
+	munmap(msg, PROBE_MSG);
+	return no;
+}
+
+static int runtime_as(pid_t parent, const void *arg, char *msg, size_t len)
+{
+	const struct tu_user *u = arg;
+	struct xdm_runtime *rt;
+
+	tu_become(u, parent);
+	if (xdm_runtime_create(0, "host", "host", &rt) != XDM_OK) {
+		snprintf(msg, len, "%s cannot build a runtime (is the build tree readable by "
+			 "other users?): %s", u->name, xdm_last_error_message());
+		return 77;
+	}
+	xdm_runtime_destroy(rt);
+	return 0;
+}
+
+const char *tu_runtime_probe(const struct tu_user *u, char *why, size_t len)
+{
+	return tu_probe(runtime_as, u, "the probe as another user failed", why, len);
+}
+
+void tu_die_with_main(void)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != run.main_pid && getpid() != run.main_pid)
+		_exit(1);
 }

@@ -346,25 +346,6 @@ START_TEST(killed_share_comes_back_on_refusal)
 }
 END_TEST
 
-/*
- * The segment's lock, taken as lib/budget_segment/lock.c takes it (an OFD
- * write lock on the header's lock field, through a description of its
- * own), for a change planted by hand; closing the descriptor lets go.
- */
-static int hold_segment_lock(const char *test)
-{
-	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			   .l_start = (off_t)offsetof(struct budget_shm, lock), .l_len = 1 };
-	char name[128];
-	int fd;
-
-	shm_name_of(test, name, sizeof(name));
-	fd = shm_open(name, O_RDWR, 0);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_msg(fcntl(fd, F_OFD_SETLK, &l) == 0, "F_OFD_SETLK: %s", strerror(errno));
-	return fd;
-}
-
 /* A slot with a live pid but another start time is a dead process whose
  * pid was reused: here our own pid, planted by hand. */
 START_TEST(reused_pid_is_dead)

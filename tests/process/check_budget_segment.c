@@ -253,33 +253,13 @@ START_TEST(usage_below_live_processes_is_refused)
 END_TEST
 
 /*
- * The segment's lock held, as a stopped process would hold it: an OFD
- * write lock on the header's lock field (lib/budget_segment/lock.c),
- * through a file description of the test's own.  The descriptor, which
- * lets go when closed.
- */
-static int hold_lock(const char *test)
-{
-	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			   .l_start = (off_t)offsetof(struct budget_shm, lock), .l_len = 1 };
-	char name[128];
-	int fd;
-
-	shm_name_of(test, name, sizeof(name));
-	fd = shm_open(name, O_RDWR, 0);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_msg(fcntl(fd, F_OFD_SETLK, &l) == 0, "F_OFD_SETLK: %s", strerror(errno));
-	return fd;
-}
-
-/*
  * A lock nobody releases (its holder stopped): the attach gives up after
  * BUDGET_LOCK_WAIT_S with a sentence, and works once it is let go.
  */
 START_TEST(lock_nobody_releases_times_out)
 {
 	struct xdm_runtime *rt = budget_rt("lock", "limit=1M credit=0", "host"), *two;
-	int held = hold_lock("lock");
+	int held = hold_segment_lock("lock");
 
 	refused("lock", "was not released in", "stopped");
 	close(held);

@@ -50,9 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,6 +60,7 @@
 
 #include "lib/budget_segment/segment.h"
 #include "tests/lib/testutil.h"
+#include "tests/lib/user_agent.h"
 #include "tests/lib/users.h"
 
 #define MIB (1024ull * 1024ull)
@@ -73,12 +72,6 @@ static pid_t main_pid;
 static char tag[32];
 
 /* ---- agents: a process of a user, told what to do through a pipe -------- */
-
-struct agent {
-	pid_t pid;
-	FILE *to, *from;
-	const struct tu_user *user;
-};
 
 #define AGENT_BLOCKS 16
 
@@ -173,46 +166,27 @@ static bool agent_do(struct agent_state *a, char *line, FILE *out)
 	return true;
 }
 
-static void agent_start(struct agent *ag, const struct tu_user *u)
+static void agent_body(FILE *in, FILE *out, const void *arg)
 {
-	int down[2], up[2];
-	pid_t parent = getpid();
+	struct agent_state a = { .rt = NULL };
+	char line[8192];
 
-	ck_assert_int_eq(pipe2(down, O_CLOEXEC), 0);
-	ck_assert_int_eq(pipe2(up, O_CLOEXEC), 0);
-	fflush(NULL);
-	ag->user = u;
-	ag->pid = fork();
-	ck_assert_int_ge(ag->pid, 0);
-	if (ag->pid == 0) {
-		struct agent_state a = { .rt = NULL };
-		char line[8192];
-		FILE *in, *out;
+	(void)arg;
+	/* The log's default path must not depend on where the test runs. */
+	if (chdir("/") != 0)
+		_exit(123);
+	while (fgets(line, sizeof(line), in) && agent_do(&a, line, out))
+		;
+}
 
-		close(down[1]);
-		close(up[0]);
-		tu_become(u, parent);
-		/* The log's default path must not depend on where the test runs. */
-		if (chdir("/") != 0)
-			_exit(123);
-		in = fdopen(down[0], "r");
-		out = fdopen(up[1], "w");
-		if (!in || !out)
-			_exit(123);
-		while (fgets(line, sizeof(line), in) && agent_do(&a, line, out))
-			;
-		_exit(0);
-	}
-	close(down[0]);
-	close(up[1]);
-	ag->to = fdopen(down[1], "w");
-	ag->from = fdopen(up[0], "r");
-	ck_assert(ag->to && ag->from);
+static void agent_start(struct tu_agent *ag, const struct tu_user *u)
+{
+	tu_agent_start(ag, u, agent_body, NULL);
 }
 
 /* One command, its one line of answer (without the newline). */
 __attribute__((format(printf, 4, 5)))
-static void agent_say(struct agent *ag, char *answer, size_t len, const char *fmt, ...)
+static void agent_say(struct tu_agent *ag, char *answer, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -235,7 +209,7 @@ static void agent_say(struct agent *ag, char *answer, size_t len, const char *fm
 	} while (0)
 
 /* A layer's attribute as the agent reads it, as a number. */
-static uint64_t agent_attr(struct agent *ag, const char *attr)
+static uint64_t agent_attr(struct tu_agent *ag, const char *attr)
 {
 	char answer[1024];
 
@@ -243,22 +217,6 @@ static uint64_t agent_attr(struct agent *ag, const char *attr)
 	ck_assert_msg(!strncmp(answer, "ok ", 3), "%s: show %s: %s", ag->user->name, attr,
 		      answer);
 	return strtoull(answer + 3, NULL, 10);
-}
-
-static void agent_stop(struct agent *ag)
-{
-	char line[64];
-	int status;
-
-	fprintf(ag->to, "quit\n");
-	fflush(ag->to);
-	ck_assert(fgets(line, sizeof(line), ag->from));
-	ck_assert_str_eq(line, "bye\n");
-	fclose(ag->to);
-	fclose(ag->from);
-	ck_assert_int_eq(waitpid(ag->pid, &status, 0), ag->pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "%s ended with status 0x%x", ag->user->name, status);
 }
 
 /* The answer of a refused command holds every one of the NULL-ended words. */
@@ -352,7 +310,7 @@ static void stack_of(char *stack, size_t len, const char *dir, const char *key,
 START_TEST(shared_dir_two_members_one_budget)
 {
 	char dir[128], seg[PATH_MAX], stack[PATH_MAX + 128], answer[1024];
-	struct agent a, b;
+	struct tu_agent a, b;
 	struct stat st;
 
 	place(dir, sizeof(dir), "shared");
@@ -390,9 +348,9 @@ START_TEST(shared_dir_two_members_one_budget)
 	ck_assert_uint_eq(agent_attr(&b, "remaining"), 0);
 
 	/* A leaves first; B, the last one out, removes A's segment. */
-	agent_stop(&a);
+	tu_agent_stop(&a);
 	ck_assert_uint_eq(agent_attr(&b, "used"), 4 * MIB);
-	agent_stop(&b);
+	tu_agent_stop(&b);
 	ck_assert_msg(access(seg, F_OK) != 0, "%s is still there after its last user left",
 		      seg);
 }
@@ -402,7 +360,7 @@ START_TEST(shared_dir_refuses_outsider_and_root)
 {
 	char dir[128], stack[PATH_MAX + 128], answer[1024], *msg;
 	struct xdm_runtime *rt;
-	struct agent a, o;
+	struct tu_agent a, o;
 
 	place(dir, sizeof(dir), "closed");
 	make_dir(dir, group.gid, 02770);
@@ -413,7 +371,7 @@ START_TEST(shared_dir_refuses_outsider_and_root)
 	agent_say(&o, answer, sizeof(answer), "attach %s", stack);
 	expect_words(outsider.name, answer, dir, group.name, "not in that group", "usermod",
 		     "XDM_BUDGET_DIR", NULL);
-	agent_stop(&o);
+	tu_agent_stop(&o);
 
 	/* Root, who could, does not: every member can write the segments. */
 	ck_assert_int_eq(xdm_runtime_create(0, "host", stack, &rt), XDM_E_CONFIG);
@@ -425,7 +383,7 @@ START_TEST(shared_dir_refuses_outsider_and_root)
 	agent_start(&a, &mem_a);
 	agent_ok(&a, "attach %s", stack);
 	agent_ok(&a, "alloc %llu", MIB);
-	agent_stop(&a);
+	tu_agent_stop(&a);
 }
 END_TEST
 
@@ -437,7 +395,7 @@ END_TEST
 START_TEST(shared_dir_sticky_last_out)
 {
 	char dir[128], seg[PATH_MAX], stack[PATH_MAX + 128];
-	struct agent a, b;
+	struct tu_agent a, b;
 
 	place(dir, sizeof(dir), "sticky");
 	make_dir(dir, group.gid, 03770);
@@ -458,8 +416,8 @@ START_TEST(shared_dir_sticky_last_out)
 	ck_assert_uint_eq(agent_attr(&b, "limit"), 32 * MIB);
 	ck_assert_uint_eq(agent_attr(&b, "used"), 0);
 	agent_ok(&b, "alloc %llu", MIB);
-	agent_stop(&b);
-	agent_stop(&a);
+	tu_agent_stop(&b);
+	tu_agent_stop(&a);
 }
 END_TEST
 
@@ -467,13 +425,13 @@ END_TEST
 START_TEST(squat_in_dev_shm_is_named)
 {
 	char seg[PATH_MAX], stack[PATH_MAX + 128], answer[1024], uid[32];
-	struct agent a, o;
+	struct tu_agent a, o;
 	struct stat st;
 
 	snprintf(seg, sizeof(seg), "/dev/shm/xdm-budget-%s-squat", tag);
 	agent_start(&o, &outsider);
 	agent_ok(&o, "file %s 600", seg);
-	agent_stop(&o);
+	tu_agent_stop(&o);
 
 	agent_start(&a, &mem_a);
 	stack_of(stack, sizeof(stack), "/dev/shm", "squat", "64M");
@@ -481,7 +439,7 @@ START_TEST(squat_in_dev_shm_is_named)
 	snprintf(uid, sizeof(uid), "(uid %u)", (unsigned)outsider.uid);
 	expect_words(mem_a.name, answer, seg, outsider.name, uid, "took this budget's name first",
 		     BUDGET_SHARED_DIR, NULL);
-	agent_stop(&a);
+	tu_agent_stop(&a);
 	/* Nothing was written into it. */
 	file_stat(seg, &st);
 	ck_assert_uint_eq(st.st_size, 0);
@@ -499,7 +457,7 @@ START_TEST(default_is_the_shared_dir)
 {
 	char parent[PATH_MAX], stack[PATH_MAX + 128], answer[1024], seg[PATH_MAX];
 	char shm_seg[PATH_MAX];
-	struct agent a, o;
+	struct tu_agent a, o;
 
 	ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
 	ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
@@ -533,8 +491,8 @@ START_TEST(default_is_the_shared_dir)
 	agent_say(&a, answer, sizeof(answer), "show 0 dir");
 	ck_assert_str_eq(answer, "ok /dev/shm");
 	ck_assert_msg(access(shm_seg, F_OK) == 0, "no segment %s", shm_seg);
-	agent_stop(&a);
-	agent_stop(&o);
+	tu_agent_stop(&a);
+	tu_agent_stop(&o);
 }
 END_TEST
 
@@ -563,7 +521,7 @@ static void expect_size(const char *path, off_t size)
 START_TEST(log_symlink_refused)
 {
 	char dir[128], link[PATH_MAX], victim[128], answer[1024];
-	struct agent a, o;
+	struct tu_agent a, o;
 
 	make_open_dir(dir, sizeof(dir), "logs-link");
 	snprintf(link, sizeof(link), "%s/log.csv", dir);
@@ -584,15 +542,15 @@ START_TEST(log_symlink_refused)
 	agent_say(&a, answer, sizeof(answer), "attach logging path=%s | host", link);
 	expect_words(mem_a.name, answer, "symbolic link", NULL);
 	expect_size(victim, 0);
-	agent_stop(&a);
-	agent_stop(&o);
+	tu_agent_stop(&a);
+	tu_agent_stop(&o);
 }
 END_TEST
 
 START_TEST(log_foreign_file_refused)
 {
 	char dir[128], path[PATH_MAX], answer[1024], uid[32];
-	struct agent a, o;
+	struct tu_agent a, o;
 
 	make_open_dir(dir, sizeof(dir), "logs-foreign");
 	snprintf(path, sizeof(path), "%s/log.csv", dir);
@@ -605,8 +563,8 @@ START_TEST(log_foreign_file_refused)
 	snprintf(uid, sizeof(uid), "(uid %u)", (unsigned)outsider.uid);
 	expect_words(mem_a.name, answer, path, outsider.name, uid, NULL);
 	expect_size(path, 0);
-	agent_stop(&a);
-	agent_stop(&o);
+	tu_agent_stop(&a);
+	tu_agent_stop(&o);
 }
 END_TEST
 
@@ -614,7 +572,7 @@ END_TEST
 START_TEST(log_own_file_written)
 {
 	char dir[128], made[PATH_MAX], fresh[PATH_MAX];
-	struct agent a;
+	struct tu_agent a;
 	struct stat st;
 
 	make_open_dir(dir, sizeof(dir), "logs-own");
@@ -637,7 +595,7 @@ START_TEST(log_own_file_written)
 	ck_assert_uint_eq(st.st_uid, mem_a.uid);
 	ck_assert_uint_eq(st.st_mode & 0777, 0600);
 	ck_assert_int_gt(st.st_size, 0);
-	agent_stop(&a);
+	tu_agent_stop(&a);
 }
 END_TEST
 
@@ -649,7 +607,7 @@ END_TEST
 START_TEST(log_default_is_the_users_own)
 {
 	char dir_a[PATH_MAX], dir_b[PATH_MAX], answer[1024], want[PATH_MAX + 32];
-	struct agent a, b, o;
+	struct tu_agent a, b, o;
 	struct stat st;
 
 	snprintf(dir_a, sizeof(dir_a), "/tmp/xdm-%u", (unsigned)mem_a.uid);
@@ -679,9 +637,9 @@ START_TEST(log_default_is_the_users_own)
 	expect_words(mem_b.name, answer, dir_b, outsider.name, "path=", NULL);
 	file_stat(dir_b, &st);
 	ck_assert_uint_eq(st.st_nlink, 2);	/* still empty */
-	agent_stop(&a);
-	agent_stop(&b);
-	agent_stop(&o);
+	tu_agent_stop(&a);
+	tu_agent_stop(&b);
+	tu_agent_stop(&o);
 }
 END_TEST
 
@@ -693,7 +651,7 @@ END_TEST
 START_TEST(log_default_in_the_session_dir)
 {
 	char mine[128], theirs[128], answer[1024], want[PATH_MAX + 32];
-	struct agent a;
+	struct tu_agent a;
 	struct stat st;
 
 	place(mine, sizeof(mine), "xdg-a");
@@ -709,7 +667,7 @@ START_TEST(log_default_in_the_session_dir)
 	agent_say(&a, answer, sizeof(answer), "show 0 path");
 	snprintf(want, sizeof(want), "ok %s/xdm/xdm-%d-0.csv", mine, (int)a.pid);
 	ck_assert_str_eq(answer, want);
-	agent_stop(&a);
+	tu_agent_stop(&a);
 	file_stat(want + 3, &st);
 	ck_assert_uint_eq(st.st_uid, mem_a.uid);
 
@@ -720,51 +678,11 @@ START_TEST(log_default_in_the_session_dir)
 	snprintf(want, sizeof(want), "ok /tmp/xdm-%u/xdm-%d-0.csv", (unsigned)mem_a.uid,
 		 (int)a.pid);
 	ck_assert_str_eq(answer, want);
-	agent_stop(&a);
+	tu_agent_stop(&a);
 }
 END_TEST
 
 /* ---- main ------------------------------------------------------------------- */
-
-/*
- * Can a member build a runtime from this build tree (its modules must be
- * readable by other users)?  NULL, or why not.
- */
-static const char *member_probe(char *why, size_t len)
-{
-	char *shared = mmap(NULL, 512, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	pid_t parent = getpid(), pid;
-	int status;
-
-	if (shared == MAP_FAILED) {
-		snprintf(why, len, "mmap: %s", strerror(errno));
-		return why;
-	}
-	shared[0] = '\0';
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		struct xdm_runtime *rt;
-
-		tu_become(&mem_a, parent);
-		if (xdm_runtime_create(0, "host", "host", &rt) != XDM_OK) {
-			snprintf(shared, 512, "%s cannot build a runtime (is the build tree "
-				 "readable by other users?): %s", mem_a.name,
-				 xdm_last_error_message());
-			_exit(77);
-		}
-		xdm_runtime_destroy(rt);
-		_exit(0);
-	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) != 0) {
-		snprintf(why, len, "%s", shared[0] ? shared : "the member's probe failed");
-		munmap(shared, 512);
-		return why;
-	}
-	munmap(shared, 512);
-	return NULL;
-}
 
 /* Can the test mount a tmpfs over the shared directory's parent in a
  * mount namespace of its own?  NULL, or why not. */
@@ -795,14 +713,6 @@ static const char *namespace_probe(char *why, size_t len)
 	return NULL;
 }
 
-/* Each test's process dies with main, and so do its agents (tu_become). */
-static void die_with_main(void)
-{
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != main_pid && getpid() != main_pid)
-		_exit(1);
-}
-
 static Suite *tenants_suite(bool namespaces)
 {
 	Suite *s = suite_create("tenants");
@@ -820,8 +730,8 @@ static Suite *tenants_suite(bool namespaces)
 	tcase_add_test(log, log_own_file_written);
 	tcase_add_test(log, log_default_is_the_users_own);
 	tcase_add_test(log, log_default_in_the_session_dir);
-	tcase_add_checked_fixture(budget, die_with_main, NULL);
-	tcase_add_checked_fixture(log, die_with_main, NULL);
+	tcase_add_checked_fixture(budget, tu_die_with_main, NULL);
+	tcase_add_checked_fixture(log, tu_die_with_main, NULL);
 	tcase_set_timeout(budget, 60);
 	tcase_set_timeout(log, 60);
 	suite_add_tcase(s, budget);
@@ -849,7 +759,7 @@ int main(void)
 		       "users and group\n");
 		return 77;
 	}
-	if (member_probe(why, sizeof(why))) {
+	if (tu_runtime_probe(&mem_a, why, sizeof(why))) {
 		printf("SKIP: check_tenants: %s\n", why);
 		return 77;
 	}

@@ -4,9 +4,9 @@
  * tree (issue 15).
  *
  * main() creates two throwaway system users, an owner and an attacker
- * (xdmtest-own-<pid>, xdmtest-att-<pid>), and removes them at the end,
- * from a signal handler if the suite is interrupted, and at the start of
- * a later run if it was killed outright.  Each side runs in a child that
+ * (xdmtest-own-<pid>, xdmtest-att-<pid>, tests/lib/users.c), and removes
+ * them at the end, from a signal handler if the suite is interrupted, and
+ * at the start of a later run if it was killed outright.  Each side runs in a child that
  * has dropped every privilege to its user: run as root, the checks would
  * prove nothing, since root passes every permission check.
  *
@@ -39,10 +39,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -54,7 +52,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -66,98 +63,23 @@
 
 #include "lib/budget_segment/segment.h"
 #include "tests/lib/testutil.h"
+#include "tests/lib/user_agent.h"
+#include "tests/lib/users.h"
 
 extern char **environ;
 
 #define MIB (1024ull * 1024ull)
 #define LIMIT_TEXT "64M"
 #define LIMIT_BYTES (64 * MIB)
-#define USER_PREFIX "xdmtest-"
 
-/* ---- the two users ------------------------------------------------------ */
+/* ---- the two users (tests/lib/users.c makes and removes them) ------------- */
 
-static char useradd[PATH_MAX], userdel[PATH_MAX];
-
-struct user {
-	char name[32];
-	uid_t uid;
-	gid_t gid;
-	bool made;
-};
-
-static struct user own, att;
-static pid_t main_pid;
+static struct tu_user own, att;
 /* "cku<pid of main>": budget keys, mount directories, stray files. */
 static char prefix[32];
 
-/* Run argv (a tool of shadow-utils, no shell); its exit status or -1. */
-static int run_tool(char *const argv[], bool quiet)
-{
-	posix_spawn_file_actions_t fa;
-	int status, err;
-	pid_t pid;
-
-	posix_spawn_file_actions_init(&fa);
-	if (quiet) {
-		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	}
-	err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (err)
-		return -1;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-/* userdel, retried: another admin tool may hold the passwd lock a while. */
-static void remove_user(const char *name)
-{
-	char *argv[] = { userdel, (char *)name, NULL };
-
-	for (int i = 0; i < 20; i++) {
-		int rc = run_tool(argv, true);
-
-		/* 0 removed, 6 no such user; 10 (can't update group), 1 (can't
-		 * update passwd, lock) are worth another try. */
-		if (rc == 0 || rc == 6)
-			return;
-		tu_sleep_ms(100);
-	}
-	fprintf(stderr, "check_users: could not remove the user %s; remove it by hand "
-		"(userdel %s)\n", name, name);
-}
-
-static bool make_user(struct user *u, const char *role)
-{
-	char *argv[] = { useradd, "-r", "-M", "-s", "/usr/sbin/nologin", u->name, NULL };
-	struct passwd *pw;
-	int rc = -1;
-
-	snprintf(u->name, sizeof(u->name), USER_PREFIX "%s-%d", role, (int)main_pid);
-	for (int i = 0; i < 20 && rc != 0; i++) {
-		rc = run_tool(argv, false);
-		if (rc == 9) {		/* taken: a leftover of a run with our pid */
-			remove_user(u->name);
-			rc = -1;
-		}
-		if (rc != 0)
-			tu_sleep_ms(100);
-	}
-	if (rc != 0)
-		return false;
-	u->made = true;
-	pw = getpwnam(u->name);
-	if (!pw)
-		return false;
-	u->uid = pw->pw_uid;
-	u->gid = pw->pw_gid;
-	return u->uid != 0 && u->gid != 0;
-}
-
-/* Whatever this run made, besides the users: segments, files, dirs. */
+/* Whatever this run made, besides the users: segments, files, dirs
+ * (run after the users' removal, tu_users_at_end). */
 static void remove_files(void)
 {
 	char path[PATH_MAX];
@@ -186,75 +108,6 @@ static void remove_files(void)
 	}
 	if (d)
 		closedir(d);
-}
-
-static void remove_users(void)
-{
-	if (getpid() != main_pid)
-		return;		/* a child's exit is not the end of the run */
-	if (own.made)
-		remove_user(own.name);
-	if (att.made)
-		remove_user(att.name);
-	own.made = att.made = false;
-	remove_files();
-}
-
-static void on_signal(int sig)
-{
-	/* Not async-signal-safe in the letter (stdio in remove_user), but the
-	 * process ends here either way, and the users must not outlive it. */
-	remove_users();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-/* Users of runs that were killed outright: their pid is gone. */
-static void remove_stale_users(void)
-{
-	char names[64][32];
-	int n = 0;
-	struct passwd *pw;
-
-	setpwent();
-	while ((pw = getpwent()) && n < 64) {
-		const char *p = pw->pw_name;
-		long pid;
-		char *end;
-
-		if (strncmp(p, USER_PREFIX "own-", 12) && strncmp(p, USER_PREFIX "att-", 12))
-			continue;
-		pid = strtol(p + 12, &end, 10);
-		if (*end || pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH))
-			snprintf(names[n++], sizeof(names[0]), "%s", p);
-	}
-	endpwent();
-	for (int i = 0; i < n; i++) {
-		fprintf(stderr, "check_users: removing %s, left by a run that was killed\n",
-			names[i]);
-		remove_user(names[i]);
-	}
-}
-
-/*
- * In a child: become u for good.  The parent's death kills the child (set
- * after the uid change, which clears it), so nothing of a user outlives a
- * test that was killed.  Dumpable again: a uid change makes the process
- * undumpable, and LeakSanitizer's exit check ptraces its own threads (the
- * agents end with _exit, which skips that check, but a failure path that
- * reaches exit() must not turn into a tracer error).
- */
-static void become(const struct user *u, pid_t parent)
-{
-	if (setgroups(0, NULL) != 0 || setgid(u->gid) != 0 || setuid(u->uid) != 0)
-		_exit(120);
-	if (getuid() != u->uid || geteuid() != u->uid || getegid() != u->gid ||
-	    setuid(0) == 0)
-		_exit(121);
-	prctl(PR_SET_DUMPABLE, 1);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(122);
 }
 
 /* ---- short-lived agents: a function run as a user ------------------------ */
@@ -311,7 +164,7 @@ static int try_shm_open(const char *name, int flags)
 }
 
 /* Run fn as u in a child; the report it filled, or a failed test. */
-static struct report *run_as(const struct user *u, agent_fn fn, const void *arg)
+static struct report *run_as(const struct tu_user *u, agent_fn fn, const void *arg)
 {
 	struct report *rep = mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE,
 				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -324,7 +177,7 @@ static struct report *run_as(const struct user *u, agent_fn fn, const void *arg)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		become(u, parent);
+		tu_become(u, parent);
 		fn(rep, arg);
 		_exit(0);
 	}
@@ -356,19 +209,15 @@ static void expect_step(const struct report *rep, const char *who, const char *w
 
 /* ---- the long-lived owner: a process that holds a runtime --------------- */
 
-struct owner {
-	pid_t pid;
-	FILE *to, *from;
-};
-
 struct owner_args {
 	const char *key;
 	size_t hold;		/* bytes kept allocated while it lives */
 	const char *mount;	/* mount the tree there, or NULL */
 };
 
-static void owner_main(const struct owner_args *a, FILE *in, FILE *out)
+static void owner_main(FILE *in, FILE *out, const void *arg)
 {
+	const struct owner_args *a = arg;
 	char stack[256], path[128], line[128], *text;
 	struct xdm_runtime *rt;
 	struct xdm_block held, b;
@@ -423,41 +272,17 @@ static void owner_main(const struct owner_args *a, FILE *in, FILE *out)
 }
 
 /* Start an owner process; fails the test unless it says "ok". */
-static void owner_start(struct owner *o, const struct owner_args *a)
+static void owner_start(struct tu_agent *o, const struct owner_args *a)
 {
-	int down[2], up[2];
-	pid_t parent = getpid();
 	char line[1024];
 
-	ck_assert_int_eq(pipe2(down, O_CLOEXEC), 0);
-	ck_assert_int_eq(pipe2(up, O_CLOEXEC), 0);
-	fflush(NULL);
-	o->pid = fork();
-	ck_assert_int_ge(o->pid, 0);
-	if (o->pid == 0) {
-		FILE *in, *out;
-
-		close(down[1]);
-		close(up[0]);
-		become(&own, parent);
-		in = fdopen(down[0], "r");
-		out = fdopen(up[1], "w");
-		if (!in || !out)
-			_exit(123);
-		owner_main(a, in, out);
-		_exit(0);
-	}
-	close(down[0]);
-	close(up[1]);
-	o->to = fdopen(down[1], "w");
-	o->from = fdopen(up[0], "r");
-	ck_assert(o->to && o->from);
+	tu_agent_start(o, &own, owner_main, a);
 	ck_assert_msg(fgets(line, sizeof(line), o->from), "the owner process said nothing");
 	ck_assert_msg(strcmp(line, "ok\n") == 0, "the owner process could not start: %s", line);
 }
 
 /* One command, one line of answer. */
-static void owner_ask(struct owner *o, const char *cmd, char *answer, size_t len)
+static void owner_ask(struct tu_agent *o, const char *cmd, char *answer, size_t len)
 {
 	fprintf(o->to, "%s\n", cmd);
 	fflush(o->to);
@@ -465,24 +290,8 @@ static void owner_ask(struct owner *o, const char *cmd, char *answer, size_t len
 		      cmd);
 }
 
-static void owner_stop(struct owner *o)
-{
-	char line[64];
-	int status;
-
-	fprintf(o->to, "quit\n");
-	fflush(o->to);
-	ck_assert(fgets(line, sizeof(line), o->from));
-	ck_assert_str_eq(line, "bye\n");
-	fclose(o->to);
-	fclose(o->from);
-	ck_assert_int_eq(waitpid(o->pid, &status, 0), o->pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "the owner process ended with status 0x%x", status);
-}
-
 /* The owner's limit as the owner reads it. */
-static void expect_owner_limit(struct owner *o, unsigned long long want)
+static void expect_owner_limit(struct tu_agent *o, unsigned long long want)
 {
 	char line[64], buf[64];
 
@@ -588,7 +397,7 @@ START_TEST(segment_closed_to_another_user)
 	struct seg_view before, after;
 	struct seg_args sa;
 	struct report *rep;
-	struct owner o;
+	struct tu_agent o;
 	char key[96], line[64];
 
 	key_of("seg", key, sizeof(key));
@@ -655,7 +464,7 @@ START_TEST(segment_closed_to_another_user)
 	ck_assert_str_eq(line, "0\n");
 	owner_ask(&o, "alloc 134217728", line, sizeof(line));
 	ck_assert_int_eq(atoi(line), XDM_E_OUT_OF_BUDGET);
-	owner_stop(&o);
+	tu_agent_stop(&o);
 }
 END_TEST
 
@@ -1138,7 +947,7 @@ START_TEST(mount_closed_to_another_user)
 	struct seg_view v;
 	struct mnt_args ma = { .store = NULL };
 	struct report *rep;
-	struct owner o;
+	struct tu_agent o;
 	struct stat st;
 
 	ck_assert_msg(!private_fuse(why, sizeof(why)), "%s", why);
@@ -1229,7 +1038,7 @@ START_TEST(mount_closed_to_another_user)
 	report_free(rep);
 
 	/* It made the directory, so its unmount takes it away. */
-	owner_stop(&o);
+	tu_agent_stop(&o);
 	ck_assert(!mount_info_at(ma.dir, &mi2));
 	ck_assert_int_eq(access(ma.dir, F_OK), -1);
 	ck_assert_int_eq(access(ma.other, F_OK), -1);
@@ -1414,7 +1223,7 @@ static pid_t attacker_with_pid(pid_t pid, char *why, size_t len)
 			close(ready[0]);
 			if (getpid() != pid)
 				_exit(0);
-			become(&att, parent);
+			tu_become(&att, parent);
 			if (write(ready[1], "r", 1) != 1)
 				_exit(1);
 			for (;;)
@@ -1439,7 +1248,7 @@ START_TEST(reclaim_despite_pid_reuse)
 	struct seg_view v1, v2, v3;
 	struct squat_args sa = { .kind = SQUAT_KINDS };
 	char key[96], name[BUDGET_NAME_MAX + 32], why[256], proc[BUDGET_NAME_MAX + 48];
-	struct owner c, a;
+	struct tu_agent c, a;
 	struct report *rep;
 	struct stat st;
 	pid_t dead, squatter;
@@ -1494,7 +1303,7 @@ START_TEST(reclaim_despite_pid_reuse)
 		kill(squatter, SIGKILL);
 		waitpid(squatter, NULL, 0);
 	}
-	owner_stop(&c);
+	tu_agent_stop(&c);
 	snprintf(proc, sizeof(proc), "/dev/shm%s", name);
 	ck_assert_int_eq(access(proc, F_OK), -1);
 }
@@ -1502,131 +1311,53 @@ END_TEST
 
 /* ---- main ------------------------------------------------------------------- */
 
-static bool find_tool(const char *name, char *out, size_t len)
-{
-	const char *path = getenv("PATH");
-	char dirs[4096];
-
-	snprintf(dirs, sizeof(dirs), "%s:/usr/sbin:/sbin", path ? path : "");
-	for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		snprintf(out, len, "%s/%s", d, name);
-		if (access(out, X_OK) == 0)
-			return true;
-	}
-	return false;
-}
-
 /*
- * Can the owner build a runtime here at all?  It loads the modules from the
- * build tree, which must be readable by other users.  NULL, or why not.
+ * The mount probe's child: a private namespace, then a grandchild of the
+ * owner's that mounts.
  */
-static const char *owner_probe(char *why, size_t len)
+static int mount_as_owner(pid_t parent, const void *arg, char *msg, size_t len)
 {
-	char *shared = mmap(NULL, 512, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	pid_t parent = getpid(), pid;
+	pid_t self = getpid(), owner;
+	char dir[PATH_MAX];
 	int status;
 
-	if (shared == MAP_FAILED) {
-		snprintf(why, len, "mmap: %s", strerror(errno));
-		return why;
-	}
-	shared[0] = '\0';
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
+	(void)parent;
+	(void)arg;
+	if (private_fuse(msg, len))
+		return 77;
+	snprintf(dir, sizeof(dir), "/tmp/xdm-%s-probe", prefix);
+	owner = fork();
+	if (owner == 0) {
 		struct xdm_runtime *rt;
+		enum xdm_status st;
 
-		become(&own, parent);
-		if (xdm_runtime_create(0, "host", "host", &rt) != XDM_OK) {
-			snprintf(shared, 512, "%s cannot build a runtime (is the build tree "
-				 "readable by other users?): %s", own.name,
+		tu_become(&own, self);
+		st = xdm_runtime_create(0, "host", "host", &rt);
+		if (st == XDM_OK)
+			st = xdm_mount(dir);
+		if (st != XDM_OK)
+			snprintf(msg, len, "the owner cannot mount a tree: %s",
 				 xdm_last_error_message());
-			_exit(77);
-		}
-		xdm_runtime_destroy(rt);
-		_exit(0);
+		if (st == XDM_OK)
+			xdm_unmount();
+		_exit(st == XDM_OK ? 0 : 77);
 	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) != 0) {
-		snprintf(why, len, "%s", shared[0] ? shared : "the owner's probe failed");
-		munmap(shared, 512);
-		return why;
-	}
-	munmap(shared, 512);
-	return NULL;
+	while (owner > 0 && waitpid(owner, &status, 0) < 0)
+		if (errno != EINTR)
+			return 99;
+	return owner > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 99;
 }
 
-/*
- * Can the owner mount a tree here?  In a child: a private namespace, then
- * a grandchild of the owner's that mounts.  NULL, or why not.
- */
+/* Can the owner mount a tree here?  NULL, or why not. */
 static const char *mount_probe(char *why, size_t len)
 {
-	char *shared = mmap(NULL, 512, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	char tool[PATH_MAX];
-	int status;
-	pid_t pid;
 
-	if (!find_tool("fusermount3", tool, sizeof(tool))) {
+	if (!tu_find_tool("fusermount3", tool, sizeof(tool))) {
 		snprintf(why, len, "no fusermount3, which a user's FUSE mount needs");
 		return why;
 	}
-	if (shared == MAP_FAILED) {
-		snprintf(why, len, "mmap: %s", strerror(errno));
-		return why;
-	}
-	shared[0] = '\0';
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		pid_t parent = getpid(), owner;
-		char dir[PATH_MAX];
-
-		if (private_fuse(shared, 512))
-			_exit(77);
-		snprintf(dir, sizeof(dir), "/tmp/xdm-%s-probe", prefix);
-		owner = fork();
-		if (owner == 0) {
-			struct xdm_runtime *rt;
-			enum xdm_status st;
-
-			become(&own, parent);
-			st = xdm_runtime_create(0, "host", "host", &rt);
-			if (st == XDM_OK)
-				st = xdm_mount(dir);
-			if (st != XDM_OK)
-				snprintf(shared, 512, "the owner cannot mount a tree: %s",
-					 xdm_last_error_message());
-			if (st == XDM_OK)
-				xdm_unmount();
-			_exit(st == XDM_OK ? 0 : 77);
-		}
-		while (owner > 0 && waitpid(owner, &status, 0) < 0)
-			if (errno != EINTR)
-				_exit(99);
-		_exit(owner > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 99);
-	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) != 0) {
-		snprintf(why, len, "%s", shared[0] ? shared : "the mount probe failed");
-		munmap(shared, 512);
-		return why;
-	}
-	munmap(shared, 512);
-	return NULL;
-}
-
-/*
- * In each test's process (check forks one per test): die with main, so
- * that a run killed or interrupted leaves no process of the users behind
- * (userdel refuses a user that still runs one).  The agents die with the
- * test in turn.
- */
-static void die_with_main(void)
-{
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != main_pid && getpid() != main_pid)
-		_exit(1);
+	return tu_probe(mount_as_owner, NULL, "the mount probe failed", why, len);
 }
 
 static Suite *users_suite(bool mounts)
@@ -1641,7 +1372,7 @@ static Suite *users_suite(bool mounts)
 		tcase_add_test(tc, mount_closed_to_another_user);
 		tcase_add_test(tc, mount_point_squatted);
 	}
-	tcase_add_checked_fixture(tc, die_with_main, NULL);
+	tcase_add_checked_fixture(tc, tu_die_with_main, NULL);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
@@ -1649,54 +1380,26 @@ static Suite *users_suite(bool mounts)
 
 int main(void)
 {
-	static const int sigs[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM };
-	char why[512];
+	static const char *const roles[] = { "own", "att", NULL };
 	const char *no_mount;
-	sigset_t block, old;
-	bool made;
-	int rc;
+	char why[512];
 
-	main_pid = getpid();
-	snprintf(prefix, sizeof(prefix), "cku%d", (int)main_pid);
-	if (geteuid() != 0) {
-		printf("SKIP: check_users makes two local users and runs as each of them, which "
-		       "takes root (this is uid %u)\n", (unsigned)geteuid());
+	snprintf(prefix, sizeof(prefix), "cku%d", (int)getpid());
+	if (!tu_users_init(roles, why, sizeof(why))) {
+		printf("SKIP: check_users: %s\n", why);
 		return 77;
 	}
-	if (!find_tool("useradd", useradd, sizeof(useradd)) ||
-	    !find_tool("userdel", userdel, sizeof(userdel))) {
-		printf("SKIP: check_users makes two local users with useradd and userdel, and "
-		       "this machine has no such tools\n");
-		return 77;
-	}
-	remove_stale_users();
-	atexit(remove_users);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		signal(sigs[i], on_signal);
-	/*
-	 * Signals wait while a user is made: a useradd left running by a
-	 * handler would finish after it, and leave its user behind.
-	 */
-	sigemptyset(&block);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaddset(&block, sigs[i]);
-	sigprocmask(SIG_BLOCK, &block, &old);
-	made = make_user(&own, "own") && make_user(&att, "att");
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (!made) {
+	tu_users_at_end(remove_files);
+	if (!tu_user_make(&own, "own", NULL) || !tu_user_make(&att, "att", NULL)) {
 		printf("SKIP: useradd could not make the users %s and %s\n", own.name, att.name);
-		remove_users();
 		return 77;
 	}
-	if (owner_probe(why, sizeof(why))) {
+	if (tu_runtime_probe(&own, why, sizeof(why))) {
 		printf("SKIP: %s\n", why);
-		remove_users();
 		return 77;
 	}
 	no_mount = mount_probe(why, sizeof(why));
 	if (no_mount)
 		printf("SKIP (the mount case only): %s\n", no_mount);
-	rc = tu_run_suite(users_suite(!no_mount));
-	remove_users();
-	return rc;
+	return tu_run_suite(users_suite(!no_mount));
 }

@@ -6,7 +6,7 @@
 # $bench; $key, a budget key of this run only, and $stack on it; $tmp
 # (removed at exit with every process in $pids, every tree mounted under
 # it and the budget's segment); $tree, yes where trees can be mounted and
-# checked; and fail, wait_for, start_worker and check.
+# checked; and fail, wait_for, start_worker, start_serve and check.
 
 top=${XDM_TOP_BUILDDIR:-.}
 ctl=$top/tools/xdmctl/xdmctl
@@ -95,6 +95,18 @@ start_worker() {
 	pids="$pids $wpid"
 	eval "exec $3>\"\$tmp/\$1.in\""
 	wait_for "$tmp/$1.out" ready
+}
+
+# start_serve NAME ADDR MS: xdmctl serve on ADDR, giving a client MS to
+# send its request; its pid in $spid and, once it listens, the first
+# address it names in $addr and that address's port in $port.
+start_serve() {
+	"$ctl" serve --listen "$2" --timeout "$3" >"$tmp/$1.out" 2>"$tmp/$1.err" &
+	spid=$!
+	pids="$pids $spid"
+	wait_for "$tmp/$1.out" "listening on"
+	addr=$(sed -n 's/^xdmctl serve: listening on \([^ ]*\).*/\1/p' "$tmp/$1.out")
+	port=${addr##*:}
 }
 
 # check NAME PYTHON: runs PYTHON with the JSON of `xdmctl --json ps` as doc

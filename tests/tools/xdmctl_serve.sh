@@ -98,16 +98,8 @@ promtool_ok "$tmp/bad.txt"
 [ $? -eq 2 ] || fail "metrics --json does not exit 2"
 
 # ---- xdmctl serve ----------------------------------------------------------
-# start_serve NAME ADDR: a server on ADDR, its pid in $spid and its
-# address, once it listens, in $addr.
-start_serve() {
-	"$ctl" serve --listen "$2" --timeout 2000 >"$tmp/$1.out" 2>"$tmp/$1.err" &
-	spid=$!
-	pids="$pids $spid"
-	wait_for "$tmp/$1.out" "listening on"
-	addr=$(sed -n 's/^xdmctl serve: listening on //p' "$tmp/$1.out")
-}
-start_serve serve 127.0.0.1:0
+# Each server gives a client 2 s to send its request (the slow client's 408).
+start_serve serve 127.0.0.1:0 2000
 url=http://$addr/metrics
 # status NAME CURL-ARGS...: the status code of a request, its head in
 # $tmp/NAME.head and its body in $tmp/NAME.body.
@@ -137,18 +129,12 @@ grep -qi "^allow: GET, HEAD" "$tmp/post.head" || fail "405 without Allow: $(cat 
 # raw NAME BYTES: what the server answers to BYTES (a printf format): its
 # status line in $tmp/NAME.status, all of it in $tmp/NAME.answer.
 host=${addr%:*}
-port=${addr##*:}
 raw() {
 	printf "$2" | python3 -c '
 import socket, sys
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=120)
 s.sendall(sys.stdin.buffer.read())
-answer = b""
-while True:
-    more = s.recv(65536)
-    if not more:
-        break
-    answer += more
+answer = s.makefile("rb").read()
 open(sys.argv[3], "wb").write(answer)
 print(answer.split(b"\r\n")[0].decode())
 ' "$host" "$port" "$tmp/$1.answer" >"$tmp/$1.status" 2>&1 || fail "$1: $(cat "$tmp/$1.status")"
@@ -183,12 +169,7 @@ import socket, sys
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=120)
 s.sendall(b"GET /met")
 print("sent", flush=True)
-answer = b""
-while True:
-    more = s.recv(65536)
-    if not more:
-        break
-    answer += more
+answer = s.makefile("rb").read()
 print(answer.split(b"\r\n")[0].decode(), flush=True)
 ' "$host" "$port" >"$tmp/slow.out" 2>&1 &
 slow=$!
@@ -218,7 +199,7 @@ rc=$?
 [ "$rc" -eq 0 ] || fail "serve exited $rc on SIGTERM"
 # A shell starts a background command with SIGINT ignored; serve takes it
 # all the same, blocked and read from its signalfd.
-start_serve int 127.0.0.1:0
+start_serve int 127.0.0.1:0 2000
 kill -INT "$spid"
 wait "$spid"
 rc=$?
@@ -228,7 +209,7 @@ rc=$?
 v6=no
 if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
 	v6=yes
-	start_serve v6 "[::1]:0"
+	start_serve v6 "[::1]:0" 2000
 	case $addr in "[::1]:"*) ;; *) fail "serve on [::1]:0 says $addr" ;; esac
 	[ "$(status v6 -g "http://$addr/metrics")" = 200 ] || fail "GET over IPv6"
 	kill -TERM "$spid"

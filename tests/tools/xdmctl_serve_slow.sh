@@ -31,17 +31,6 @@ export XDM_BUDGET_DIR
 mkdir "$XDM_BUDGET_DIR" || fail "mkdir"
 start_worker w 1048576 3
 
-# start_serve NAME ADDR: a server on ADDR, its pid in $spid and its port
-# in $port once it listens (the first address it names).
-start_serve() {
-	"$ctl" serve --listen "$2" --timeout 20000 >"$tmp/$1.out" 2>"$tmp/$1.err" &
-	spid=$!
-	pids="$pids $spid"
-	wait_for "$tmp/$1.out" "listening on"
-	first=$(sed -n 's/^xdmctl serve: listening on \([^ ]*\).*/\1/p' "$tmp/$1.out")
-	port=${first##*:}
-}
-
 # listening PORT: the local addresses listening on PORT, one a line, in
 # /proc/net/tcp's hex (0100007F is 127.0.0.1).
 listening() {
@@ -52,7 +41,7 @@ listening() {
 }
 
 # ---- loopback by default ---------------------------------------------------
-start_serve loop :0
+start_serve loop :0 20000
 listening "$port" >"$tmp/loop.addrs"
 [ -s "$tmp/loop.addrs" ] || fail "nothing listens on port $port: $(cat "$tmp/loop.out")"
 grep -vx -e 0100007F -e 00000000000000000000000001000000 "$tmp/loop.addrs" >"$tmp/loop.other" &&
@@ -105,12 +94,7 @@ port = int(sys.argv[1])
 held = [socket.create_connection(("127.0.0.1", port), timeout=120)
         for _ in range(int(sys.argv[2]))]
 last = socket.create_connection(("127.0.0.1", port), timeout=120)
-answer = b""
-while True:
-    more = last.recv(65536)
-    if not more:
-        break
-    answer += more
+answer = last.makefile("rb").read()
 print(answer.split(b"\r\n")[0].decode(), flush=True)
 ' "$port" 54 >"$tmp/full.out" 2>&1 || fail "the clients of a full table: $(cat "$tmp/full.out")"
 grep -q "^HTTP/1.1 503 " "$tmp/full.out" || fail "a client past the table got: $(cat "$tmp/full.out")"
@@ -121,7 +105,7 @@ rc=$?
 [ "$rc" -eq 0 ] || fail "serve exited $rc on SIGTERM with clients"
 
 # ---- every address, asked for ------------------------------------------------
-start_serve any '*:0'
+start_serve any '*:0' 20000
 listening "$port" >"$tmp/any.addrs"
 grep -qx -e 00000000 -e 00000000000000000000000000000000 "$tmp/any.addrs" ||
 	fail "--listen '*:0' is not on every address: $(cat "$tmp/any.addrs")"

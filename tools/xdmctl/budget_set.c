@@ -36,6 +36,7 @@
 #include <xdm/xdm.h>
 
 #include "lib/budget_segment/segment.h"
+#include "lib/names/names.h"
 #include "as_owner.h"
 #include "segments.h"
 
@@ -254,7 +255,7 @@ static void apply_as_owner(struct set_request *req, int dir, const struct xdmctl
 {
 	char why[300], user[64];
 
-	xdmctl_user_name(who->uid, user, sizeof(user));
+	names_user(who->uid, user, sizeof(user));
 	if (xdmctl_as_owner(who, dir, apply, req, out, sizeof(*out), SET_CHILD_TIMEOUT_MS, why,
 			    sizeof(why)) == 0) {
 		tame(out->why, sizeof(out->why));

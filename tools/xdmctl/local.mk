@@ -12,7 +12,6 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/main.c \
 	tools/xdmctl/json.c \
 	tools/xdmctl/units.c \
-	tools/xdmctl/users.c \
 	tools/xdmctl/segments.h \
 	tools/xdmctl/segments.c \
 	tools/xdmctl/mounts.c \
@@ -49,7 +48,8 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/serve_loop.c \
 	tools/xdmctl/http.c
 tools_xdmctl_xdmctl_LDADD = tools/common/libxdmtools.la \
-	lib/budget_segment/libbudget_segment.la lib/mountinfo/libmountinfo.la libxdm.la -lrt -lm
+	lib/budget_segment/libbudget_segment.la lib/mountinfo/libmountinfo.la lib/names/libnames.la \
+	libxdm.la -lrt -lm
 dist_man_MANS += man/xdmctl.1
 # What xdmctl timeline drew of a PyTorch training run on the GPU machine
 # (examples/xdmctl_gpu_demo.sh), rendered to PNG; README shows it.

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "lib/budget_segment/segment.h"
+#include "lib/names/names.h"
 #include "segments.h"
 
 const char *xdmctl_proc_state_name(enum xdmctl_proc_state state)
@@ -149,7 +150,7 @@ static void say_skipped(const struct xdmctl_ctx *ctx, const char *cmd,
 			 seg->name);
 		said->skipped[said->nskipped++].owner = seg->owner;
 	}
-	xdmctl_user_name(seg->owner, user, sizeof(user));
+	names_user(seg->owner, user, sizeof(user));
 	xdmctl_fail(0, cmd, "%s is owned by user %s (uid %u), neither you nor root, in a "
 		    "directory anyone can write: it is not read, for anyone could have made it "
 		    "(share a budget between users through a directory made for it: "

@@ -69,9 +69,6 @@ int xdmctl_fail(int code, const char *cmd, const char *fmt, ...)
  * below 1 KiB), into buf, which it returns. */
 const char *xdmctl_human(unsigned long long bytes, char *buf, size_t len);
 
-/* users.c: a user's name, or its number where the name service has none. */
-void xdmctl_user_name(uid_t uid, char *buf, size_t len);
-
 /* json.c: a JSON string (quotes and escapes included) on f. */
 void xdmctl_json_string(FILE *f, const char *s);
 

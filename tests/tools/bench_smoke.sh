@@ -10,7 +10,9 @@
 # --devices spreads the threads workload over two host devices
 # ("host devices=2"), each with its own runtime, and says no to what it
 # cannot do.  --native runs the pair workload through the framework entry
-# and refuses a handle it does not know or another workload.
+# and refuses a handle it does not know or another workload.  -w ipc
+# shares blocks with a second process of the bench, and says why where the
+# stack's memory cannot be shared.
 #
 # Exit 0 pass, 1 fail, 77 skip (the binary was not built).  Run by make
 # check from the build directory, with XDM_TOP_BUILDDIR, XDM_MODULE_PATH
@@ -210,6 +212,22 @@ run crosssync --stack "host free=sync" --platform host --workload cross --iterat
 grep -q '^note: xdm cross: not run: .*tracking' "$tmp/crosssync" ||
 	fail "no skip note for cross on free=sync: $(cat "$tmp/crosssync")"
 grep -q '^xdm  *cross  *0->1 ' "$tmp/crosssync" && fail "cross ran on free=sync"
+
+# ---- ipc: export here, open and close in a second process of the bench ----
+run ipc --stack "host ipc=true" --platform host --workload ipc --sizes 4K,64K --iterations 20
+[ "$rc" -eq 0 ] || fail "-w ipc exited $rc"
+for call in export open close; do
+	for size in 4K 64K; do
+		grep -q "^xdm  *ipc  *$call $size  *20 " "$tmp/ipc" ||
+			fail "no ipc $call $size row in: $(cat "$tmp/ipc")"
+	done
+done
+grep -q '^xdm  *ipc  *0 ' "$tmp/ipc" || fail "no counters row after ipc in: $(cat "$tmp/ipc")"
+# A stack whose memory cannot be shared: a failure that says why, not a hang.
+run ipcprivate --stack host --platform host --workload ipc --sizes 4K --iterations 5
+[ "$rc" -eq 1 ] || fail "-w ipc on private memory exited $rc, not 1"
+grep -q 'xdm_ipc_export .* failed: .*ipc=true' "$tmp/err.ipcprivate" ||
+	fail "-w ipc on private memory did not say why: $(cat "$tmp/err.ipcprivate")"
 
 # ---- replay: a log written here by the logging adaptor -------------------
 log=$tmp/alloc.csv

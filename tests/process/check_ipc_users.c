@@ -695,11 +695,11 @@ START_TEST(test_connections_held)
 
 	/*
 	 * Admitted: its share of the table, the rest turned away with a
-	 * sentence.  The deadline that drops the idle ones is long, so that
-	 * all 300 are taken or turned away before any place frees up, however
-	 * slowly the server runs.
+	 * sentence.  The deadline that drops the idle ones is twice the
+	 * others', so that all 300 are taken or turned away (microseconds
+	 * each) long before any place frees up.
 	 */
-	start_deadline(&e, &own, SHARED, att.name, "15000");
+	start_deadline(&e, &own, SHARED, att.name, "6000");
 	b = share(&e, 0x11, hex, &ha.h);
 	agent_start(&a, &att, agent_hold_conns, &ha);
 	agent_wait_ready(&a);

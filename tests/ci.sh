@@ -6,8 +6,10 @@
 # process; the ASan build is clang's fuzzing build, which also runs the
 # libFuzzer targets briefly, tests/fuzz/run.sh), then `make distcheck`
 # (which also builds a module out of tree against the installed headers)
-# and a check that the tarball holds every file of the repository.  The
-# Python tests run in the plain build only, and the log-reading xdmctl
+# and a check that the tarball holds every file of the repository, and
+# last the Debian packages built from that tarball, linted with lintian,
+# installed into a throwaway root, used and purged (tests/deb/packages.sh).
+# The Python tests run in the plain build only, and the log-reading xdmctl
 # tests not under ThreadSanitizer (tests/local.mk says why).
 # Run from anywhere after tests/install-deps.sh.
 set -eu
@@ -100,6 +102,24 @@ make -C build/ci-plain -j"$jobs" distcheck TESTS= check_PROGRAMS= check_LTLIBRAR
 	>build/ci-plain/distcheck.out 2>&1 || { tail -60 build/ci-plain/distcheck.out; exit 1; }
 grep -E 'archives ready|is ready for distribution' build/ci-plain/distcheck.out || true
 sh tests/dist-complete.sh build/ci-plain/xdm-*.tar.gz
+stage "Debian packages: built from the tarball, linted, installed, purged"
+# Last, so that no other stage could see the packages (they are installed
+# into a throwaway overlay of this machine's root anyway).  The build starts
+# from distcheck's tarball, unpacked afresh, and reuses nothing of the
+# builds above; it runs with nocheck, since the suite ran on these sources
+# in the first stage.  A failure counts in the closing line and fails the
+# job; where the overlay cannot be mounted, the install part is skipped
+# and says why (tests/deb/packages.sh).
+deb_rc=0
+sh tests/deb/packages.sh build/ci-plain/xdm-*.tar.gz build/ci-deb >build/ci-deb.out 2>&1 || deb_rc=$?
+cat build/ci-deb.out
+deb_counts=$(sed -n 's/^deb: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' build/ci-deb.out)
+if [ -n "$deb_counts" ]; then
+	deb_passed=${deb_counts% *} deb_failed=${deb_counts#* }
+else
+	deb_passed=0 deb_failed=1	# it did not get as far as counting
+fi
+[ "$deb_rc" -eq 0 ] || [ "$deb_rc" -eq 77 ] || [ "$deb_failed" -gt 0 ] || deb_failed=1
 stage "summary"
 # One closing line for machines: check test cases (plus the script tests)
 # of the three suites, as counted by their own logs, and one per fuzz target.
@@ -115,5 +135,6 @@ set -- $(summary build/ci-plain) $(summary build/ci-sanitizers) $(summary build/
 scripts=$(grep -hE '^# (PASS|SKIP):' build/ci-plain/test-suite.log | awk '{print $3}' | paste -sd' ')
 echo "ci: automake results (pass skip) of the plain build: $scripts"
 echo "ci: fuzz targets (pass fail): $fuzz_passed $fuzz_failed"
-echo "ci: $(($1 + $3 + $5 + fuzz_passed)) passed, $(($2 + $4 + $6 + fuzz_failed)) failed"
-[ "$fuzz_failed" -eq 0 ]
+echo "ci: Debian package checks (pass fail): $deb_passed $deb_failed"
+echo "ci: $(($1 + $3 + $5 + fuzz_passed + deb_passed)) passed, $(($2 + $4 + $6 + fuzz_failed + deb_failed)) failed"
+[ "$fuzz_failed" -eq 0 ] && [ "$deb_failed" -eq 0 ]

@@ -14,10 +14,22 @@ set -eu
 # tests/python/install_check.sh's `pip install ./python` (into a venv made
 # --without-pip, so python3-venv is not needed).  python3-pytest-xdist: the
 # pytest plugin's tests of workers sharing a budget (tests/python/
-# test_pytest_plugin.py; they skip without it).
+# test_pytest_plugin.py; they skip without it).  debhelper (which brings
+# dh-autoreconf), dh-python and lintian: tests/deb/packages.sh
+# builds the Debian packages with dpkg-buildpackage, lints them, and
+# installs them into a throwaway root; the rest of debian/control's
+# Build-Depends is above.
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev
       libfuse3-dev fuse3 python3 python3-pytest python3-pytest-xdist python3-pip libtsan2
-      clang libclang-rt-14-dev tmux curl prometheus"
+      clang libclang-rt-14-dev tmux curl prometheus
+      debhelper dh-python lintian"
+# xdm-common's postinst makes /run/xdm with systemd-tmpfiles: systemd's,
+# or, where systemd is not installed (a container), the standalone one,
+# which is never asked for beside systemd (it would replace systemd's).
+# adduser makes its group.
+pkgs="$pkgs adduser"
+dpkg-query -W -f '${db:Status-Status}' systemd 2>/dev/null | grep -qx installed ||
+	pkgs="$pkgs systemd-standalone-tmpfiles"
 as_root=""
 [ "$(id -u)" -eq 0 ] || as_root="sudo"
 export DEBIAN_FRONTEND=noninteractive

@@ -52,10 +52,14 @@ noinst_HEADERS += tests/lib/testutil.h tests/lib/thread_churn.h tests/lib/random
 EXTRA_DIST += tests/README tests/data/host.conf tests/lsan.supp tests/tsan.supp
 # Not run by make check: make check itself, repeatedly, under stress-ng.
 EXTRA_DIST += tests/under-load.sh
-# By hand on a GPU, with nvcc: what the driver does with per-thread streams.
-EXTRA_DIST += tests/gpu/probes/ptds_order.cu tests/gpu/probes/ptds_exit.cu
+# By hand on a GPU: what the driver does with per-thread streams (nvcc), and
+# which CuPy or Numba feature hangs or fails under xdm (python3).
+EXTRA_DIST += tests/gpu/probes/ptds_order.cu tests/gpu/probes/ptds_exit.cu \
+	tests/gpu/probes/cupy_probe.py
 # The CI job (README.md) and what it checks beside make check.
 EXTRA_DIST += tests/ci.sh tests/install-deps.sh tests/dist-complete.sh
+# The Debian packages built from the tarball, linted, installed and purged.
+EXTRA_DIST += tests/deb/packages.sh
 
 # ---- unit: one process, one part ------------------------------------------
 unit_tests = \

@@ -7,8 +7,9 @@
 # libFuzzer targets briefly, tests/fuzz/run.sh), then `make distcheck`
 # (which also builds a module out of tree against the installed headers)
 # and a check that the tarball holds every file of the repository, and
-# last the Debian packages built from that tarball, linted with lintian,
-# installed into a throwaway root, used and purged (tests/deb/packages.sh).
+# beside those the Debian packages built from that tarball, linted with
+# lintian, installed into a throwaway root, used and purged
+# (tests/deb/packages.sh).
 # The Python tests run in the plain build only, and the log-reading xdmctl
 # tests not under ThreadSanitizer (tests/local.mk says why).
 # Run from anywhere after tests/install-deps.sh.
@@ -92,26 +93,39 @@ elif grep -q '^fuzz: SKIP' build/ci-fuzz.out; then
 else
 	fuzz_passed=0 fuzz_failed=1	# it did not get as far as running them
 fi
-stage "make distcheck, without a second run of the suite"
+stage "make distcheck, and beside it the Debian packages"
+# The Debian packages (tests/deb/packages.sh) are built from the release
+# tarball, unpacked afresh, reusing nothing of the builds above, with
+# nocheck: the suite ran on these sources in the first stage.  Then
+# lintian, and an install into a throwaway overlay of this machine's root,
+# used and purged there, so that nothing else ever sees the packages.
+# They run beside distcheck, on a copy of the tarball `make dist` makes
+# first (distcheck writes its own again): each spends much of its time in
+# one process at a time (autoreconf, configure, install, lintian, dpkg),
+# so the two together take a minute less than one after the other.  A
+# failure counts in the closing line and fails the job; where the overlay
+# cannot be mounted, the install part is skipped and says why.
+make -C build/ci-plain dist >build/ci-plain/dist.out 2>&1 || { tail -30 build/ci-plain/dist.out; exit 1; }
+rm -f build/ci-deb.tar.gz
+cp build/ci-plain/xdm-*.tar.gz build/ci-deb.tar.gz
+sh tests/deb/packages.sh build/ci-deb.tar.gz build/ci-deb >build/ci-deb.out 2>&1 &
+deb_pid=$!
 # The suite ran in full above.  distcheck builds the tarball in a
 # read-only VPATH tree with -Werror, installs it, builds a module out of
 # tree against the installed headers (installcheck), uninstalls and
 # cleans, but runs no suite again (no TESTS, no check programs); that the
 # tarball holds every file is checked directly (tests/dist-complete.sh).
-make -C build/ci-plain -j"$jobs" distcheck TESTS= check_PROGRAMS= check_LTLIBRARIES= \
-	>build/ci-plain/distcheck.out 2>&1 || { tail -60 build/ci-plain/distcheck.out; exit 1; }
+if ! make -C build/ci-plain -j"$jobs" distcheck TESTS= check_PROGRAMS= check_LTLIBRARIES= \
+	>build/ci-plain/distcheck.out 2>&1; then
+	tail -60 build/ci-plain/distcheck.out
+	wait "$deb_pid" || true	# its mounts are undone by its own exit
+	exit 1
+fi
 grep -E 'archives ready|is ready for distribution' build/ci-plain/distcheck.out || true
 sh tests/dist-complete.sh build/ci-plain/xdm-*.tar.gz
-stage "Debian packages: built from the tarball, linted, installed, purged"
-# Last, so that no other stage could see the packages (they are installed
-# into a throwaway overlay of this machine's root anyway).  The build starts
-# from distcheck's tarball, unpacked afresh, and reuses nothing of the
-# builds above; it runs with nocheck, since the suite ran on these sources
-# in the first stage.  A failure counts in the closing line and fails the
-# job; where the overlay cannot be mounted, the install part is skipped
-# and says why (tests/deb/packages.sh).
 deb_rc=0
-sh tests/deb/packages.sh build/ci-plain/xdm-*.tar.gz build/ci-deb >build/ci-deb.out 2>&1 || deb_rc=$?
+wait "$deb_pid" || deb_rc=$?
+echo "-- Debian packages (tests/deb/packages.sh)"
 cat build/ci-deb.out
 deb_counts=$(sed -n 's/^deb: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' build/ci-deb.out)
 if [ -n "$deb_counts" ]; then

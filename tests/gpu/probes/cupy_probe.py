@@ -5,7 +5,9 @@ faulthandler dump before it, printing one line as each ends (a probe run by
 hand on the GPU machine, not a test; its cases become tests once each
 passes).  The arguments are stacks; each gets a config of its own.
 
-    ./xdm-uninstalled python3 tests/gpu/probes/cupy_probe.py "pool | cuda_vmm"
+    ./xdm-uninstalled python3 tests/gpu/probes/cupy_probe.py "pool | cuda_vmm" cupy
+
+(the stack "cupy" is the control: the same cases on CuPy's own pool)
 """
 import os, subprocess, sys, textwrap, time
 
@@ -25,17 +27,20 @@ CASES = {
 PRE = """
 import sys, faulthandler; faulthandler.dump_traceback_later(%d, exit=True)
 import cupy as cp, xdm.cupy
-xdm.cupy.use()
+if %r:
+    xdm.cupy.use()
 print('used', flush=True)
 """
 
 for i, stack in enumerate(sys.argv[1:] or ["pool | cuda_vmm"]):
+    # "cupy" is the control: CuPy's own pool, the same cases.
+    use_xdm = stack != "cupy"
     conf = "/tmp/cupy-probe-%d.conf" % i
     with open(conf, "w") as f:
         f.write("platform = cuda\n[device *]\nstack = %s\n" % stack)
     for name, body in CASES.items():
         deadline = 30
-        code = PRE % (deadline - 5) + body + "\nprint('done')\n"
+        code = PRE % (deadline - 5, use_xdm) + body + "\nprint('done')\n"
         env = dict(os.environ, XDM_CONFIG=conf)
         t0 = time.time()
         try:

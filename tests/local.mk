@@ -493,6 +493,14 @@ else
 EXTRA_DIST += tests/preload/check_cuda_abi.c
 endif
 
+# ---- k8s deploy: the manifests of deploy/ --------------------------------
+# deploy.sh reads deploy/ (with deploy_check.py's reader of the YAML it is
+# written in) and checks it against the plugin's man page, --help and
+# Allocate (tests/k8s/xdm_k8s_allocate over the fake NVML of the k8s block
+# below, where they are built), and against doc/kubernetes.md.
+TESTS += tests/k8s/deploy.sh
+EXTRA_DIST += tests/k8s/deploy.sh tests/k8s/deploy_check.py
+
 # ---- out of tree, against the installed xdm --------------------------------
 # Builds examples/example.c with nothing but the installed headers and
 # pkg-config, and runs it under the installed xdm-bench.  77 (nothing to run

@@ -595,3 +595,39 @@ fuzz-build:
 	@test -n '$(FUZZ_LDFLAGS)' || \
 	  { echo 'fuzz-build: configure this tree with CC=clang --enable-fuzzing' >&2; exit 1; }
 	$(MAKE) $(AM_MAKEFLAGS) $(fuzz_modules) $(fuzz_targets)
+
+# ---- k8s: xdm-device-plugin (tools/device-plugin) --------------------------
+# - xdm_k8s_allocate: the plugin's Allocate answer for given devices,
+#   without gRPC (built by plain make: tests/gpu/k8s_pods_gpu.sh uses it
+#   on the GPU machine, which has no gRPC);
+# - fake/libnvidia-ml.la: a fake NVML of the fake driver's GPUs
+#   (tests/preload/fake_cuda.c), one of which a test can make disappear;
+# - check_dp: the plugin's logic (units, IDs, packing, Allocate's answer,
+#   the budget directory) on GPUs made by hand, in every build;
+# - plugin.sh: the plugin against fake_kubelet, a kubelet built from the
+#   same api.proto: registration, ListAndWatch, packing, Allocate, a
+#   kubelet that restarts, a GPU that disappears, SIGTERM;
+# - pods.sh: two pods started with exactly what Allocate answered, each in
+#   namespaces of its own over the fake driver: each refused past its
+#   units, and one killed with SIGKILL giving its bytes back.
+# plugin.sh and pods.sh skip (77) where the plugin is not built (no gRPC).
+noinst_PROGRAMS += tests/k8s/xdm_k8s_allocate
+tests_k8s_xdm_k8s_allocate_SOURCES = tests/k8s/xdm_k8s_allocate.c
+tests_k8s_xdm_k8s_allocate_LDADD = tools/device-plugin/libdp.la
+check_LTLIBRARIES += tests/k8s/fake/libnvidia-ml.la
+tests_k8s_fake_libnvidia_ml_la_SOURCES = tests/k8s/fake_nvml.c
+tests_k8s_fake_libnvidia_ml_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-info 1:0:0 \
+	-no-undefined
+TESTS += tests/k8s/check_dp tests/k8s/plugin.sh tests/k8s/pods.sh
+check_PROGRAMS += tests/k8s/check_dp
+tests_k8s_check_dp_LDADD = tools/device-plugin/libdp.la $(CHECK_LIBS)
+EXTRA_DIST += tests/k8s/plugin.sh tests/k8s/pods.sh tests/k8s/pod.sh \
+	tests/k8s/fake_kubelet.cc
+if HAVE_DEVICE_PLUGIN
+check_PROGRAMS += tests/k8s/fake_kubelet
+tests_k8s_fake_kubelet_SOURCES = tests/k8s/fake_kubelet.cc
+tests_k8s_fake_kubelet_CPPFLAGS = $(dp_cppflags)
+tests_k8s_fake_kubelet_CXXFLAGS = $(dp_cxxflags)
+tests_k8s_fake_kubelet_LDADD = tools/device-plugin/libdpapi.la $(GRPC_LIBS)
+tests/k8s/fake_kubelet-fake_kubelet.$(OBJEXT): tools/device-plugin/api.stamp
+endif

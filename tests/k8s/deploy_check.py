@@ -687,6 +687,22 @@ def check_doc(src, cfg, units):
     for name in sorted(set(re.findall(r"\bXDM_[A-Z0-9_]+", doc))):
         if name not in DOCUMENTED_ENV:
             fail("doc/kubernetes.md names %s, which no man page documents" % name)
+    # The schedulers' variables: as xdm-preload(7), SCHEDULERS, names them.
+    m = re.search(r"^## Where HAMi or KAI Scheduler already run\n(.*?)(?=^## )", doc,
+                  re.M | re.S)
+    if not m:
+        fail("doc/kubernetes.md has no section 'Where HAMi or KAI Scheduler already run'")
+    else:
+        preload = man_text(src, "xdm-preload.7")
+        names = set(re.findall(r"`([A-Z][A-Z0-9_]*[A-Z0-9])(?:_<i>)?`", m.group(1)))
+        if not re.search(r"^\.SH SCHEDULERS", preload, re.M):
+            print("deploy_check: xdm-preload(7) has no SCHEDULERS section yet: the "
+                  "schedulers' variables of doc/kubernetes.md not checked")
+        else:
+            for name in sorted(names):
+                if name not in preload:
+                    fail("doc/kubernetes.md says the shim reads %s; xdm-preload(7) "
+                         "does not name it" % name)
     for path in (cfg["--budget-dir"], cfg["--kubelet-dir"], cfg["--shim"],
                  cfg["--container-shim"], cfg["--resource"]):
         if path not in doc:

@@ -14,9 +14,10 @@
  * The environment sets the machine: FAKE_CUDA_DEVICES devices (default
  * 1, at most 8), each of FAKE_CUDA_TOTAL bytes (default 1 GiB; K, M, G
  * suffixes are binary).  CUDA_VISIBLE_DEVICES, a comma list of physical
- * indices, chooses and orders the devices the program sees, and, as with
- * the driver, the list ends at its first entry that is not a device (or
- * names one twice).  Device handles are the ordinals the program sees;
+ * indices (or of UUIDs, GPU-..., as NVML writes them), chooses and
+ * orders the devices the program sees, and, as with the driver, the
+ * list ends at its first entry that is not a device (or names one
+ * twice).  Device handles are the ordinals the program sees;
  * the hooks of fake_cuda.h take a physical index only in fakeCudaUsed.
  * With FAKE_CUDA_POOL_KEEP=1 a pool keeps what its blocks give back, as a
  * driver pool with a release threshold does: the device's used count keeps
@@ -172,6 +173,27 @@ static void fake_bad_env(const char *name, const char *value)
 	abort();
 }
 
+/* The index of the device whose UUID, as NVML writes it (GPU-...), starts
+ * list at p, with *end past it; -1 for none.  (The driver takes UUIDs in
+ * CUDA_VISIBLE_DEVICES, as a device plugin sets it.) */
+static long fake_visible_uuid(const char *p, char **end)
+{
+	char u[48];
+	int i, n;
+
+	for (i = 0; i < fake.ndev; i++) {
+		n = snprintf(u, sizeof(u),
+			     "GPU-face%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			     i, i + 1, i + 1, i + 1, i + 1, i + 1, i + 1, i + 1, i + 1, i + 1,
+			     i + 1, i + 1, i + 1, i + 1);
+		if (!strncmp(p, u, (size_t)n) && (p[n] == ',' || !p[n])) {
+			*end = (char *)p + n;
+			return i;
+		}
+	}
+	return -1;
+}
+
 static void fake_parse_visible(const char *list)
 {
 	const char *p = list;
@@ -182,9 +204,15 @@ static void fake_parse_visible(const char *list)
 		long v;
 		int i;
 
-		if (*p < '0' || *p > '9')
+		if (!strncmp(p, "GPU-", 4)) {
+			v = fake_visible_uuid(p, &end);
+			if (v < 0)
+				return;
+		} else if (*p < '0' || *p > '9') {
 			return;
-		v = strtol(p, &end, 10);
+		} else {
+			v = strtol(p, &end, 10);
+		}
 		if (v >= fake.ndev || (*end && *end != ','))
 			return;
 		for (i = 0; i < fake.nvisible; i++)

@@ -7,8 +7,9 @@
  * would attach: the segment named by the device's UUID (so the order of
  * CUDA_VISIBLE_DEVICES changes nothing), in $XDM_BUDGET_DIR, else the
  * budget directory the users of the machine share where it exists, else
- * /dev/shm (budget_default_dir), with the group of $XDM_BUDGET_GROUP.  The process gets a slot marked
- * BUDGET_SLOT_PRELOAD; if xdm's own budget layer attaches in the same
+ * /dev/shm (budget_default_dir), in the group of $XDM_BUDGET_GROUP or of
+ * the limit a GPU-sharing scheduler injected (scheduler_env.c).  The
+ * process gets a slot marked BUDGET_SLOT_PRELOAD; if xdm's own budget layer attaches in the same
  * process, both charge that one slot.
  *
  * Charging is lib/budget_segment's, as a budget layer's: each thread
@@ -82,8 +83,9 @@ static enum xdm_status describe(struct budget_member *m, int ordinal)
 }
 
 /* The environment's budget, as a budget layer's parameters (xdm-preload(7)). */
-static enum xdm_status configure(struct budget_account *acct, unsigned int index)
+static enum xdm_status configure(struct preload_device *d, unsigned int index)
 {
+	struct budget_account *acct = &d->acct;
 	struct budget_member *m = &acct->m;
 	const char *limit = env("XDM_PRELOAD_LIMIT");
 	const char *key = env("XDM_PRELOAD_KEY");
@@ -100,8 +102,7 @@ static enum xdm_status configure(struct budget_account *acct, unsigned int index
 	if (!st)
 		st = budget_member_dir(m, PRELOAD_WHO, dir ? dir : budget_default_dir());
 	if (!st)
-		st = budget_member_group(m, PRELOAD_WHO, env("XDM_BUDGET_GROUP"),
-					 env("XDM_BUDGET_GROUP_LIMIT"));
+		st = preload_group_config(m, (int)index, d->limit_from, sizeof(d->limit_from));
 	if (!st)
 		st = budget_member_identity(m, PRELOAD_WHO, env("XDM_BUDGET_CONTAINER"));
 	if (!st)
@@ -132,7 +133,7 @@ static void attach(struct preload_device *d, int ordinal)
 	atomic_store_explicit(&d->last_look_ns, 0, memory_order_relaxed);
 	st = describe(&d->acct.m, ordinal);
 	if (!st)
-		st = configure(&d->acct, (unsigned int)ordinal);
+		st = configure(d, (unsigned int)ordinal);
 	if (!st)
 		st = budget_credit_init(&d->acct);
 	if (!st) {
@@ -195,7 +196,7 @@ static CUresult refuse_closed(struct preload_device *d, uint64_t n)
 CUresult preload_charge(struct preload_device *d, uint64_t n)
 {
 	int state = atomic_load_explicit(&d->state, memory_order_acquire);
-	char sentence[512];
+	char sentence[512], why[96] = "";
 	uint64_t remaining;
 
 	if (state != PRELOAD_DEV_READY)
@@ -208,7 +209,9 @@ CUresult preload_charge(struct preload_device *d, uint64_t n)
 	preload_pools_give_back(d);
 	if (budget_charge(&d->acct, n, &remaining))
 		goto admitted;
-	budget_member_refusal(&d->acct.m, PRELOAD_WHO, n, remaining, "", sentence, sizeof(sentence));
+	if (d->limit_from[0])
+		snprintf(why, sizeof(why), "the group's limit is %s's; ", d->limit_from);
+	budget_member_refusal(&d->acct.m, PRELOAD_WHO, n, remaining, why, sentence, sizeof(sentence));
 	/* One line per burst: a program that retries smaller sizes is told once. */
 	if (!atomic_exchange_explicit(&d->refusing, true, memory_order_relaxed))
 		preload_say("%s; the program is told CUDA_ERROR_OUT_OF_MEMORY",

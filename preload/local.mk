@@ -13,6 +13,7 @@ preload_libxdm_preload_la_SOURCES = \
 	preload/hooks.c \
 	preload/table.c \
 	preload/devices.c \
+	preload/scheduler_env.c \
 	preload/nvml.c \
 	preload/pools.c
 preload_libxdm_preload_la_LDFLAGS = -module -avoid-version -shared -no-undefined \

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lib/budget_segment/segment.h"
@@ -156,6 +157,7 @@ struct preload_device {
 	_Atomic uint64_t pool_slack;	/* bytes charged for what the pools keep */
 	struct budget_account acct;	/* its segment and its threads' credit */
 	char why[512];			/* the attach failure, for CLOSED refusals */
+	char limit_from[48];		/* the scheduler's variable of the group's limit */
 };
 
 /*
@@ -187,6 +189,18 @@ void preload_devices_leave(void);
 void preload_clip_info(struct preload_device *d, size_t *free_bytes, size_t *total_bytes);
 /* The attached device of this UUID (the budget's form), or NULL. */
 struct preload_device *preload_device_by_uuid(const char *uuid);
+
+/* ---- scheduler_env.c: the group, from xdm's or a scheduler's variables -- */
+
+/*
+ * Set m's group for device ordinal: XDM_BUDGET_GROUP and
+ * XDM_BUDGET_GROUP_LIMIT, else the limit HAMi or KAI injected, in the
+ * container's group (xdm-preload(7), SCHEDULERS); from gets the name of
+ * the scheduler's variable that set the limit, or "".  After describe():
+ * m->device_total is the base of KAI's GPU_PORTION.
+ */
+enum xdm_status preload_group_config(struct budget_member *m, int ordinal, char *from,
+				     size_t from_len);
 
 /* ---- nvml.c: NVML's memory figures --------------------------------------- */
 

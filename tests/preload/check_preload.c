@@ -58,6 +58,13 @@ static void path_in_build(char *out, size_t len, const char *rel)
 	snprintf(out, len, "%s/%s", top_builddir, rel);
 }
 
+/* A limit a GPU-sharing scheduler injects: the test's own, never this process's. */
+static bool scheduler_variable(const char *setting)
+{
+	return !strncmp(setting, "CUDA_DEVICE_MEMORY_LIMIT", 24) ||
+	       !strncmp(setting, "GPU_MEMORY_LIMIT=", 17) || !strncmp(setting, "GPU_PORTION=", 12);
+}
+
 /*
  * Start program (relative to the build tree) with args, under the shim,
  * with extra "NAME=VALUE" settings (NULL-terminated) over this process's
@@ -98,7 +105,8 @@ static void user_start_program(struct user *u, const char *program, const char *
 	for (char **e = environ; *e && n < 250; e++)
 		if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "LD_LIBRARY_PATH=", 16) &&
 		    strncmp(*e, "XDM_", 4) && strncmp(*e, "ASAN_OPTIONS=", 13) &&
-		    strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) && strncmp(*e, "FAKE_CUDA_", 10))
+		    strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) && strncmp(*e, "FAKE_CUDA_", 10) &&
+		    !scheduler_variable(*e))
 			envp[n++] = *e;
 	envp[n] = NULL;
 	argv[a++] = path;
@@ -248,6 +256,33 @@ static bool slot_of(int p, pid_t pid, uint32_t *kind, uint64_t *used)
 	}
 	free(s);
 	return found;
+}
+
+/*
+ * The one group in device p's segment with members: its name, limit and
+ * usage, and how many members it has; false if there is not exactly one.
+ */
+static bool group_of(int p, char *name, size_t len, uint64_t *limit, uint64_t *used,
+		     uint32_t *members)
+{
+	struct budget_shm *s = segment_of(p);
+	int found = 0;
+
+	if (!s)
+		return false;
+	for (unsigned int i = 0; i < BUDGET_GROUPS; i++) {
+		struct budget_group *g = &s->groups[i];
+
+		if (!g->members)
+			continue;
+		found++;
+		snprintf(name, len, "%s", g->name);
+		*limit = atomic_load(&g->limit);
+		*used = atomic_load(&g->used);
+		*members = g->members;
+	}
+	free(s);
+	return found == 1;
 }
 
 /* ---- fixtures ----------------------------------------------------------- */
@@ -671,6 +706,183 @@ START_TEST(test_credit_auto)
 }
 END_TEST
 
+/* ---- the limits GPU-sharing schedulers inject ------------------------------ */
+
+/* The name the shim gives a container's group: "container-" and 16 hex digits. */
+static bool container_group_name(const char *name)
+{
+	if (strncmp(name, "container-", 10) || strlen(name) != 26)
+		return false;
+	return strspn(name + 10, "0123456789abcdef") == 16;
+}
+
+/*
+ * Under extra, the program's device ordinal (physical p) is held to limit
+ * bytes, in group (NULL: the container's): the limit fits, 4K more is
+ * refused, and once 4K is given back 4K fits again.  cuMemGetInfo's
+ * total is the limit, as HAMi-core reports it.
+ */
+static void held_to(const char *const *extra, int ordinal, int p, uint64_t limit,
+		    const char *group)
+{
+	char device[32], fill[48], line[96], name[BUDGET_GROUP_NAME_MAX];
+	const char *args[] = { device, fill, "alloc:4K", "alloc:4K", "free:1", "alloc:4K",
+			       "info", "hold", NULL };
+	uint64_t glimit, gused;
+	uint32_t members;
+	struct user u;
+
+	snprintf(device, sizeof(device), "device:%d", ordinal);
+	snprintf(fill, sizeof(fill), "alloc:%" PRIu64, limit - 4096);
+	user_start(&u, extra, args);
+	snprintf(line, sizeof(line), "device %d", ordinal);
+	user_expect(&u, line);
+	snprintf(line, sizeof(line), "alloc %" PRIu64 " 0", limit - 4096);
+	user_expect(&u, line);
+	user_expect(&u, "alloc 4096 0");
+	/* The limit is reached: 4K more is the driver's out of memory. */
+	user_expect(&u, "alloc 4096 2");
+	user_expect(&u, "free 1 0");
+	user_expect(&u, "alloc 4096 0");
+	snprintf(line, sizeof(line), "info 0 0 %" PRIu64, limit);
+	user_expect(&u, line);
+	user_expect(&u, "hold");
+	ck_assert(group_of(p, name, sizeof(name), &glimit, &gused, &members));
+	ck_assert_uint_eq(glimit, limit);
+	ck_assert_uint_eq(gused, limit);
+	ck_assert_uint_eq(members, 1);
+	if (group)
+		ck_assert_str_eq(name, group);
+	else
+		ck_assert_msg(container_group_name(name), "group '%s'", name);
+	user_release(&u);
+	ck_assert_int_eq(user_wait(&u), 0);
+	unlink(u.err);
+}
+
+/*
+ * HAMi-core's CUDA_DEVICE_MEMORY_LIMIT: every device, the container's
+ * processes together (a second process finds the first's usage).
+ */
+START_TEST(test_hami_whole)
+{
+	const char *extra[] = { "CUDA_DEVICE_MEMORY_LIMIT=8m", NULL };
+	const char *a_args[] = { "alloc:6M", "hold", NULL };
+	const char *b_args[] = { "alloc:4M", "alloc:2M", "hold", NULL };
+	char name[BUDGET_GROUP_NAME_MAX];
+	uint64_t limit, used;
+	uint32_t members;
+	struct user a, b;
+
+	held_to(extra, 0, 0, 8 * MIB, NULL);
+	user_start(&a, extra, a_args);
+	user_expect(&a, "alloc 6291456 0");
+	user_expect(&a, "hold");
+	user_start(&b, extra, b_args);
+	user_expect(&b, "alloc 4194304 2");
+	user_expect(&b, "alloc 2097152 0");
+	user_expect(&b, "hold");
+	ck_assert(group_of(0, name, sizeof(name), &limit, &used, &members));
+	ck_assert_uint_eq(members, 2);
+	ck_assert_uint_eq(used, 8 * MIB);
+	user_release(&a);
+	user_release(&b);
+	ck_assert_int_eq(user_wait(&a), 0);
+	ck_assert_int_eq(user_wait(&b), 0);
+	/* The refusal names the group, and where its limit came from. */
+	ck_assert_int_eq(stderr_lines_with(&b, "the group's limit is CUDA_DEVICE_MEMORY_LIMIT's; "
+					   "group 'container-"), 1);
+	/* The device's own limit is untouched: the GPU's whole memory. */
+	ck_assert_int_eq(stderr_lines_with(&b, "of the group's limit 8388608 (the device "), 1);
+}
+END_TEST
+
+/*
+ * HAMi's device plugin's CUDA_DEVICE_MEMORY_LIMIT_<i>: i is the ordinal
+ * the process sees (here physical 1 is ordinal 0), each its own limit.
+ */
+START_TEST(test_hami_per_device)
+{
+	const char *extra[] = { "FAKE_CUDA_DEVICES=2", "CUDA_VISIBLE_DEVICES=1,0",
+				"CUDA_DEVICE_MEMORY_LIMIT_0=4m", "CUDA_DEVICE_MEMORY_LIMIT_1=12m",
+				NULL };
+
+	held_to(extra, 0, 1, 4 * MIB, NULL);
+	held_to(extra, 1, 0, 12 * MIB, NULL);
+}
+END_TEST
+
+/* KAI's GPU_MEMORY_LIMIT, in bytes. */
+START_TEST(test_kai_bytes)
+{
+	const char *extra[] = { "GPU_MEMORY_LIMIT=8388608", NULL };
+
+	held_to(extra, 0, 0, 8 * MIB, NULL);
+}
+END_TEST
+
+/* KAI's GPU_PORTION: a fraction of the device's memory (the fake's 1 GiB). */
+START_TEST(test_kai_portion)
+{
+	const char *extra[] = { "GPU_PORTION=0.25", NULL };
+
+	held_to(extra, 0, 0, 256 * MIB, NULL);
+}
+END_TEST
+
+/*
+ * xdm's own variables over HAMi's, HAMi's per device over its whole (0
+ * there sets none, as in HAMi-core), HAMi's over KAI's, KAI's bytes over
+ * its portion; a variable below the one that decides is not read.
+ */
+START_TEST(test_scheduler_precedence)
+{
+	const char *xdm_limit[] = { "XDM_BUDGET_GROUP=mine", "XDM_BUDGET_GROUP_LIMIT=4M",
+				    "CUDA_DEVICE_MEMORY_LIMIT=junk", "GPU_MEMORY_LIMIT=16M",
+				    NULL };
+	const char *xdm_name[] = { "XDM_BUDGET_GROUP=mine", "CUDA_DEVICE_MEMORY_LIMIT=8m",
+				   "GPU_MEMORY_LIMIT=16M", NULL };
+	const char *hami[] = { "FAKE_CUDA_DEVICES=2", "CUDA_DEVICE_MEMORY_LIMIT_0=4m",
+			       "CUDA_DEVICE_MEMORY_LIMIT_1=0", "CUDA_DEVICE_MEMORY_LIMIT=8m",
+			       "GPU_MEMORY_LIMIT=16M", "GPU_PORTION=0.5", NULL };
+	const char *kai[] = { "GPU_MEMORY_LIMIT=16m", "GPU_PORTION=junk", NULL };
+
+	held_to(xdm_limit, 0, 0, 4 * MIB, "mine");
+	held_to(xdm_name, 0, 0, 8 * MIB, "mine");
+	held_to(hami, 0, 0, 4 * MIB, NULL);
+	held_to(hami, 1, 1, 8 * MIB, NULL);
+	held_to(kai, 0, 0, 16 * MIB, NULL);
+}
+END_TEST
+
+/* A value the shim cannot read as its scheduler meant: refused, said why. */
+START_TEST(test_scheduler_bad_value)
+{
+	static const char *const bad[][2] = {
+		{ "CUDA_DEVICE_MEMORY_LIMIT=12x", "CUDA_DEVICE_MEMORY_LIMIT '12x' is not a size" },
+		{ "CUDA_DEVICE_MEMORY_LIMIT_0=010m",
+		  "CUDA_DEVICE_MEMORY_LIMIT_0 '010m' is not a size" },
+		{ "GPU_MEMORY_LIMIT=2GiB", "GPU_MEMORY_LIMIT '2GiB' is not a size" },
+		{ "GPU_PORTION=1.5", "GPU_PORTION '1.5' is not a portion of one GPU" },
+	};
+	const char *args[] = { "alloc:1M", "alloc:1M", NULL };
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *extra[] = { bad[i][0], NULL };
+		struct user u;
+
+		user_start(&u, extra, args);
+		user_expect(&u, "alloc 1048576 2");
+		user_expect(&u, "alloc 1048576 2");
+		ck_assert_int_eq(user_wait(&u), 0);
+		ck_assert_msg(stderr_lines_with(&u, bad[i][1]) == 2, "%s", bad[i][0]);
+		ck_assert_int_eq(stderr_lines_with(&u, "its allocations are refused"), 1);
+		ck_assert_uint_eq(used_of(0), 0);
+		unlink(u.err);
+	}
+}
+END_TEST
+
 static Suite *preload_suite(void)
 {
 	Suite *s = suite_create("preload");
@@ -696,6 +908,17 @@ static Suite *preload_suite(void)
 	tcase_add_test(tc, test_pool_slack);
 	tcase_add_test(tc, test_rtld_next_of_another_interposer);
 	tcase_add_test(tc, test_credit_auto);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("schedulers");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_hami_whole);
+	tcase_add_test(tc, test_hami_per_device);
+	tcase_add_test(tc, test_kai_bytes);
+	tcase_add_test(tc, test_kai_portion);
+	tcase_add_test(tc, test_scheduler_precedence);
+	tcase_add_test(tc, test_scheduler_bad_value);
 	suite_add_tcase(s, tc);
 	return s;
 }

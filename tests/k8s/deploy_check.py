@@ -321,8 +321,12 @@ def man_text(src, page):
 
 
 def plugin_flags(man):
-    """The long flags the plugin's man page documents."""
-    return set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", man))
+    """The long flags the plugin's man page documents in its OPTIONS."""
+    m = re.search(r"^\.SH OPTIONS\n(.*?)(?=^\.SH )", man, re.M | re.S)
+    if not m:
+        fail("man/xdm-device-plugin.8 has no OPTIONS section")
+        return set()
+    return set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(1)))
 
 
 def split_args(args):

@@ -23,6 +23,10 @@ pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev
       libfuse3-dev fuse3 python3 python3-pytest python3-pytest-xdist python3-pip libtsan2
       clang libclang-rt-14-dev tmux curl prometheus
       debhelper dh-python lintian"
+# gRPC's C++ library, protobuf and their compilers: xdm-device-plugin, the
+# Kubernetes device plugin (tools/device-plugin), and the fake kubelet of
+# its tests (tests/k8s); configure leaves both out without them.
+pkgs="$pkgs libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc"
 # xdm-common's postinst makes /run/xdm with systemd-tmpfiles: systemd's,
 # or, where systemd is not installed (a container), the standalone one,
 # which is never asked for beside systemd (it would replace systemd's).

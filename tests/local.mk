@@ -623,6 +623,10 @@ check_PROGRAMS += tests/k8s/check_dp
 tests_k8s_check_dp_LDADD = tools/device-plugin/libdp.la $(CHECK_LIBS)
 EXTRA_DIST += tests/k8s/plugin.sh tests/k8s/pods.sh tests/k8s/pod.sh \
 	tests/k8s/fake_kubelet.cc
+# On a GPU: two pods (torch, JAX) through xdm_k8s_allocate over the real
+# NVML, each held to its slice; skips (77) without a GPU.
+TESTS += tests/gpu/k8s_pods_gpu.sh
+EXTRA_DIST += tests/gpu/k8s_pods_gpu.sh
 if HAVE_DEVICE_PLUGIN
 check_PROGRAMS += tests/k8s/fake_kubelet
 tests_k8s_fake_kubelet_SOURCES = tests/k8s/fake_kubelet.cc

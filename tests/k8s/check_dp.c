@@ -152,9 +152,36 @@ START_TEST(allocate_answer)
 	ck_assert_str_eq(a.mounts[1].host, s.cfg.shim);
 	ck_assert_str_eq(a.mounts[1].container, "/usr/lib/xdm/libxdm-preload.so");
 	ck_assert(a.mounts[1].read_only);
+	ck_assert_int_eq(a.nmounts, 2);
 	/* The same devices again: a group of its own. */
 	ck_assert_int_eq(xdm_dp_allocate(&s, ids, 3, &b, err, sizeof(err)), 0);
 	ck_assert_str_ne(env(&a, "XDM_BUDGET_GROUP"), env(&b, "XDM_BUDGET_GROUP"));
+}
+END_TEST
+
+/* libxdm.so.0 beside the host's shim (as in $(libdir)): mounted beside the
+ * container's shim, read-only, and preloaded before it. */
+START_TEST(allocate_shim_library)
+{
+	const char *ids[] = { "GPU-bbbb-u0" };
+	char lib[PATH_MAX], real[PATH_MAX], err[XDM_DP_ERR_MAX];
+	struct xdm_dp_answer a;
+	FILE *f;
+
+	snprintf(real, sizeof(real), "%s/libxdm.so.0.0.0", tmp);
+	f = fopen(real, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	snprintf(lib, sizeof(lib), "%s/libxdm.so.0", tmp);
+	ck_assert_int_eq(symlink("libxdm.so.0.0.0", lib), 0);
+	ck_assert_int_eq(xdm_dp_budget_dir_prepare(&s.cfg, err, sizeof(err)), 0);
+	ck_assert_int_eq(xdm_dp_allocate(&s, ids, 1, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(a.nmounts, 3);
+	ck_assert_str_eq(a.mounts[2].host, real);
+	ck_assert_str_eq(a.mounts[2].container, "/usr/lib/xdm/libxdm.so.0");
+	ck_assert(a.mounts[2].read_only);
+	ck_assert_str_eq(env(&a, "LD_PRELOAD"),
+			 "/usr/lib/xdm/libxdm.so.0 /usr/lib/xdm/libxdm-preload.so");
 }
 END_TEST
 
@@ -211,6 +238,7 @@ int main(void)
 	tcase_add_test(tc, device_ids);
 	tcase_add_test(tc, prefer_best_fit);
 	tcase_add_test(tc, allocate_answer);
+	tcase_add_test(tc, allocate_shim_library);
 	tcase_add_test(tc, allocate_refusals);
 	tcase_add_test(tc, budget_dir_made);
 	suite_add_tcase(suite, tc);

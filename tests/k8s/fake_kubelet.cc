@@ -330,6 +330,7 @@ int scenario(const std::string &dir, const std::string &lost, unsigned int units
 	if (env.size() != 6 || env["LD_PRELOAD"].empty() || env["XDM_BUDGET_DIR"].empty() ||
 	    env["XDM_BUDGET_GROUP_LIMIT"].empty())
 		fail("Allocate's environment is not the six variables of the contract");
+	// The shim of a build tree needs no mount of libxdm (its RUNPATH).
 	if (a.mounts_size() != 2 || a.mounts(0).host_path() != env["XDM_BUDGET_DIR"] ||
 	    a.mounts(0).container_path() != env["XDM_BUDGET_DIR"] || a.mounts(0).read_only() ||
 	    a.mounts(1).container_path() != env["LD_PRELOAD"] || !a.mounts(1).read_only())

@@ -7,7 +7,9 @@
 # running an unmodified CUDA program (tests/preload/preload_user) on the
 # preload tests' fake driver under the shim that Allocate mounted:
 #
-#  - the plugin packs both onto one GPU (best fit), one budget;
+#  - the plugin packs both onto one GPU (best fit), one budget; the shim
+#    and its libxdm.so.0, as installed on a node, are mounted read-only
+#    and preloaded;
 #  - each is refused past its own units (CUDA_ERROR_OUT_OF_MEMORY), the
 #    other's room notwithstanding;
 #  - xdmctl on the host sees both groups with the limits Allocate gave;
@@ -66,8 +68,13 @@ FAKE_CUDA_DEVICES=2 FAKE_CUDA_TOTAL=64M
 export FAKE_CUDA_DEVICES FAKE_CUDA_TOTAL
 budget=$tmp/budget
 ctr_shim=$tmp/ctr/usr/lib/xdm/libxdm-preload.so
+# The shim as installed on a node: libxdm.so.0 beside it, which Allocate
+# mounts beside the container's shim and preloads first.
+mkdir "$tmp/node-lib"
+cp "$shim" "$tmp/node-lib/libxdm-preload.so"
+cp "$top/.libs/libxdm.so.0" "$tmp/node-lib/libxdm.so.0" || { echo "FAIL: no libxdm.so.0 built"; exit 1; }
 LD_LIBRARY_PATH="$top/tests/k8s/fake/.libs" "$plugin" --kubelet-dir "$tmp/kubelet" \
-	--unit 8M --budget-dir "$budget" --shim "$(cd "$(dirname "$shim")" && pwd)/libxdm-preload.so" \
+	--unit 8M --budget-dir "$budget" --shim "$tmp/node-lib/libxdm-preload.so" \
 	--container-shim "$ctr_shim" 2>"$tmp/plugin.log" &
 plugin_pid=$!
 pids="$pids $plugin_pid"
@@ -84,7 +91,10 @@ gpu=$(val CUDA_VISIBLE_DEVICES a)
 	fail "the three pods are not packed onto one GPU"
 [ "$(val XDM_BUDGET_GROUP_LIMIT a)" = $((16 * M)) ] && [ "$(val XDM_BUDGET_GROUP_LIMIT b)" = $((24 * M)) ] ||
 	fail "the group limits are not 2 and 3 units of 8M"
-echo "ok: Allocate put pods a (2 units) and b (3 units) on $gpu, one budget"
+[ "$(val LD_PRELOAD a)" = "$(dirname "$ctr_shim")/libxdm.so.0 $ctr_shim" ] &&
+	grep -qx "mount $tmp/node-lib/libxdm.so.0 $(dirname "$ctr_shim")/libxdm.so.0 ro" "$tmp/a.env" ||
+	fail "Allocate does not mount and preload the shim's libxdm.so.0"
+echo "ok: Allocate put pods a (2 units) and b (3 units) on $gpu, one budget; the shim and its libxdm mounted read-only and preloaded"
 
 # pod NAME OPS...: preload_user in a pod of NAME's answer, its stdin a FIFO
 # held here (its "hold" ends when we close it).  Sets $pid (unshare's).

@@ -77,7 +77,7 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < XDM_DP_NENV; i++)
 		printf("%s=%s\n", a.env[i].key, a.env[i].value);
-	for (i = 0; i < XDM_DP_NMOUNTS; i++)
+	for (i = 0; i < a.nmounts; i++)
 		printf("mount %s %s %s\n", a.mounts[i].host, a.mounts[i].container,
 		       a.mounts[i].read_only ? "ro" : "rw");
 	rc = 0;

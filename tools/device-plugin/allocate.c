@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,27 @@ int xdm_dp_budget_dir_prepare(const struct xdm_dp_config *c, char *err, size_t e
 	return xdm_dp_budget_dir_check(c, err, errlen);
 }
 
+/*
+ * The shim needs libxdm.so.0 (its NEEDED entry), which a container's image
+ * does not have: the loader would then ignore the preload and run the
+ * program without a budget.  Where the library is beside the host's shim
+ * (the installed shim is in $(libdir), libxdm's directory), it is mounted
+ * beside the container's shim and preloaded first, so that the shim's
+ * NEEDED entry finds it loaded.  (A shim of a build tree finds its
+ * libxdm by its RUNPATH.)  Writes the library's resolved host path.
+ */
+static bool shim_library(const struct xdm_dp_config *c, char *host, size_t len)
+{
+	char dir[PATH_MAX], lib[PATH_MAX], real[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s", c->shim);
+	if (snprintf(lib, sizeof(lib), "%s/libxdm.so.0", dirname(dir)) >= (int)sizeof(lib) ||
+	    !realpath(lib, real) || strlen(real) >= len)
+		return false;
+	memcpy(host, real, strlen(real) + 1);
+	return true;
+}
+
 /* k8s-<first 8 hex of the UUID>-u<first unit>x<units>-<8 random hex>: the
  * devices say where it lives, the random part that no later allocation of
  * the same devices joins a group a lingering process still holds. */
@@ -173,7 +195,26 @@ int xdm_dp_allocate(const struct xdm_dp_state *s, const char *const *ids, size_t
 		a->env[k].key = keys[k];
 	snprintf(a->env[0].value, sizeof(a->env[0].value), "%s", g->uuid);
 	snprintf(a->env[1].value, sizeof(a->env[1].value), "%s", g->uuid);
-	snprintf(a->env[2].value, sizeof(a->env[2].value), "%s", c->container_shim);
+	if (shim_library(c, a->mounts[2].host, sizeof(a->mounts[2].host))) {
+		char dir[PATH_MAX];
+
+		snprintf(dir, sizeof(dir), "%s", c->container_shim);
+		snprintf(a->mounts[2].container, sizeof(a->mounts[2].container),
+			 "%s/libxdm.so.0", dirname(dir));
+		a->mounts[2].read_only = true;
+		a->nmounts = 3;
+		/* ld.so takes spaces or colons between; paths have neither. */
+		if (snprintf(a->env[2].value, sizeof(a->env[2].value), "%s %s",
+			     a->mounts[2].container, c->container_shim) >=
+		    (int)sizeof(a->env[2].value)) {
+			snprintf(err, errlen, "--container-shim %s: the path is too long",
+				 c->container_shim);
+			return -1;
+		}
+	} else {
+		a->nmounts = 2;
+		snprintf(a->env[2].value, sizeof(a->env[2].value), "%s", c->container_shim);
+	}
 	snprintf(a->env[3].value, sizeof(a->env[3].value), "%s", c->budget_dir);
 	snprintf(a->env[4].value, sizeof(a->env[4].value), "%s", group);
 	snprintf(a->env[5].value, sizeof(a->env[5].value), "%llu",

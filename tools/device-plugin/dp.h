@@ -74,11 +74,14 @@ struct xdm_dp_mount {
 };
 
 #define XDM_DP_NENV 6
-#define XDM_DP_NMOUNTS 2
+#define XDM_DP_NMOUNTS 3
 
 struct xdm_dp_answer {
 	struct xdm_dp_env env[XDM_DP_NENV];
+	/* The budget directory (rw), the shim (ro), and the library the shim
+	 * needs (libxdm.so.0, ro) where it is beside the shim on the host. */
 	struct xdm_dp_mount mounts[XDM_DP_NMOUNTS];
+	int nmounts;
 	int gpu;			/* index into the state's gpus */
 	unsigned int units;
 };

@@ -140,12 +140,12 @@ class Plugin final : public api::DevicePlugin::Service {
 			auto *resp = out->add_container_responses();
 			for (const auto &e : a.env)
 				(*resp->mutable_envs())[e.key] = e.value;
-			for (const auto &m : a.mounts) {
+			for (int i = 0; i < a.nmounts; i++) {
 				api::Mount *mount = resp->add_mounts();
 
-				mount->set_host_path(m.host);
-				mount->set_container_path(m.container);
-				mount->set_read_only(m.read_only);
+				mount->set_host_path(a.mounts[i].host);
+				mount->set_container_path(a.mounts[i].container);
+				mount->set_read_only(a.mounts[i].read_only);
 			}
 			xdm_dp_log("Allocate: %u units of GPU %s as group %s (%s bytes)", a.units,
 				   hub.state->gpus[a.gpu].uuid, a.env[4].value, a.env[5].value);

@@ -707,6 +707,7 @@ def check_doc(src, cfg, units):
                 if name not in preload:
                     fail("doc/kubernetes.md says the shim reads %s; xdm-preload(7) "
                          "does not name it" % name)
+    check_doc_blocks(doc, cfg)
     for path in (cfg["--budget-dir"], cfg["--kubelet-dir"], cfg["--shim"],
                  cfg["--container-shim"], cfg["--resource"]):
         if path not in doc:
@@ -717,6 +718,58 @@ def check_doc(src, cfg, units):
         limit = n * size_bytes(cfg["--unit"])
         if str(limit) not in doc:
             fail("doc/kubernetes.md does not show pod %s's slice, %d bytes" % (name, limit))
+
+
+def check_doc_blocks(doc, cfg):
+    """The doc's YAML and JSON blocks are well-formed, and the DRA section's
+    objects agree with each other and its CDI spec with Allocate."""
+    objs = {}
+    for n, (lang, body) in enumerate(re.findall(r"^```(yaml|json)\n(.*?)^```", doc,
+                                                re.M | re.S)):
+        where = "doc/kubernetes.md, %s block %d" % (lang, n + 1)
+        try:
+            docs = yaml_load_all(body, where) if lang == "yaml" else [json.loads(body)]
+        except (YamlError, ValueError) as e:
+            fail("%s: %s" % (where, e))
+            continue
+        for d in docs:
+            if isinstance(d, dict):
+                objs.setdefault("cdi" if "cdiVersion" in d else d.get("kind"), []).append(d)
+    slices, claims = objs.get("ResourceSlice", []), objs.get("ResourceClaimTemplate", [])
+    classes, cdi = objs.get("DeviceClass", []), objs.get("cdi", [])
+    if not (slices and claims and classes and cdi):
+        fail("doc/kubernetes.md's DRA section lacks a ResourceSlice, a DeviceClass, a "
+             "ResourceClaimTemplate or a CDI spec")
+        return
+    for d in slices + claims + classes:
+        if d.get("apiVersion") != "resource.k8s.io/v1":
+            fail("doc/kubernetes.md: a %s of %s, not resource.k8s.io/v1"
+                 % (d.get("kind"), d.get("apiVersion")))
+    sl = slices[0]["spec"]
+    dev = sl["devices"][0]
+    if dev.get("allowMultipleAllocations") is not True:
+        fail("doc/kubernetes.md: the ResourceSlice's device is not allowMultipleAllocations")
+    caps = set(dev.get("capacity", {}))
+    req = claims[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    if not set(req.get("capacity", {}).get("requests", {})) <= caps:
+        fail("doc/kubernetes.md: the claim requests a capacity the slice does not have")
+    if req.get("deviceClassName") != classes[0]["metadata"]["name"]:
+        fail("doc/kubernetes.md: the claim names a class the doc does not define")
+    if sl.get("driver") not in classes[0]["spec"]["selectors"][0]["cel"]["expression"]:
+        fail("doc/kubernetes.md: the class does not select the slice's driver")
+    edits = cdi[0]["devices"][0]["containerEdits"]
+    env = dict(e.split("=", 1) for e in edits.get("env", []))
+    if set(env) != ALLOCATE_SETS:
+        fail("doc/kubernetes.md: the CDI spec sets %s, Allocate %s"
+             % (sorted(env), sorted(ALLOCATE_SETS)))
+    if env.get("XDM_BUDGET_DIR") != cfg["--budget-dir"] or \
+            env.get("LD_PRELOAD") != cfg["--container-shim"]:
+        fail("doc/kubernetes.md: the CDI spec's budget directory or shim is not the "
+             "DaemonSet's")
+    mounts = sorted((m["hostPath"], m["containerPath"]) for m in edits.get("mounts", []))
+    if mounts != sorted([(cfg["--budget-dir"], cfg["--budget-dir"]),
+                         (cfg["--shim"], cfg["--container-shim"])]):
+        fail("doc/kubernetes.md: the CDI spec mounts %s, not what Allocate mounts" % mounts)
 
 
 def check_prometheus(src, prom, ds):

@@ -9,8 +9,8 @@
  * budget directory the users of the machine share where it exists, else
  * /dev/shm (budget_default_dir), in the group of $XDM_BUDGET_GROUP or of
  * the limit a GPU-sharing scheduler injected (scheduler_env.c).  The
- * process gets a slot marked BUDGET_SLOT_PRELOAD; if xdm's own budget layer attaches in the same
- * process, both charge that one slot.
+ * process gets a slot marked BUDGET_SLOT_PRELOAD; if xdm's own budget
+ * layer attaches in the same process, both charge that one slot.
  *
  * Charging is lib/budget_segment's, as a budget layer's: each thread
  * draws credit ahead from the segment ($XDM_PRELOAD_CREDIT, auto by

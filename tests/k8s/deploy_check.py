@@ -871,6 +871,13 @@ def main():
     check_doc(src, cfg, units)
     if "--with-device-plugin=yes" not in dockerfile:
         fail("deploy/Dockerfile does not ask configure for the plugin by name")
+    # The commands the DaemonSet runs are where the image's make install put
+    # them: prefix /usr, libdir /usr/lib (where install-shim looks).
+    if "--prefix=/usr " not in dockerfile or "--libdir" in dockerfile:
+        fail("deploy/Dockerfile must configure --prefix=/usr and the default libdir: "
+             "the DaemonSet runs /usr/bin/... and install-shim reads /usr/lib")
+    if "${XDM_LIBDIR:-/usr/lib}" not in read(os.path.join(src, "deploy", "install-shim.sh")):
+        fail("deploy/install-shim.sh does not read the shim from /usr/lib, the image's libdir")
     print("deploy_check: %d failure(s)" % len(FAILURES))
     return 1 if FAILURES else 0
 

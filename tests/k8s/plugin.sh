@@ -20,7 +20,7 @@ plugin=$top/tools/device-plugin/xdm-device-plugin
 kubelet=$top/tests/k8s/fake_kubelet
 nvml=$top/tests/k8s/fake/.libs
 [ -x "$plugin" ] && [ -x "$kubelet" ] ||
-	{ echo "SKIP: xdm-device-plugin is not built (configure found no gRPC C++)"; exit 77; }
+	{ echo "SKIP: xdm-device-plugin is not built in this tree (configure found no gRPC C++, or a sanitizer build, or --without-device-plugin)"; exit 77; }
 [ -e "$nvml/libnvidia-ml.so.1" ] || { echo "FAIL: $nvml/libnvidia-ml.so.1 is not built"; exit 1; }
 
 # Unix socket paths are short (107 bytes): a short temporary directory.

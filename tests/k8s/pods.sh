@@ -33,7 +33,7 @@ skip() {
 	echo "SKIP: $*"
 	exit 77
 }
-[ -x "$plugin" ] && [ -x "$kubelet" ] || skip "xdm-device-plugin is not built (configure found no gRPC C++)"
+[ -x "$plugin" ] && [ -x "$kubelet" ] || skip "xdm-device-plugin is not built in this tree (configure found no gRPC C++, or a sanitizer build, or --without-device-plugin)"
 [ "$(id -u)" -eq 0 ] || skip "making namespaces needs root"
 command -v unshare >/dev/null 2>&1 || skip "no unshare(1) (util-linux)"
 unshare --help 2>&1 | grep -q -- --kill-child || skip "unshare has no --kill-child"

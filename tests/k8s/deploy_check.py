@@ -584,8 +584,11 @@ def run_allocate(build, cfg, units):
     answers = {}
     with tempfile.TemporaryDirectory() as tmp:
         budget = os.path.join(tmp, "budget")
+        # The shim's directory as install-shim leaves it on the node: the
+        # shim and the libxdm.so.0 it needs, which Allocate mounts too.
         shim = os.path.join(tmp, "libxdm-preload.so")
-        open(shim, "w").close()
+        for f in (shim, os.path.join(tmp, "libxdm.so.0")):
+            open(f, "w").close()
         env = dict(os.environ, FAKE_CUDA_DEVICES="1",
                    FAKE_CUDA_TOTAL=str(sum(units.values()) * unit * 2))
         env["LD_LIBRARY_PATH"] = nvml + (":" + env["LD_LIBRARY_PATH"]
@@ -627,8 +630,10 @@ def run_demo(build, answers, env):
     answer, under this build's shim over the preload tests' fake driver:
     each must be held to its own slice (exit 0, 'held to its slice')."""
     shim = os.path.join(build, "preload", ".libs", "libxdm-preload.so")
+    lib = os.path.join(build, ".libs", "libxdm.so.0")
     cuda = os.path.join(build, "tests", "preload", "fake", ".libs")
-    if not (os.path.exists(shim) and os.path.exists(os.path.join(cuda, "libcuda.so.1"))):
+    if not (os.path.exists(shim) and os.path.exists(lib) and
+            os.path.exists(os.path.join(cuda, "libcuda.so.1"))):
         print("deploy_check: the shim or the fake driver is not built: the demo not run")
         return
     with open(shim, "rb") as f:
@@ -640,7 +645,8 @@ def run_demo(build, answers, env):
     for name, (ans, _, _) in sorted(answers.items()):
         denv = dict(env)
         denv.update(ans["env"])
-        denv["LD_PRELOAD"] = shim          # the file Allocate mounts at --container-shim
+        # The files Allocate mounts, in its order: libxdm.so.0, the shim.
+        denv["LD_PRELOAD"] = "%s %s" % (lib, shim)
         denv["LD_LIBRARY_PATH"] = cuda
         denv["XDM_BUDGET_CONTAINER"] = name
         r = subprocess.run([sys.executable, demo, "--no-sleep"], env=denv,
@@ -668,17 +674,22 @@ def check_allocate(answers, cfg, units):
         if env.get("XDM_BUDGET_DIR") != budget:
             fail("pod %s: XDM_BUDGET_DIR is %s, not the budget directory %s"
                  % (name, env.get("XDM_BUDGET_DIR"), budget))
-        if env.get("LD_PRELOAD") != cfg["--container-shim"]:
-            fail("pod %s: LD_PRELOAD is %s, not --container-shim %s"
-                 % (name, env.get("LD_PRELOAD"), cfg["--container-shim"]))
+        cdir = os.path.dirname(cfg["--container-shim"])
+        preload = "%s/libxdm.so.0 %s" % (cdir, cfg["--container-shim"])
+        if env.get("LD_PRELOAD") != preload:
+            fail("pod %s: LD_PRELOAD is %s, not '%s': libxdm.so.0, which the shim "
+                 "needs, then the shim (--container-shim)"
+                 % (name, env.get("LD_PRELOAD"), preload))
         if env.get("CUDA_VISIBLE_DEVICES") != env.get("NVIDIA_VISIBLE_DEVICES"):
             fail("pod %s: CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name different "
                  "GPUs" % name)
-        want = [[budget, budget, "rw"], [shim, cfg["--container-shim"], "ro"]]
+        want = [[budget, budget, "rw"], [shim, cfg["--container-shim"], "ro"],
+                [os.path.realpath(os.path.join(os.path.dirname(shim), "libxdm.so.0")),
+                 cdir + "/libxdm.so.0", "ro"]]
         if sorted(mounts) != sorted(want):
             fail("pod %s: Allocate mounts %s; the DaemonSet and the doc expect %s (the "
                  "budget directory at its own path, read-write; the shim read-only at "
-                 "--container-shim)" % (name, mounts, want))
+                 "--container-shim, and libxdm.so.0 beside it)" % (name, mounts, want))
     if len(groups) != len(answers):
         fail("two pods share a budget group: %s" % sorted(groups))
 
@@ -762,13 +773,15 @@ def check_doc_blocks(doc, cfg):
     if set(env) != ALLOCATE_SETS:
         fail("doc/kubernetes.md: the CDI spec sets %s, Allocate %s"
              % (sorted(env), sorted(ALLOCATE_SETS)))
+    cdir, hdir = os.path.dirname(cfg["--container-shim"]), os.path.dirname(cfg["--shim"])
     if env.get("XDM_BUDGET_DIR") != cfg["--budget-dir"] or \
-            env.get("LD_PRELOAD") != cfg["--container-shim"]:
-        fail("doc/kubernetes.md: the CDI spec's budget directory or shim is not the "
-             "DaemonSet's")
+            env.get("LD_PRELOAD") != "%s/libxdm.so.0 %s" % (cdir, cfg["--container-shim"]):
+        fail("doc/kubernetes.md: the CDI spec's budget directory or preload is not "
+             "Allocate's for the DaemonSet")
     mounts = sorted((m["hostPath"], m["containerPath"]) for m in edits.get("mounts", []))
     if mounts != sorted([(cfg["--budget-dir"], cfg["--budget-dir"]),
-                         (cfg["--shim"], cfg["--container-shim"])]):
+                         (cfg["--shim"], cfg["--container-shim"]),
+                         (hdir + "/libxdm.so.0", cdir + "/libxdm.so.0")]):
         fail("doc/kubernetes.md: the CDI spec mounts %s, not what Allocate mounts" % mounts)
 
 

@@ -208,3 +208,76 @@ def test_numba_per_thread_default_stream(budget_key, config_file):
     assert r["ok"], "a kernel on a per-thread stream computed wrong"
     assert r["allocs"] >= 4 * 10 * 3 and r["failures"] == 0, r
     assert r["frees"] >= 4 * 10 * 3, r
+
+
+NUMBA_IPC_CHILD = '''
+import numpy as np
+
+
+def work(handles, answers):
+    try:
+        h = handles.get(timeout=120)
+        with h as arr:
+            seen = float(arr.copy_to_host().astype(np.float64).sum())
+            arr.copy_to_device(np.arange(arr.size, dtype=np.float32) + 7)
+        answers.put(("ok", seen, type(h._ipc_handle).__name__))
+    except BaseException as e:
+        answers.put(("raised", type(e).__name__ + ": " + str(e)[:300], ""))
+'''
+
+
+@pytest.mark.parametrize("stack", ["pool | cuda_vmm", "pool | cuda_async ipc=true"])
+def test_numba_ipc_handle_of_a_view_reaches_a_spawned_child(stack, config_file):
+    """An array view's get_ipc_handle() sent to a spawned child, which reads
+    it and writes into it: under Numba's own memory manager (the control,
+    the driver's cuIpcGetMemHandle on cuMemAlloc memory) and under xdm.numba
+    on stacks whose memory the driver's IPC cannot export.  The sender sees
+    the child's write in both."""
+    needs("numba")
+    out = {}
+    for mode in ("numba", "xdm"):
+        env = {"XDM_CONFIG": config_file(stack), "XDM_TEST_CHILD": NUMBA_IPC_CHILD}
+        if mode == "xdm":
+            env["NUMBA_CUDA_MEMORY_MANAGER"] = "xdm.numba"
+        out[mode] = run('''
+            import os, sys, tempfile
+            import multiprocessing as mp
+            import numpy as np
+            if not hasattr(np, "row_stack"):
+                np.row_stack = np.vstack     # numba-cuda 0.30 against numpy 2.4
+            from numba import cuda
+            where = tempfile.mkdtemp()
+            with open(os.path.join(where, "numba_ipc_child.py"), "w") as f:
+                f.write(os.environ["XDM_TEST_CHILD"])
+            sys.path.insert(0, where)
+            import numba_ipc_child
+            n = 1 << 20
+            whole = cuda.to_device(np.arange(n, dtype=np.float32))
+            view = whole[4096:]
+            ctx = mp.get_context("spawn")
+            handles, answers = ctx.Queue(), ctx.Queue()
+            child = ctx.Process(target=numba_ipc_child.work, args=(handles, answers))
+            child.start()
+            try:
+                h = view.get_ipc_handle()
+                handles.put(h)
+                answer = answers.get(timeout=180)
+            except Exception as e:
+                answer = ("sender raised", type(e).__name__ + ": " + str(e)[:300], "")
+            child.join(120)
+            host = whole.copy_to_host()
+            want = np.concatenate([np.arange(4096, dtype=np.float32),
+                                   np.arange(n - 4096, dtype=np.float32) + 7])
+            manager = type(cuda.current_context().memory_manager).__module__
+            report("RESULT", answer=list(answer), exitcode=child.exitcode,
+                   written=bool(np.array_equal(host, want)), manager=manager)
+        ''', env=env)
+    ctrl, xdm = out["numba"], out["xdm"]
+    assert ctrl["manager"] != "xdm.numba" and xdm["manager"] == "xdm.numba", (ctrl, xdm)
+    n, skip = 1 << 20, 4096
+    want_seen = float(sum(range(skip, n)))
+    for r in (ctrl, xdm):
+        assert r["answer"][0] == "ok" and r["exitcode"] == 0, r
+        assert r["answer"][1] == want_seen, r
+        assert r["written"], r
+    assert xdm["answer"][2] == "XdmIpcHandle", xdm

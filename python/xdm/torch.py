@@ -372,7 +372,65 @@ def _install(path):
                                             "already"))
         raise NotSupported("xdm.torch.use: torch refused xdm as its allocator: %s" % why)
     _extend_memory_stats(torch)
+    _mark_sent_tensors(torch)
     _state.update(path=path, glue=glue, allocator=True, hooks=1)
+
+
+def _mark_sent_tensors(torch):
+    """CUDA tensors this process sends (torch.multiprocessing, a Queue) are
+    rebuilt by _rebuild_cuda_tensor, which checks the receiver first.
+
+    Their storage travels as xdm's handle, which only a process whose torch
+    allocates through xdm can open; torch's own allocator would stop at it
+    with a message about a future version of torch.  Wrapping torch's own
+    reduction keeps its arguments (handle, reference counter, event) as they
+    are and adds the check in front of its rebuild."""
+    from multiprocessing.reduction import ForkingPickler
+
+    # Imported first: importing torch.multiprocessing registers torch's
+    # reductions, which must not replace these afterwards.
+    import torch.multiprocessing.reductions as reductions
+
+    torch_reduce = reductions.reduce_tensor
+
+    def reduce_tensor(tensor):
+        rebuild, args = torch_reduce(tensor)
+        if rebuild is reductions.rebuild_cuda_tensor:
+            return _rebuild_cuda_tensor, (rebuild, args)
+        return rebuild, args
+
+    for cls in (torch.Tensor, torch.nn.parameter.Parameter):
+        ForkingPickler.register(cls, reduce_tensor)
+
+
+UNSWITCHED_RECEIVER = (
+    "xdm.torch: this CUDA tensor comes from a process whose torch allocates "
+    "through xdm, and its memory can be opened only by a process that does too; "
+    "call xdm.torch.use() in this process before its first CUDA allocation "
+    "(torch's own allocator cannot open xdm's handle)")
+
+
+def _rebuild_cuda_tensor(rebuild, args):
+    """The receiver's side of _mark_sent_tensors: torch's rebuild when this
+    process's torch allocates through xdm, else a RuntimeError naming the fix.
+
+    Before refusing, the receiver releases the reference torch's sender
+    counted for it (its reference-counter file), as torch's own rebuild does
+    for a storage it has already: the sender's free of the tensor then lets
+    the memory go, rather than keeping it until the sender exits."""
+    if installed():
+        return rebuild(*args)
+    try:
+        import inspect
+        import torch
+
+        named = inspect.signature(rebuild).bind(*args).arguments
+        torch.UntypedStorage._release_ipc_counter_cuda(
+            named["ref_counter_handle"], named["ref_counter_offset"])
+    except Exception as e:  # noqa: BLE001 - the refusal below is what matters
+        _say("could not release the sender's reference to a refused CUDA tensor "
+             "(%s: %s); the sender keeps its memory until it exits" % (type(e).__name__, e))
+    raise RuntimeError(UNSWITCHED_RECEIVER)
 
 
 def _too_late(why):

@@ -187,8 +187,9 @@ def use(ordinal=None, config=None, stack=None):
     config once, when the process's first runtime is built: both raise
     InvalidArgument if one was built already from another file.
 
-    torch's allocator settings in PYTORCH_ALLOC_CONF (else
-    PYTORCH_CUDA_ALLOC_CONF) are applied to the stack given, or to the
+    torch's allocator settings in PYTORCH_ALLOC_CONF and
+    PYTORCH_CUDA_ALLOC_CONF, read as torch reads them (alloc_conf_text),
+    are applied to the stack given, or to the
     default stack when neither config nor a configured file gives one;
     a config file's stacks are left as they are.  What each setting
     becomes, and the warnings told once on stderr, are
@@ -234,9 +235,15 @@ def use(ordinal=None, config=None, stack=None):
 def alloc_conf_text(environ=None):
     """(name, text) of the allocator settings torch reads from environ
     (os.environ by default): PYTORCH_ALLOC_CONF, else the older
-    PYTORCH_CUDA_ALLOC_CONF, as torch looks; (None, None) when neither is
-    set."""
+    PYTORCH_CUDA_ALLOC_CONF; when both are set, the name is both and the
+    text the entries torch takes from each (xdm.torch_conf.combine: the CUDA
+    allocator's own keys from PYTORCH_CUDA_ALLOC_CONF, the others from
+    PYTORCH_ALLOC_CONF); (None, None) when neither is set."""
     environ = os.environ if environ is None else environ
+    first, second = _torch_conf.ENV_NAMES
+    if first in environ and second in environ:
+        return ("%s + %s" % (first, second),
+                _torch_conf.combine(environ[first], environ[second]))
     for name in _torch_conf.ENV_NAMES:
         if name in environ:
             return name, environ[name]
@@ -280,11 +287,13 @@ def alloc_conf_plan(text=None, stack=None, config=None):
     elif stack is None:
         config = _config_file()
     plan = _torch_conf.plan(text, stack=stack, config=config, source=source)
-    other = _torch_conf.ENV_NAMES[1]
-    if from_env and source != other and os.environ.get(other, text) != text:
+    if from_env and " + " in source:
+        first, second = _torch_conf.ENV_NAMES
         plan = dataclasses.replace(plan, infos=plan.infos + (
-            "%s is set too and is not read: torch reads %s first"
-            % (other, source),))
+            "both %s and %s are set: as torch does, %s is read from %s and "
+            "everything else from %s"
+            % (first, second, ", ".join(sorted(_torch_conf.CUDA_FIRST_KEYS)),
+               second, first),))
     return plan
 
 

@@ -46,8 +46,37 @@ import re
 from .errors import InvalidArgument
 
 # torch reads the first of these that is set (PYTORCH_CUDA_ALLOC_CONF is
-# the older name, kept for compatibility).
+# the older name, kept for compatibility) for its settings of every
+# device allocator...
 ENV_NAMES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+
+# ...but its CUDA allocator's own settings are read by a config of their
+# own, which looks at PYTORCH_CUDA_ALLOC_CONF first: when both variables
+# are set, these keys come from it and the others from PYTORCH_ALLOC_CONF
+# (torch 2.11).
+CUDA_FIRST_KEYS = frozenset((
+    "backend",
+    "per_process_memory_fraction",
+    "release_lock_on_cudamalloc",
+    "pinned_use_cuda_host_register",
+    "pinned_num_register_threads",
+))
+
+
+def combine(alloc_conf, cuda_alloc_conf):
+    """The settings torch acts on, as one text, given the values of
+    PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF (None where unset):
+    either one when only it is set; when both are, the CUDA_FIRST_KEYS
+    entries of PYTORCH_CUDA_ALLOC_CONF and the other entries of
+    PYTORCH_ALLOC_CONF.  Raises InvalidArgument, naming the variable and
+    the entry, for what torch's tokenizer refuses in either."""
+    if alloc_conf is None or cuda_alloc_conf is None:
+        return cuda_alloc_conf if alloc_conf is None else alloc_conf
+    picked = [(k, v) for k, v in entries(alloc_conf, ENV_NAMES[0])
+              if k not in CUDA_FIRST_KEYS]
+    picked += [(k, v) for k, v in entries(cuda_alloc_conf, ENV_NAMES[1])
+               if k in CUDA_FIRST_KEYS]
+    return ",".join("%s:%s" % kv for kv in picked)
 
 # The cuda platform's default stack (backends/cuda/platform.c), the stack
 # of every device when the configuration names none.

@@ -304,9 +304,22 @@ def test_the_environment_is_read_as_torch_reads_it(env):
     p = xdm.torch.alloc_conf_plan(stack="pool | cuda_async")
     assert p.source == "PYTORCH_CUDA_ALLOC_CONF" and p.stack == "pool | cuda_vmm"
     env.setenv("PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync")
+    # Both set: torch's CUDA allocator takes backend (and the fraction) from
+    # PYTORCH_CUDA_ALLOC_CONF, the rest (expandable_segments) from
+    # PYTORCH_ALLOC_CONF, which here says nothing of it.
     p = xdm.torch.alloc_conf_plan()
-    assert p.source == "PYTORCH_ALLOC_CONF" and p.stack == "pool | cuda_async"
-    assert "PYTORCH_CUDA_ALLOC_CONF is set too and is not read" in p.infos[-1]
+    assert p.source == "PYTORCH_ALLOC_CONF + PYTORCH_CUDA_ALLOC_CONF", p
+    assert p.stack is None or p.stack == "pool | cuda_vmm", p
+    assert "backend" in p.infos[-1] and "from PYTORCH_CUDA_ALLOC_CONF" in p.infos[-1], p
+    env.setenv("PYTORCH_CUDA_ALLOC_CONF",
+               "backend:cudaMallocAsync,per_process_memory_fraction:0.5,"
+               "expandable_segments:True")
+    env.setenv("PYTORCH_ALLOC_CONF", "backend:native,per_process_memory_fraction:0.9,"
+               "max_split_size_mb:64")
+    assert xdm.torch.alloc_conf_text()[1] == ("max_split_size_mb:64,backend:cudaMallocAsync,"
+                                              "per_process_memory_fraction:0.5")
+    p = xdm.torch.alloc_conf_plan()
+    assert p.stack == "pool max=50% | cuda_async", p
     # Given text, the environment is not read.
     p = xdm.torch.alloc_conf_plan("per_process_memory_fraction:0.25")
     assert p.stack == "pool max=25% | cuda_vmm"

@@ -18,9 +18,9 @@ tools_device_plugin_libdp_la_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DXDM_DP_DEFAULT_SHIM='"$(libdir)/libxdm-preload.so"'
 tools_device_plugin_libdp_la_LIBADD = -ldl
 
+# The man page is in every tarball, and installed with the program only.
 EXTRA_DIST += tools/device-plugin/api.proto tools/device-plugin/server.h \
-	tools/device-plugin/server.cc tools/device-plugin/main.c
-dist_man_MANS += man/xdm-device-plugin.8
+	tools/device-plugin/server.cc tools/device-plugin/main.c man/xdm-device-plugin.8
 
 # The generated code: one protoc run makes all four files.
 dp_api_generated = tools/device-plugin/api.pb.cc tools/device-plugin/api.pb.h \
@@ -47,6 +47,7 @@ tools_device_plugin_libdpapi_la_CXXFLAGS = $(GRPC_CFLAGS) $(PTHREAD_FLAGS) -std=
 tools_device_plugin_libdpapi_la_LIBADD = $(GRPC_LIBS)
 
 bin_PROGRAMS += tools/device-plugin/xdm-device-plugin
+man8_MANS = man/xdm-device-plugin.8
 tools_device_plugin_xdm_device_plugin_SOURCES = \
 	tools/device-plugin/server.h \
 	tools/device-plugin/server.cc \

@@ -464,7 +464,11 @@ public:
 			    "by xdm's budget is final");
 	}
 
-	/* Every xdm block is its own segment: none is ever split. */
+	/*
+	 * Not served: xdm's pool splits its chunks by its own rules, with no
+	 * switch per torch pool, so the request is accepted and changes
+	 * nothing (xdm-torch(7), NOT AVAILABLE).
+	 */
 	void setNoSplit(c10::DeviceIndex, MempoolId_t) override
 	{
 	}

@@ -28,6 +28,7 @@
 #include "config.h"
 
 #include <deque>
+#include <limits>
 
 #include <c10/core/Allocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -125,11 +126,25 @@ void add_locked(history_state &h, trace_entry::Action action, int device, size_t
 		trace.pop_front();
 }
 
+/*
+ * The context of an event, gathered before the history's lock is taken:
+ * torch's recorder takes the GIL, and a thread that holds the GIL may be
+ * waiting for this lock (a snapshot, record_history), so calling it under
+ * the lock could deadlock.  The recorder is copied out under the lock and
+ * called outside it.  Must be called without h.lock held.
+ */
 std::shared_ptr<c10::GatheredContext> gather(history_state &h, cca::RecordContext at_least)
 {
-	if (!h.enabled || !h.recorder || h.when < at_least)
-		return nullptr;
-	return h.recorder();
+	cca::CreateContextFn recorder;
+
+	{
+		std::lock_guard<std::mutex> hold(h.lock);
+
+		if (!h.enabled || !h.recorder || h.when < at_least)
+			return nullptr;
+		recorder = h.recorder;
+	}
+	return recorder();
 }
 
 void collect(const xdm_block *b, void *arg)
@@ -217,8 +232,8 @@ void trace_alloc(int device, void *ptr, size_t size, cudaStream_t stream, Mempoo
 {
 	const char *tag = xdm_thread_tag();
 	history_state &h = state();
-	std::lock_guard<std::mutex> hold(h.lock);
 	auto context = gather(h, cca::RecordContext::STATE);
+	std::lock_guard<std::mutex> hold(h.lock);
 	auto logged = h.when >= cca::RecordContext::ALLOC ? context : nullptr;
 	size_t addr = reinterpret_cast<size_t>(ptr);
 
@@ -232,8 +247,8 @@ void trace_free(int device, void *ptr, size_t size, cudaStream_t stream, Mempool
 		const char *tag)
 {
 	history_state &h = state();
-	std::lock_guard<std::mutex> hold(h.lock);
 	auto context = gather(h, cca::RecordContext::ALL);
+	std::lock_guard<std::mutex> hold(h.lock);
 	size_t addr = reinterpret_cast<size_t>(ptr);
 
 	h.contexts.erase(ptr);
@@ -253,9 +268,10 @@ void trace_oom(int device, size_t size, cudaStream_t stream, MempoolId_t pool)
 		if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess)
 			(void)cudaGetLastError();
 	}
+	auto context = gather(h, cca::RecordContext::STATE);
 	std::lock_guard<std::mutex> hold(h.lock);
 	add_locked(h, trace_entry::OOM, device, free_bytes, size, stream, pool,
-		   gather(h, cca::RecordContext::STATE), xdm_thread_tag());
+		   std::move(context), xdm_thread_tag());
 }
 
 void set_user_metadata(const std::string &metadata)
@@ -365,6 +381,16 @@ cca::SnapshotInfo snapshot(MempoolId_t pool, bool include_traces)
 		if (info.device_traces.size() < static_cast<size_t>(devices))
 			info.device_traces.resize(devices);
 	}
+	/*
+	 * Value-initialized first, so that fields this file does not name (they
+	 * differ between torch releases) read zero, not stack garbage; the
+	 * settings xdm has no equivalent for read as torch's defaults (no
+	 * garbage-collection threshold, no split limit).
+	 */
+	info.config_metadata = decltype(info.config_metadata){};
+	info.config_metadata.garbage_collection_threshold = 0.0;
+	info.config_metadata.max_split_size = std::numeric_limits<size_t>::max();
+	info.config_metadata.expandable_segments = false;
 	info.config_metadata.last_allocator_settings = "xdm";
 	return info;
 }

@@ -19,6 +19,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -33,20 +36,96 @@ namespace {
 struct opened {
 	xdm_runtime *rt;
 	xdm_stream_id stream;
+	cudaStream_t native;
+	int device;
 };
 
-void close_opened(void *ptr, const opened &o) noexcept
+/*
+ * Closes that came while the stream they wait for was capturing a graph:
+ * waiting for a capturing stream is illegal (it ends the capture), so they
+ * wait here until a later open or close finds that stream free.
+ */
+std::mutex deferred_lock;
+std::vector<std::pair<void *, opened>> deferred;
+
+bool capturing(cudaStream_t stream) noexcept
 {
-	/*
-	 * The storage is gone, but work of this process on any stream may
-	 * still read it: the device is waited for before the mapping goes
-	 * (a mapping pulled from under a kernel kills the context).
-	 */
-	if (cudaDeviceSynchronize() != cudaSuccess)
+	cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+
+	if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
 		(void)cudaGetLastError();
+		return true;	/* cannot tell: do not risk the capture */
+	}
+	return status != cudaStreamCaptureStatusNone;
+}
+
+/*
+ * On the device the block was opened on, whatever device is current; in
+ * relaxed capture mode while a capture may be under way on another thread
+ * (unmapping is a call torch's global mode forbids to every thread).
+ */
+void close_now(void *ptr, const opened &o) noexcept
+{
+	relaxed_capture relaxed;
+	int current = -1;
+
+	if (cudaGetDevice(&current) != cudaSuccess)
+		(void)cudaGetLastError();
+	if (current != o.device && cudaSetDevice(o.device) != cudaSuccess)
+		(void)cudaGetLastError();
+	/*
+	 * xdm_ipc_close waits for the work queued on the stream the block was
+	 * opened on (the stream current then), not for the whole device; work
+	 * on other streams is the user's to order, as for any tensor dropped
+	 * while another stream still uses it.
+	 */
 	if (xdm_ipc_close(o.rt, reinterpret_cast<uintptr_t>(ptr), o.stream) != XDM_OK)
 		fprintf(stderr, "xdm: closing the CUDA memory of another process at %p: %s\n",
 			ptr, xdm_last_error_message());
+	if (current >= 0 && current != o.device && cudaSetDevice(current) != cudaSuccess)
+		(void)cudaGetLastError();
+}
+
+/* Close the deferred ones whose stream is no longer capturing. */
+void close_deferred() noexcept
+{
+	std::vector<std::pair<void *, opened>> ready;
+
+	try {
+		std::lock_guard<std::mutex> hold(deferred_lock);
+
+		for (auto it = deferred.begin(); it != deferred.end();) {
+			if (capturing(it->second.native)) {
+				++it;
+				continue;
+			}
+			ready.push_back(*it);
+			it = deferred.erase(it);
+		}
+	} catch (...) {
+		/* Out of memory: what was moved out is closed, the rest waits. */
+	}
+	for (const auto &d : ready)
+		close_now(d.first, d.second);
+}
+
+void close_opened(void *ptr, const opened &o) noexcept
+{
+	if (capturing(o.native)) {
+		try {
+			std::lock_guard<std::mutex> hold(deferred_lock);
+
+			deferred.emplace_back(ptr, o);
+			return;
+		} catch (...) {
+			/* No memory to defer it: leaking the mapping beats ending the capture. */
+			fprintf(stderr, "xdm: the CUDA memory of another process at %p, dropped during "
+				"a graph capture, stays mapped until this process exits\n", ptr);
+			return;
+		}
+	}
+	close_now(ptr, o);
+	close_deferred();
 }
 
 } // namespace
@@ -75,7 +154,7 @@ std::shared_ptr<void> open_ipc_handle(const std::string &handle)
 	xdm_runtime *rt = runtime_of(device);
 	cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
 	xdm_ipc_handle h;
-	opened o{ rt, 0 };
+	opened o{ rt, 0, stream, device };
 	uint64_t ptr = 0;
 	size_t bytes = 0;
 
@@ -85,6 +164,7 @@ std::shared_ptr<void> open_ipc_handle(const std::string &handle)
 		    std::to_string(handle.size()) + ": was it sent by a process that does not "
 		    "allocate through xdm?");
 	std::memcpy(h.bytes, handle.data(), sizeof(h.bytes));
+	close_deferred();
 	if (xdm_native_stream(rt, stream, &o.stream) != XDM_OK)
 		throw_xdm_error("the current stream of " + device_name(device));
 	if (xdm_ipc_open(rt, &h, o.stream, &ptr, &bytes) != XDM_OK)

@@ -25,6 +25,12 @@ STACK = "pool | cuda_async"
 MB = 1 << 20
 
 
+def xdm_only(code, stack=STACK, env=None, timeout=300):
+    """The program's RESULT fields under xdm alone, for what has no
+    counterpart under torch's allocator (a budget)."""
+    return run((PREAMBLE % ("xdm", stack)) + textwrap.dedent(code), env=env, timeout=timeout)
+
+
 def both(code, stack=STACK, env=None, timeout=300):
     """The program's RESULT fields under torch's allocator and under xdm."""
     out = {}
@@ -57,7 +63,8 @@ def test_memory_statistics_answer_as_under_torch():
                       count=stats["allocation.all.current"],
                       allocated_total=stats["allocation.all.allocated"],
                       allocated_after_reset=again["allocation.all.allocated"],
-                      keys=sorted(k for k in stats if not k.startswith("xdm.")),
+                      stat_bytes=stats["allocated_bytes.all.current"] - base,
+                      stat_active=stats["active_bytes.all.current"] - base,
                       summary_lines=len(summary.splitlines()),
                       accel=torch.accelerator.memory_allocated(0) - base)
         if MODE == "xdm":
@@ -77,13 +84,16 @@ def test_memory_statistics_answer_as_under_torch():
         assert r["allocated_after_reset"] == 0, r
         assert r["accel"] == 2 * MB, r
         assert r["summary_lines"] > 10, r
-    assert xdm["keys"] == ctrl["keys"]
+    # The dictionary's keys are torch's own making under both; its values
+    # are what xdm computes.
+    assert xdm["stat_bytes"] == ctrl["stat_bytes"] == 2 * MB, (ctrl, xdm)
+    assert xdm["stat_active"] == ctrl["stat_active"] == 2 * MB, (ctrl, xdm)
     assert xdm["torch_bytes"] == xdm["xdm_bytes"], xdm
     assert xdm["torch_blocks"] == xdm["xdm_blocks"], xdm
 
 
 def test_budget_keys_in_memory_stats(budget_key):
-    _, xdm = both('''
+    xdm = xdm_only('''
         x = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
         s = torch.cuda.memory_stats()
         report("RESULT", limit=s.get("xdm.budget.limit_bytes"),
@@ -135,10 +145,17 @@ def test_graph_capture_and_replay():
         x.fill_(5.0)
         g.replay()
         torch.cuda.synchronize()
-        report("RESULT", first=first, second=float(out), pool=list(g.pool()))
+        in_pool = [(s["address"], s["total_size"])
+                   for s in torch.cuda.memory.memory_snapshot(g.pool())]
+        report("RESULT", first=first, second=float(out), pool=list(g.pool()),
+               pool_segments=len(in_pool),
+               out_in_pool=any(a <= out.data_ptr() < a + n for a, n in in_pool))
     '''))
     assert ctrl["first"] == xdm["first"] == 14.0 * (1 << 20)
     assert ctrl["second"] == xdm["second"] == 32.0 * (1 << 20)
+    for r in (ctrl, xdm):
+        # The capture's memory came from the graph's private pool.
+        assert r["pool"] != [0, 0] and r["pool_segments"] >= 1 and r["out_in_pool"], r
 
 
 def test_concurrent_replay_of_graphs_in_their_own_pools():
@@ -227,7 +244,7 @@ def test_oom_message_reads_as_torchs():
 
 
 def test_oom_inside_a_capture_raises_and_the_process_goes_on(budget_key):
-    _, xdm = both('''
+    xdm = xdm_only('''
         s = torch.cuda.Stream()
         g = torch.cuda.CUDAGraph()
         err = None
@@ -287,8 +304,17 @@ def test_compile_reduce_overhead_gives_eager_answers():
                 x = torch.full((64, 256), float(i) / 10, device="cuda")
                 outs.append(float(fast(x).double().sum()))
             eager = float(model(x).double().sum())
-        report("RESULT", outs=outs, eager=eager)
+        from torch._dynamo.utils import counters
+        pools = sorted({tuple(s.get("segment_pool_id", (0, 0)))
+                        for s in torch.cuda.memory._snapshot()["segments"]})
+        report("RESULT", outs=outs, eager=eager,
+               skips=sum(counters["inductor"].get(k, 0) for k in counters["inductor"]
+                         if "cudagraph_skip" in k),
+               private=[list(p) for p in pools if tuple(p) != (0, 0)])
     ''', timeout=600)
+    for r in (ctrl, xdm):
+        # cudagraph trees ran: nothing skipped, and memory in a graph pool.
+        assert r["skips"] == 0 and r["private"], r
     assert xdm["outs"][-1] == pytest.approx(xdm["eager"], rel=1e-4)
     assert xdm["outs"] == pytest.approx(ctrl["outs"], rel=1e-4)
 
@@ -404,8 +430,72 @@ def test_snapshot_requested_sizes_skipped_actions_and_metadata():
         assert r["profiled"], r
 
 
+def test_snapshot_allocator_settings_are_torchs_defaults_every_time():
+    """The snapshot's allocator settings (its config_metadata) under xdm: the
+    garbage-collection threshold, split limit and expandable flag read as
+    torch's defaults do under torch's allocator, and every snapshot of a
+    process gives the same settings (fields left uninitialized would carry
+    whatever the stack held)."""
+    ctrl, xdm = both('''
+        keep = torch.empty(1 << 20, device="cuda")
+        seen = []
+        for i in range(20):
+            junk = [float(j) * 1.5 for j in range(i * 50)]
+            seen.append(torch.cuda.memory._snapshot().get("allocator_settings"))
+        report("RESULT", first=seen[0], same=all(s == seen[0] for s in seen))
+    ''')
+    assert ctrl["first"], "torch's snapshot carries no allocator_settings: %r" % ctrl
+    assert xdm["same"], xdm
+    for key in ("garbage_collection_threshold", "max_split_size", "expandable_segments"):
+        assert key in ctrl["first"], ctrl
+        assert xdm["first"].get(key) == ctrl["first"][key], (key, ctrl, xdm)
+
+
+def test_history_context_gathered_while_another_thread_snapshots():
+    """Memory history with Python stacks: autograd's device thread allocates
+    without the GIL (its context recorder then takes the GIL) while a thread
+    holding the GIL takes snapshots.  Gathering the context under the glue's
+    history lock would deadlock the two; both must go on.  The child dies
+    with its stacks after 120 s rather than hang the test."""
+    ctrl, xdm = both('''
+        import faulthandler, threading, time
+        faulthandler.dump_traceback_later(120, exit=True)
+        torch.cuda.memory._record_memory_history("all", stacks="python", max_entries=10000)
+        model = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(8)]).cuda()
+        done = threading.Event()
+        steps = [0]
+
+        def train():
+            while not done.is_set():
+                loss = model(torch.randn(64, 512, device="cuda")).square().sum()
+                loss.backward()
+                steps[0] += 1
+
+        t = threading.Thread(target=train)
+        t.start()
+        snaps = 0
+        end = time.monotonic() + 10
+        while time.monotonic() < end or steps[0] < 20:
+            torch.cuda.memory._snapshot()
+            snaps += 1
+        done.set()
+        t.join()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        faulthandler.cancel_dump_traceback_later()
+        report("RESULT", steps=steps[0], snaps=snaps)
+    ''')
+    for r in (ctrl, xdm):
+        assert r["steps"] >= 20 and r["snaps"] >= 1, r
+
+
 def test_oom_observer_hears_a_budget_refusal(budget_key):
-    _, xdm = both('''
+    """The OOM observer hears xdm's budget refusal as it hears torch's own
+    out-of-memory (the control: a memory fraction of 32 MiB under torch's
+    allocator)."""
+    ctrl, xdm = both('''
+        if MODE == "torch":
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction((32 << 20) / total)
         heard = []
         torch._C._cuda_attach_out_of_memory_observer(
             lambda device, alloc, total, free: heard.append(device))
@@ -415,8 +505,9 @@ def test_oom_observer_hears_a_budget_refusal(budget_key):
             pass
         report("RESULT", heard=heard, ooms=torch.cuda.memory_stats()["num_ooms"])
     ''', stack="budget key=%s limit=32M | pool | cuda_async" % budget_key)
-    assert xdm["heard"] == [0], xdm
-    assert xdm["ooms"] >= 1, xdm
+    for r in (ctrl, xdm):
+        assert r["heard"] == [0], r
+        assert r["ooms"] >= 1, r
 
 
 IPC_CHILD = """
@@ -474,6 +565,142 @@ def test_tensor_sent_to_a_spawned_child_is_changed_in_place(stack):
         assert r["same"], r
     assert xdm["seen"] == ctrl["seen"] == xdm["sum"] == ctrl["sum"], (ctrl, xdm)
 
+
+UNSWITCHED_CHILD = """
+import torch
+
+
+def work(tensors, answers):
+    try:
+        x = tensors.get(timeout=120)
+        x.add_(1)
+        torch.cuda.synchronize()
+        answers.put(("ok", float(x.double().sum())))
+        del x
+    except BaseException as e:
+        answers.put(("raised", type(e).__name__ + ": " + str(e)))
+"""
+
+
+def test_tensor_sent_to_a_child_that_did_not_switch_is_refused_with_the_fix():
+    """A child that never called xdm.torch.use() receives a CUDA tensor from
+    a process that did: it gets an error naming xdm and the one-line fix, not
+    torch's 'future version of torch', and the sender neither waits for ever
+    nor keeps the memory once it drops the tensor.  Under torch's allocator
+    in both (the control) the same child receives it and adds 1."""
+    ctrl, xdm = both('''
+        import os, sys, tempfile
+        import torch.multiprocessing as mp
+        where = tempfile.mkdtemp()
+        with open(os.path.join(where, "unswitched_child.py"), "w") as f:
+            f.write(CHILD)
+        sys.path.insert(0, where)
+        import unswitched_child
+        ctx = mp.get_context("spawn")
+        tensors, answers = ctx.Queue(), ctx.Queue()
+        n = 1 << 20
+        x = torch.zeros(n, dtype=torch.float32, device="cuda")
+        child = ctx.Process(target=unswitched_child.work, args=(tensors, answers))
+        child.start()
+        tensors.put(x)
+        answer = answers.get(timeout=180)
+        child.join(120)
+        torch.cuda.synchronize()
+        del x
+        torch.cuda.ipc_collect()
+        report("RESULT", answer=list(answer), exitcode=child.exitcode,
+               allocated=torch.cuda.memory_allocated())
+    '''.replace("CHILD)", repr(UNSWITCHED_CHILD) + ")"), stack="pool | cuda_vmm")
+    assert ctrl["answer"] == ["ok", float(1 << 20)] and ctrl["exitcode"] == 0, ctrl
+    assert ctrl["allocated"] == 0, ctrl
+    kind, message = xdm["answer"]
+    assert kind == "raised" and xdm["exitcode"] == 0, xdm
+    assert "xdm.torch.use()" in message and "future version" not in message, xdm
+    assert xdm["allocated"] == 0, "the sender kept the refused tensor's memory: %r" % xdm
+
+
+CAPTURE_CHILD = """
+import os
+import threading
+import xdm.torch
+xdm.torch.use(stack=os.environ["XDM_TEST_STACK"], ordinal=0)
+import torch
+
+
+def work(tensors, answers):
+    try:
+        mine = torch.cuda.Stream()
+        with torch.cuda.stream(mine):
+            x = tensors.get(timeout=120)
+            seen = float(x.double().sum())
+        torch.cuda.synchronize()
+        a = torch.ones(1 << 16, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        started, dropped, out, errors = threading.Event(), threading.Event(), [], []
+
+        def capture():
+            try:
+                side = torch.cuda.Stream()
+                with torch.cuda.graph(g, stream=side):
+                    b = a * 3
+                    started.set()
+                    dropped.wait(60)
+                    out.append(b + 1)
+            except BaseException as e:
+                errors.append(type(e).__name__ + ": " + str(e)[:300])
+                started.set()
+
+        t = threading.Thread(target=capture)
+        t.start()
+        started.wait(60)
+        with torch.cuda.stream(mine):
+            del x       # dropped while the other thread captures
+        dropped.set()
+        t.join(60)
+        if errors:
+            raise RuntimeError(errors[0])
+        g.replay()
+        torch.cuda.synchronize()
+        y = tensors.get(timeout=120)
+        seen_y = float(y.double().sum())
+        del y
+        answers.put(("ok", seen, float(out[0].sum()), seen_y))
+    except BaseException as e:
+        answers.put(("raised", type(e).__name__ + ": " + str(e)[:400]))
+"""
+
+
+def test_received_tensor_dropped_while_another_thread_captures():
+    """A child drops a received CUDA tensor, on a stream of its own, while
+    another of its threads captures a CUDA graph in torch's global mode.
+    Closing the mapping must not synchronize the device (a call the capture
+    forbids to every thread, which would end it): the capture succeeds and
+    replays right, and a second tensor then opens and closes as usual."""
+    stack = "pool | cuda_vmm"
+    r = run((PREAMBLE % ("xdm", stack)) + textwrap.dedent('''
+        import os, sys, tempfile
+        import torch.multiprocessing as mp
+        where = tempfile.mkdtemp()
+        with open(os.path.join(where, "capture_child.py"), "w") as f:
+            f.write(CHILD)
+        sys.path.insert(0, where)
+        os.environ["XDM_TEST_STACK"] = STACK_
+        import capture_child
+        ctx = mp.get_context("spawn")
+        tensors, answers = ctx.Queue(), ctx.Queue()
+        x = torch.full((1 << 20,), 2.0, device="cuda")
+        y = torch.full((1 << 10,), 5.0, device="cuda")
+        child = ctx.Process(target=capture_child.work, args=(tensors, answers))
+        child.start()
+        tensors.put(x)
+        tensors.put(y)
+        answer = answers.get(timeout=180)
+        child.join(120)
+        report("RESULT", answer=list(answer), exitcode=child.exitcode)
+    ''').replace("CHILD)", repr(CAPTURE_CHILD) + ")").replace("STACK_", repr(stack)))
+    assert r["answer"][0] == "ok", r
+    assert r["answer"][1:] == [2.0 * (1 << 20), 4.0 * (1 << 16), 5.0 * (1 << 10)], r
+    assert r["exitcode"] == 0, r
 
 def test_two_gpu_copy_without_peers_written():
     ctrl, xdm = both('''

@@ -237,7 +237,7 @@ endif
 # One budget across containers: namespaces of their own, a shared directory
 # (root and unshare(1), else a skip).
 TESTS += tests/process/containers.sh
-EXTRA_DIST += tests/process/containers.sh
+EXTRA_DIST += tests/process/containers.sh tests/lib/background.sh
 
 # One budget per physical device under any device order: host devices here,
 # two GPUs in tests/gpu/devices_gpu.sh.

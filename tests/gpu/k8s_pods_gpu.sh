@@ -53,16 +53,8 @@ if [ -x "$probe" ]; then
 	esac
 fi
 
-tmp=$(mktemp -d /tmp/xdm-k8s-gpu.XXXXXX) || exit 1
-pids=""
-cleanup() {
-	for p in $pids; do
-		kill -9 "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$src/tests/lib/background.sh"
+scratch xdm-k8s-gpu
 failed=0
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; failed=1; }
@@ -127,13 +119,7 @@ run_pod() {
 # filled NAME PID: until pod NAME printed its result; false if it left
 # without one (or took past the bound, a safety net).
 filled() {
-	i=0
-	until grep -q "^RESULT" "$tmp/$1.out" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -lt 1800 ] || return 1
-		kill -0 "$2" 2>/dev/null || grep -q "^RESULT" "$tmp/$1.out" || return 1
-		sleep 0.05
-	done
+	wait_line "$tmp/$1.out" RESULT "$2"
 }
 
 TORCH='

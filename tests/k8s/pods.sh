@@ -43,17 +43,9 @@ for f in "$user" "$ctl" "$shim" "$top/tests/preload/fake/.libs/libcuda.so.1"; do
 	[ -e "$f" ] || { echo "FAIL: $f is not built"; exit 1; }
 done
 
-tmp=$(mktemp -d /tmp/xdm-pods.XXXXXX) || exit 1
+. "$src/tests/lib/background.sh"
+scratch xdm-pods
 mkdir -m 0700 "$tmp/kubelet"
-pids=""
-cleanup() {
-	for p in $pids; do
-		kill -9 "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
 fail() {
 	echo "FAIL: $*"
 	for f in "$tmp"/*.log "$tmp"/*.out "$tmp"/*.err "$tmp"/*.env; do
@@ -109,13 +101,7 @@ pod() {
 	pids="$pids $pid"
 }
 held() {
-	i=0
-	until grep -q '^hold' "$tmp/$1.out" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -lt 2400 ] || fail "pod $1 never held"
-		kill -0 "$2" 2>/dev/null || fail "pod $1 left before it held"
-		sleep 0.05
-	done
+	wait_line "$tmp/$1.out" hold "$2" || fail "pod $1 left (or hung) before it held"
 }
 # rc NAME N: the result code of pod NAME's N-th alloc line.
 rc() { awk -v n="$2" '$1 == "alloc" { if (++k == n) print $3 }' "$tmp/$1.out"; }

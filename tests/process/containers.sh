@@ -35,21 +35,13 @@ unshare --help 2>&1 | grep -q -- --kill-child || skip "unshare has no --kill-chi
 unshare --ipc --pid --mount --fork --kill-child true 2>/dev/null ||
 	skip "this machine refuses new namespaces (a container without CAP_SYS_ADMIN?)"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/xdm-containers.XXXXXX") || exit 1
+. "${XDM_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/lib/background.sh"
+scratch xdm-containers
 shared=$tmp/shared
 mkdir -m 0700 "$shared"
 key=containers$$
 platform=${XDM_CONTAINERS_PLATFORM:-host}
 below=${XDM_CONTAINERS_BELOW:-host}
-pids=""
-cleanup() {
-	for p in $pids; do
-		kill -9 "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
 
 fail() {
 	echo "FAIL: $*" >&2

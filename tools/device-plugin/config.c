@@ -7,9 +7,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <xdm/xdm.h>
 
 #include "tools/device-plugin/dp.h"
 
@@ -28,49 +31,6 @@ void xdm_dp_config_defaults(struct xdm_dp_config *c)
 	snprintf(c->kubelet_dir, sizeof(c->kubelet_dir), "/var/lib/kubelet/device-plugins");
 	snprintf(c->resource, sizeof(c->resource), "xdm.io/gpu-memory");
 	c->health_interval = 5;
-}
-
-/* A size in bytes: digits, a fraction, then K, M, G or T (binary, with an
- * optional "i" and "B": 1G, 1GiB, 1.5G, 512M, 4096). */
-int xdm_dp_parse_size(const char *s, unsigned long long *out)
-{
-	unsigned long long whole = 0, num = 0, den = 1, mult = 1;
-	const char *p = s;
-
-	if (*p < '0' || *p > '9')
-		return -1;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (whole > (~0ull - 9) / 10)
-			return -1;
-		whole = whole * 10 + (unsigned long long)(*p - '0');
-	}
-	if (*p == '.') {
-		for (p++; *p >= '0' && *p <= '9'; p++)
-			if (den < 1000000000ull) {
-				num = num * 10 + (unsigned long long)(*p - '0');
-				den *= 10;
-			}
-	}
-	switch (*p) {
-	case 'K': mult = 1ull << 10; break;
-	case 'M': mult = 1ull << 20; break;
-	case 'G': mult = 1ull << 30; break;
-	case 'T': mult = 1ull << 40; break;
-	default: break;
-	}
-	if (mult > 1) {
-		p++;
-		if (*p == 'i')
-			p++;
-		if (*p == 'B')
-			p++;
-	}
-	if (*p || (mult == 1 && num))
-		return -1;
-	if (whole > ~0ull / mult)
-		return -1;
-	*out = whole * mult + num * (mult / den) + (num * (mult % den)) / den;
-	return 0;
 }
 
 static int copy_path(char *dst, size_t len, const char *flag, const char *v, char *err,
@@ -105,12 +65,16 @@ static int take(struct xdm_dp_config *c, const char *flag, const char *v, char *
 		size_t errlen)
 {
 	if (!strcmp(flag, "--unit")) {
-		if (xdm_dp_parse_size(v, &c->unit) || c->unit == 0) {
+		uint64_t unit = 0;
+
+		/* xdm's own sizes (xdm.conf(5)); a percent has no base here and reads 0. */
+		if (xdm_parse_size(v, 0, &unit) != XDM_OK || unit == 0 || unit == UINT64_MAX) {
 			snprintf(err, errlen,
 				 "--unit takes a size above 0 such as 1G, 512M or 1073741824, not '%s'",
 				 v);
 			return -1;
 		}
+		c->unit = unit;
 	} else if (!strcmp(flag, "--gpu-fraction")) {
 		char pct[16];
 		size_t n = strlen(v);

@@ -95,7 +95,6 @@ void xdm_dp_config_defaults(struct xdm_dp_config *c);
  */
 int xdm_dp_config_flag(struct xdm_dp_config *c, int argc, char **argv, int *i,
 		       char *err, size_t errlen);
-int xdm_dp_parse_size(const char *s, unsigned long long *out);
 
 /* log.c: one line on standard error, with the program's name and time. */
 void xdm_dp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

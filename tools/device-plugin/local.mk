@@ -16,7 +16,7 @@ tools_device_plugin_libdp_la_SOURCES = \
 	tools/device-plugin/allocate.c
 tools_device_plugin_libdp_la_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DXDM_DP_DEFAULT_SHIM='"$(libdir)/libxdm-preload.so"'
-tools_device_plugin_libdp_la_LIBADD = -ldl
+tools_device_plugin_libdp_la_LIBADD = libxdm.la -ldl
 
 # The man page is in every tarball, and installed with the program only.
 EXTRA_DIST += tools/device-plugin/api.proto tools/device-plugin/server.h \

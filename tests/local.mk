@@ -454,7 +454,7 @@ check_LTLIBRARIES += tests/preload/fake/libcuda.la tests/preload/xdm_like_module
 	tests/preload/fake/libnvidia-ml.la tests/preload/next_a.la tests/preload/next_b.la
 check_PROGRAMS += tests/preload/preload_user tests/preload/preload_user_linked
 tests_preload_fake_libcuda_la_SOURCES = tests/preload/fake_cuda.c tests/preload/fake_cuda.h \
-	preload/cuda_abi.h
+	tests/preload/fake_uuid.h preload/cuda_abi.h
 tests_preload_fake_libcuda_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-info 1:0:0 \
 	-no-undefined
 tests_preload_fake_libcuda_la_LIBADD = -lpthread
@@ -463,7 +463,7 @@ tests_preload_next_a_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -
 	-rpath /nowhere
 tests_preload_next_b_la_SOURCES = tests/preload/next_b.c
 tests_preload_next_b_la_LDFLAGS = $(tests_preload_next_a_la_LDFLAGS)
-tests_preload_fake_libnvidia_ml_la_SOURCES = tests/preload/fake_nvml.c
+tests_preload_fake_libnvidia_ml_la_SOURCES = tests/preload/fake_nvml.c tests/preload/fake_uuid.h
 tests_preload_fake_libnvidia_ml_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-info 1:0:0 \
 	-no-undefined
 tests_preload_xdm_like_module_la_SOURCES = tests/preload/xdm_like_module.c preload/cuda_abi.h
@@ -615,7 +615,7 @@ noinst_PROGRAMS += tests/k8s/xdm_k8s_allocate
 tests_k8s_xdm_k8s_allocate_SOURCES = tests/k8s/xdm_k8s_allocate.c
 tests_k8s_xdm_k8s_allocate_LDADD = tools/device-plugin/libdp.la
 check_LTLIBRARIES += tests/k8s/fake/libnvidia-ml.la
-tests_k8s_fake_libnvidia_ml_la_SOURCES = tests/k8s/fake_nvml.c
+tests_k8s_fake_libnvidia_ml_la_SOURCES = tests/k8s/fake_nvml.c tests/preload/fake_uuid.h
 tests_k8s_fake_libnvidia_ml_la_LDFLAGS = $(AM_LDFLAGS) -rpath /nowhere -version-info 1:0:0 \
 	-no-undefined
 TESTS += tests/k8s/check_dp tests/k8s/plugin.sh tests/k8s/pods.sh

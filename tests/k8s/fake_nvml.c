@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/preload/fake_uuid.h"
+
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_NOT_FOUND 6
@@ -97,20 +99,6 @@ static int lost(unsigned int p)
 	return is;
 }
 
-/* The fake driver's UUID of physical device p (fake_cuda.c, fake_uuid). */
-static void uuid_of(unsigned int p, char *buf, size_t len)
-{
-	unsigned char b[16] = { 0xfa, 0xce };
-
-	b[2] = (unsigned char)p;
-	for (int i = 3; i < 16; i++)
-		b[i] = (unsigned char)(p + 1);
-	snprintf(buf, len,
-		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		 b[13], b[14], b[15]);
-}
-
 static int index_of(nvmlDevice_t d)
 {
 	uintptr_t i = (uintptr_t)d;
@@ -153,7 +141,7 @@ EXPORT int nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 	if (!uuid || !device)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	for (unsigned int p = 0; p < count(); p++) {
-		uuid_of(p, u, sizeof(u));
+		fake_uuid_text((int)p, u, sizeof(u));
 		if (strcmp(u, uuid))
 			continue;
 		if (lost(p))
@@ -170,7 +158,7 @@ EXPORT int nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int lengt
 
 	if (p < 0 || !uuid || length < 41)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	uuid_of((unsigned int)p, uuid, length);
+	fake_uuid_text(p, uuid, length);
 	return NVML_SUCCESS;
 }
 

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "tests/preload/fake_cuda.h"
+#include "tests/preload/fake_uuid.h"
 
 #define FAKE_MAX_DEVICES 8
 #define FAKE_DEFAULT_TOTAL (1ull << 30)
@@ -403,10 +404,7 @@ static CUresult fake_uuid(CUuuid *uuid, CUdevice dev)
 	rc = fake_phys(dev, &phys);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	uuid->bytes[0] = (char)0xfa;
-	uuid->bytes[1] = (char)0xce;
-	uuid->bytes[2] = (char)phys;
-	memset(uuid->bytes + 3, phys + 1, sizeof(uuid->bytes) - 3);
+	fake_uuid_bytes(phys, (unsigned char *)uuid->bytes);
 	return CUDA_SUCCESS;
 }
 

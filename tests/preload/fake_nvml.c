@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tests/preload/fake_uuid.h"
+
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_NOT_FOUND 6
@@ -82,19 +84,11 @@ __attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigne
 __attribute__((visibility("default"))) int nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid,
 							       unsigned int length)
 {
-	int p = index_of(device), n;
-	unsigned char b[16] = { 0xfa, 0xce };
+	int p = index_of(device);
 
 	if (p < 0 || !uuid)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	b[2] = (unsigned char)p;
-	for (int i = 3; i < 16; i++)
-		b[i] = (unsigned char)(p + 1);
-	n = snprintf(uuid, length,
-		     "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-		     b[12], b[13], b[14], b[15]);
-	return n < 0 || (unsigned int)n >= length ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
+	return fake_uuid_text(p, uuid, length) ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo(nvmlDevice_t device,

@@ -71,6 +71,27 @@ start_plugin "$tmp/plugin.log" --unit 8M
 "$kubelet" scenario "$dir" "$tmp/lost" 8 || fail "the fake kubelet's scenario (above)"
 sock=$dir/xdm.io-gpu-memory.sock
 [ -S "$sock" ] || fail "the plugin's socket is gone before SIGTERM"
+
+# Only root (the kubelet) may speak to the plugin: with the directory
+# opened for a moment to everyone, another user is still refused by the
+# socket itself; root, the control, connects.
+connect='import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    print("connected")
+except PermissionError:
+    print("refused")'
+# The system's python: one under root's home is not another user's to run.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 && [ -x /usr/bin/python3 ]; then
+	chmod 0711 "$dir"
+	other=$(setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c "$connect" "$sock" 2>&1)
+	own=$(/usr/bin/python3 -c "$connect" "$sock" 2>&1)
+	chmod 0700 "$dir"
+	[ "$own" = connected ] || fail "root could not connect to the plugin's socket: $own"
+	[ "$other" = refused ] || fail "user 65534 reached the plugin's socket: $other"
+	echo "ok: user 65534 is refused by the plugin's socket (mode 0600), root connects"
+fi
 kill -TERM "$pid"
 wait "$pid"
 rc=$?

@@ -9,7 +9,7 @@ passes).  The arguments are stacks; each gets a config of its own.
 
 (the stack "cupy" is the control: the same cases on CuPy's own pool)
 """
-import os, subprocess, sys, textwrap, time
+import concurrent.futures, os, subprocess, sys, time
 
 CASES = {
     "arrays": "x = cp.arange(1 << 20, dtype=cp.float32); assert float((x * 2).sum()) == float(x.sum() * 2)",
@@ -32,21 +32,30 @@ if %r:
 print('used', flush=True)
 """
 
+def run_case(stack, conf, use_xdm, name, body, deadline=30):
+    code = PRE % (deadline - 5, use_xdm) + body + "\nprint('done')\n"
+    env = dict(os.environ, XDM_CONFIG=conf)
+    t0 = time.time()
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=deadline, env=env)
+        out = (p.stdout + p.stderr).strip().replace("\n", " | ")
+        return "%-22s %-18s rc=%s %.1fs %s" % (stack, name, p.returncode, time.time() - t0,
+                                                out[-600:])
+    except subprocess.TimeoutExpired:
+        return "%-22s %-18s TIMEOUT %.1fs" % (stack, name, time.time() - t0)
+
+
+# The cases of a stack run side by side (a hang costs one deadline, not ten);
+# the stacks one after the other.
 for i, stack in enumerate(sys.argv[1:] or ["pool | cuda_vmm"]):
     # "cupy" is the control: CuPy's own pool, the same cases.
     use_xdm = stack != "cupy"
     conf = "/tmp/cupy-probe-%d.conf" % i
     with open(conf, "w") as f:
         f.write("platform = cuda\n[device *]\nstack = %s\n" % stack)
-    for name, body in CASES.items():
-        deadline = 30
-        code = PRE % (deadline - 5, use_xdm) + body + "\nprint('done')\n"
-        env = dict(os.environ, XDM_CONFIG=conf)
-        t0 = time.time()
-        try:
-            p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               timeout=deadline, env=env)
-            out = (p.stdout + p.stderr).strip().replace("\n", " | ")
-            print("%-22s %-18s rc=%s %.1fs %s" % (stack, name, p.returncode, time.time() - t0, out[-600:]), flush=True)
-        except subprocess.TimeoutExpired as e:
-            print("%-22s %-18s TIMEOUT %.1fs" % (stack, name, time.time() - t0), flush=True)
+    with concurrent.futures.ThreadPoolExecutor(len(CASES)) as pool:
+        runs = [pool.submit(run_case, stack, conf, use_xdm, name, body)
+                for name, body in CASES.items()]
+        for run in runs:
+            print(run.result(), flush=True)

@@ -128,6 +128,7 @@ void *allocate_on(int device, size_t size, cudaStream_t stream)
 			 "CUDA out of memory. Tried to allocate more than 1EB memory.");
 	runtime_of(device);
 	rt = route(device, stream, &pool);
+	share_fraction(device, rt);
 	if (xdm_native_allocate(rt, size, stream, nullptr, &ptr) != XDM_OK) {
 		if (!is_refusal(xdm_last_error()) || routes_open())
 			goto refused;
@@ -305,15 +306,18 @@ public:
 		return devices.load(std::memory_order_acquire) >= 0;
 	}
 
-	/* The pool's max as a fraction of the device; 1 when it has no bound. */
+	/*
+	 * The fraction set, else the pool's max as a fraction of the device
+	 * (xdm.conf's max); 1 when it has no bound.
+	 */
 	double getMemoryFraction(c10::DeviceIndex device) override
 	{
 		xdm_runtime *rt = runtime_of(device);
 		xdm_device_info info;
-		uint64_t max = 0;
+		uint64_t max = fraction_bytes(device);
 		int pool = pool_layer(rt);
 
-		if (pool < 0 || !layer_number(rt, pool, "max", &max) || max == 0)
+		if (max == 0 && (pool < 0 || !layer_number(rt, pool, "max", &max) || max == 0))
 			return 1.0;
 		if (xdm_runtime_device(rt, &info) != XDM_OK || info.total_bytes == 0)
 			throw_xdm_error("the memory fraction of " + device_name(device));
@@ -321,8 +325,10 @@ public:
 	}
 
 	/*
-	 * The pool may reserve fraction of the device; a bound below what it
-	 * holds stops its growth only.  A stack without a pool has nothing of
+	 * The device's pools may reserve fraction of the device in all: the
+	 * runtime's pool gets it as its max, shared with the private pools
+	 * while they live (fraction.cpp); a bound below what they hold stops
+	 * their growth only.  A stack without a pool has nothing of
 	 * this kind to bound (its budget's limit bounds it): refused, naming
 	 * the stack.
 	 */
@@ -351,6 +357,7 @@ public:
 		if (xdm_layer_attr_store(rt, static_cast<uint32_t>(pool), "max", value) != XDM_OK)
 			throw_xdm_error("set_per_process_memory_fraction(" +
 					std::to_string(fraction) + ") on " + device_name(device));
+		set_fraction_bytes(device, bytes ? bytes : 1);
 	}
 
 	/* torch's expandable segments are its own; cuda_vmm is xdm's (xdm-torch(7)). */

@@ -15,7 +15,8 @@
  * history torch asked to record.
  *
  * Units: allocator.cpp (allocation, frees, streams, peers), pools.cpp
- * (private pools, graph capture), stats.cpp (DeviceStats), history.cpp
+ * (private pools, graph capture), fraction.cpp (torch's memory fraction
+ * over all of them), stats.cpp (DeviceStats), history.cpp
  * (recordHistory, snapshots, OOM observers), ipc.cpp (tensors sent to
  * other processes), install.cpp (the C entry points python/xdm/torch.py
  * calls).
@@ -114,6 +115,8 @@ std::vector<owned_runtime> device_runtimes(int device);
 xdm_runtime *pool_runtime(int device, MempoolId_t id);
 /* True while any allocation route is open (a capture, a use_mem_pool). */
 bool routes_open();
+/* True while any private pool lives, on any device. */
+bool private_pools_live();
 /* Give idle memory back: every runtime (id {0,0}) or one released pool. */
 void empty_cache(MempoolId_t id);
 
@@ -155,6 +158,18 @@ private:
 	bool switched;
 	cudaStreamCaptureMode previous;
 };
+
+/* ---- torch's memory fraction over every pool (fraction.cpp) ------------ */
+
+/* set_per_process_memory_fraction's bytes for the device (0: none), and what was set. */
+void set_fraction_bytes(int device, uint64_t bytes);
+uint64_t fraction_bytes(int device);
+/*
+ * Before an allocation in rt, a runtime of device: where a fraction is set
+ * and private pools live, bound rt's pool by what the fraction leaves
+ * after the device's other runtimes' reserved bytes.
+ */
+void share_fraction(int device, xdm_runtime *rt);
 
 /* ---- statistics (stats.cpp) ---------------------------------------------- */
 

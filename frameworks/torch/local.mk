@@ -6,7 +6,7 @@ if HAVE_TORCH
 pkglib_LTLIBRARIES += frameworks/torch/libxdm-torch.la
 endif
 frameworks_torch_libxdm_torch_la_SOURCES = frameworks/torch/glue.hpp \
-	frameworks/torch/allocator.cpp frameworks/torch/pools.cpp \
+	frameworks/torch/allocator.cpp frameworks/torch/pools.cpp frameworks/torch/fraction.cpp \
 	frameworks/torch/stats.cpp frameworks/torch/history.cpp \
 	frameworks/torch/install.cpp frameworks/torch/oom.cpp frameworks/torch/ipc.cpp
 frameworks_torch_libxdm_torch_la_CPPFLAGS = $(AM_CPPFLAGS) $(TORCH_CPPFLAGS)

@@ -232,6 +232,11 @@ void collect_whole(const xdm_block *b, void *arg)
 
 } // namespace
 
+bool private_pools_live()
+{
+	return live_pools.load(std::memory_order_acquire) > 0;
+}
+
 bool routes_open()
 {
 	return open_routes.load(std::memory_order_acquire) > 0;

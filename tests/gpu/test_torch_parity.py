@@ -292,6 +292,42 @@ def test_mempool_routes_allocations_and_counts_its_users():
     assert xdm["uses_after"] == ctrl["uses_after"]
 
 
+FRACTION_OVER_A_MEMPOOL = '''
+    free, total = torch.cuda.mem_get_info()
+    if FRACTION:
+        torch.cuda.set_per_process_memory_fraction((256 << 20) / total)
+    held = torch.empty(192 << 20, dtype=torch.uint8, device="cuda")
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        try:
+            big = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
+            big_outcome = "fits"
+        except torch.OutOfMemoryError:
+            big_outcome = "refused"
+        try:
+            small = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
+            small_outcome = "fits"
+        except torch.OutOfMemoryError:
+            small_outcome = "refused"
+    get = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    report("RESULT", big=big_outcome, small=small_outcome,
+           fraction_mib=round(get() * total / (1 << 20)) if get else None)
+'''
+
+
+def test_memory_fraction_bounds_mempools_too():
+    """torch's memory fraction bounds every pool of the device together:
+    with 256 MiB allowed and 192 MiB held by the device's pool, a MemPool
+    is refused 128 MiB more and given 32 MiB, under both allocators; the
+    control, without the fraction, gives the MemPool the 128 MiB."""
+    ctrl, xdm = both("FRACTION = True\n" + textwrap.dedent(FRACTION_OVER_A_MEMPOOL))
+    unbounded = xdm_only("FRACTION = False\n" + textwrap.dedent(FRACTION_OVER_A_MEMPOOL))
+    assert ctrl["big"] == "refused" and ctrl["small"] == "fits", ctrl
+    assert xdm["big"] == ctrl["big"] and xdm["small"] == ctrl["small"], (ctrl, xdm)
+    assert xdm["fraction_mib"] == ctrl["fraction_mib"], (ctrl, xdm)
+    assert unbounded["big"] == "fits" and unbounded["small"] == "fits", unbounded
+
+
 def test_compile_reduce_overhead_gives_eager_answers():
     ctrl, xdm = both('''
         torch.manual_seed(0)

@@ -230,6 +230,9 @@ void delete_block(void *ptr) noexcept
 
 namespace {
 
+/* Per device: the devices torch granted its memory (bit d: device d). */
+std::atomic<uint64_t> peers_granted[XDM_MAX_DEVICES];
+
 /*
  * Grant dev the pools and mappings of dev_to_access's stack (and of its
  * private pools over cuda_vmm); cuda_direct's memory needs no grant.
@@ -241,7 +244,21 @@ void grant_peer(int dev, int dev_to_access)
 		if (xdm_runtime_grant_peer(o.rt, static_cast<uint32_t>(dev)) != XDM_OK)
 			throw_xdm_error("granting " + device_name(dev) + " access to the memory of " +
 					device_name(dev_to_access));
+	/* Private pools made from now on get the grant too (pools.cpp). */
+	if (dev >= 0 && dev < 64 && dev_to_access >= 0 && dev_to_access < XDM_MAX_DEVICES)
+		peers_granted[dev_to_access].fetch_or(uint64_t{1} << dev, std::memory_order_acq_rel);
 }
+
+} // namespace
+
+uint64_t granted_peers(int device)
+{
+	if (device < 0 || device >= XDM_MAX_DEVICES)
+		return 0;
+	return peers_granted[device].load(std::memory_order_acquire);
+}
+
+namespace {
 
 /* The topmost pool layer of the device's stack, or -1. */
 int pool_layer(xdm_runtime *rt)

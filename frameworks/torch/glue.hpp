@@ -76,6 +76,8 @@ xdm_runtime *built_runtime(int device);
 int layer_index(xdm_runtime *rt, const char *name);
 /* An attribute of a layer as a number; false when it has none. */
 bool layer_number(xdm_runtime *rt, int layer, const char *attr, uint64_t *out);
+/* The devices torch granted device's memory so far (bit d: device d). */
+uint64_t granted_peers(int device);
 
 /* ---- private pools (pools.cpp) ------------------------------------------- */
 

@@ -147,6 +147,18 @@ private_pool &create_locked(pool_table &t, int device, MempoolId_t id)
 	    XDM_OK)
 		throw_xdm_error("the private pool " + pool_name(id) + " of " +
 				device_name(device) + " (stack '" + stack + "')");
+	/* The peers torch granted the device's memory before this pool was made. */
+	uint64_t peers = granted_peers(device);
+	for (uint32_t peer = 0; peers; peer++, peers >>= 1) {
+		if (!(peers & 1) || xdm_runtime_grant_peer(rt, peer) == XDM_OK)
+			continue;
+		std::string why = xdm_last_error_message();
+
+		xdm_runtime_destroy(rt);
+		TORCH_CHECK(false, "xdm: the private pool ", pool_name(id), " of ",
+			    device_name(device), " could not grant device ", peer,
+			    " the access torch enabled: ", why);
+	}
 	private_pool &p = t.pools[{device, id}];
 	p = {id, device, rt, 0};
 	live_pools.fetch_add(1, std::memory_order_release);

@@ -752,3 +752,28 @@ def test_two_gpu_copy_without_peers_written():
     if ctrl["skip"]:
         pytest.skip("one GPU")
     assert xdm["same"] and xdm["sum"] == ctrl["sum"], xdm
+
+
+def test_mempool_made_after_peer_access_is_reached_by_the_peer():
+    """torch enables peer access once per pair of devices; a MemPool of
+    device 1 made afterwards is still reached from device 0: a kernel of
+    device 0 (a strided copy, which torch runs as a kernel when peers
+    may reach each other) reads and writes the pool's memory in place."""
+    ctrl, xdm = both('''
+        if torch.cuda.device_count() < 2 or not torch.cuda.can_device_access_peer(0, 1):
+            report("RESULT", skip=True)
+        else:
+            warm = torch.ones(4, device="cuda:1").to("cuda:0")  # torch enables 0 -> 1 here
+            pool = torch.cuda.MemPool(device=1)
+            with torch.cuda.use_mem_pool(pool, device=1):
+                y = torch.zeros(1024, 1024, device="cuda:1")
+            x = torch.arange(1 << 20, dtype=torch.float32, device="cuda:0").view(1024, 1024)
+            with torch.cuda.device(0):
+                y.t().copy_(x)
+            torch.cuda.synchronize(0)
+            torch.cuda.synchronize(1)
+            report("RESULT", skip=False, same=bool(torch.equal(y.t().cpu(), x.cpu())))
+    ''')
+    if ctrl["skip"]:
+        pytest.skip("fewer than two GPUs with peer access")
+    assert ctrl["same"] and xdm["same"], (ctrl, xdm)

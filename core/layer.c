@@ -182,6 +182,20 @@ enum xdm_status xdm_up_ipc_export(struct xdm_layer *up, const struct xdm_block *
 	return l->ops->ipc_export(l, block, out);
 }
 
+enum xdm_status xdm_up_chunks(struct xdm_layer *up, xdm_chunk_fn fn, void *arg)
+{
+	struct xdm_layer *l = up;
+
+	FIND_IMPL(l, chunks);
+
+	if (!l)
+		return no_upstream();
+	if (!l->ops->chunks)
+		return xdm_error_set(XDM_E_NOT_SUPPORTED, "%s: cannot tell the chunks it holds",
+				     l->ops->name);
+	return l->ops->chunks(l, fn, arg);
+}
+
 enum xdm_status xdm_up_prepare_block_use(struct xdm_layer *up, struct xdm_block_id id,
 					 xdm_stream_id use_stream, enum xdm_access access)
 {

@@ -542,15 +542,28 @@ static bool trim_pool(xdm_runtime *rt)
 void empty_cache(MempoolId_t id)
 {
 	pool_table &t = table();
+	std::vector<bool> routed(XDM_MAX_DEVICES, false);
+	/* Trims on other devices may run while a capture is under way in global mode. */
+	relaxed_capture relaxed;
 
-	/* Inside a capture nothing is given back: the graph may use it. */
-	if (routes_open())
-		return;
+	/*
+	 * A device with a route open (a capture, a use_mem_pool) gives nothing
+	 * back: a graph being captured may use what its runtimes hold, and
+	 * giving back queues work on streams that may be capturing.  Every
+	 * other device is emptied, as under torch.
+	 */
+	if (routes_open()) {
+		std::lock_guard<std::mutex> hold(t.lock);
+
+		for (const open_route &r : t.routes)
+			if (r.device >= 0 && r.device < XDM_MAX_DEVICES)
+				routed[r.device] = true;
+	}
 	if (id == MempoolId_t{0, 0}) {
 		for (int d = 0; d < XDM_MAX_DEVICES; d++) {
 			xdm_runtime *rt = built_runtime(d);
 
-			if (!rt)
+			if (!rt || routed[d])
 				continue;
 			if (xdm_reap_pending(rt) != XDM_OK || !trim_pool(rt))
 				std::fprintf(stderr, "xdm: emptying the cache of %s: %s\n",
@@ -560,7 +573,8 @@ void empty_cache(MempoolId_t id)
 	std::lock_guard<std::mutex> hold(t.lock);
 	std::vector<std::pair<int, MempoolId_t>> released;
 	for (auto &entry : t.pools)
-		if (entry.second.use_count == 0 && (id == MempoolId_t{0, 0} || entry.second.id == id))
+		if (entry.second.use_count == 0 && !routed[entry.second.device] &&
+		    (id == MempoolId_t{0, 0} || entry.second.id == id))
 			released.push_back(entry.first);
 	for (auto &key : released)
 		drain_locked(t, key.first, key.second);

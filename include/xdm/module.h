@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define XDM_ABI_MAJOR 1
-#define XDM_ABI_MINOR 9
+#define XDM_ABI_MINOR 10
 
 #define XDM_MODULE_ENTRY_SYMBOL "xdm_module_entry"
 
@@ -144,6 +144,26 @@ enum xdm_ipc_flags {
 	 * outside the block is the block's own padding, never another's. */
 	XDM_IPC_ONLY_BLOCK = 1u << 0,
 };
+
+/* ---- what a layer holds (ABI 1.10) ------------------------------------ */
+
+/*
+ * How a layer's chunks method marks a piece of a chunk (the state of a
+ * struct xdm_chunk_piece of <xdm/xdm.h> it hands to fn).  The runtime
+ * turns them into XDM_PIECE_ACTIVE or XDM_PIECE_INACTIVE by its registry
+ * of live blocks before a caller sees them (xdm_runtime_for_each_chunk).
+ */
+enum xdm_layer_piece_state {
+	XDM_LAYER_PIECE_USED = 16,	/* handed to the layer above */
+	XDM_LAYER_PIECE_FREE = 17,	/* free in the layer, merged with free neighbours */
+	XDM_LAYER_PIECE_CACHED = 18,	/* free in the layer, kept apart for reuse by size */
+};
+
+/*
+ * Called once per chunk; the chunk and its pieces are the layer's, valid
+ * for the call only.  Nonzero stops the walk.
+ */
+typedef int (*xdm_chunk_fn)(const struct xdm_chunk *chunk, void *arg);
 
 /* ---- the ops table --------------------------------------------------- */
 
@@ -295,6 +315,23 @@ struct xdm_ops {
 	 * NULL: every handle is the stream stream_resolve answers.
 	 */
 	enum xdm_status (*stream_join)(struct xdm_layer *self, void *handle, void *canonical);
+
+	/* ABI 1.10: backend and adaptor */
+	/*
+	 * What the layer holds from its upstream, for memory viewers: fn once
+	 * per range it holds (a chunk: a pool's chunk, a run of a backend's
+	 * granules), with its pieces in address order, which tile it with no
+	 * gap and no overlap; each piece marked as enum xdm_layer_piece_state
+	 * says.  stream is the stream whose arena owns the chunk.  A layer
+	 * copies what it needs under its own locks and calls fn after
+	 * releasing them (fn allocates, and may be slow); a chunk that moves
+	 * meanwhile may be seen twice or not at all, which the core allows
+	 * for.  A nonzero fn stops the walk, and the method returns XDM_OK.
+	 * NULL in an adaptor forwards to its upstream (the adaptor hands out
+	 * its upstream's blocks); NULL in a backend: XDM_E_NOT_SUPPORTED, and
+	 * the runtime shows each live block as a chunk of its own.
+	 */
+	enum xdm_status (*chunks)(struct xdm_layer *self, xdm_chunk_fn fn, void *arg);
 	/* append new members here, and bump XDM_ABI_MINOR */
 };
 
@@ -442,6 +479,8 @@ XDM_API enum xdm_status xdm_up_ipc_export(struct xdm_layer *up, const struct xdm
 					  struct xdm_ipc_object *out);
 XDM_API enum xdm_status xdm_up_finish_block_use(struct xdm_layer *up, struct xdm_block_id id,
 						xdm_stream_id use_stream, enum xdm_access access);
+/* ABI 1.10: what the stack below holds (chunks), down past adaptors that leave it NULL. */
+XDM_API enum xdm_status xdm_up_chunks(struct xdm_layer *up, xdm_chunk_fn fn, void *arg);
 /*
  * ABI 1.7: before a layer opens `need` descriptors for an XDM_IPC_FDS
  * answer: whether this process may open that many more, after raising the

@@ -304,6 +304,63 @@ XDM_API enum xdm_status xdm_runtime_for_each_block(struct xdm_runtime *rt,
 						   void *arg);
 
 /*
+ * What the stack holds, in the shape memory viewers draw (PyTorch's
+ * segments and blocks): each range of memory the stack took from below (a
+ * chunk: a pool's chunk, over a virtual-memory backend a run of its
+ * granules) with the pieces it is cut into, in address order, which tile
+ * it with no gap and no overlap.
+ */
+enum xdm_chunk_piece_state {
+	/* A live block of the runtime starts in it: handed to the user.  A
+	 * layer that adds bytes around its blocks (a guard's canaries) makes
+	 * the piece larger than the block. */
+	XDM_PIECE_ACTIVE = 1,
+	/*
+	 * Held by the stack, no live block in it: free for reuse (a pool's
+	 * free or cached piece, a block in a thread's cache), or kept back
+	 * from reuse for a while (a guard's quarantine, a free held for an
+	 * importer or for a graph capture).
+	 */
+	XDM_PIECE_INACTIVE = 2,
+};
+
+struct xdm_chunk_piece {
+	uint64_t ptr;
+	uint64_t bytes;
+	uint32_t state;			/* enum xdm_chunk_piece_state */
+};
+
+struct xdm_chunk {
+	uint64_t ptr;
+	uint64_t bytes;
+	xdm_stream_id stream;		/* the stream that owns it (its live block's) */
+	uint32_t npieces;		/* at least 1 */
+	const struct xdm_chunk_piece *pieces;
+};
+
+/*
+ * Visit every chunk of the stack, in address order, with its pieces: fn
+ * returns nonzero to stop (XDM_OK is returned then too).  Where no layer
+ * of the stack can tell (a stack without a pool), each live block is a
+ * chunk of its own with one ACTIVE piece; a live block that lies in no
+ * chunk of the stack is such a chunk too, so every live block is in
+ * exactly one chunk, in the one ACTIVE piece that holds its start.
+ *
+ * It is a sample: the live blocks are copied out of the registry first,
+ * then each layer copies its chunks under its own short locks; blocks
+ * allocated or freed meanwhile may or may not be seen, and a chunk the
+ * stack moves between streams meanwhile may be missed.  Exact at
+ * quiescence.  The chunk and its pieces are valid for the call only; fn
+ * must not call into the runtime.  XDM_E_INVALID for a NULL rt or fn;
+ * XDM_E_OUT_OF_MEMORY when the copies cannot be made; XDM_E_MODULE when
+ * a layer hands a chunk its pieces do not tile (nothing is visited then).
+ */
+XDM_API enum xdm_status xdm_runtime_for_each_chunk(struct xdm_runtime *rt,
+						   int (*fn)(const struct xdm_chunk *c,
+							     void *arg),
+						   void *arg);
+
+/*
  * The calling thread's query id, which the logging adaptor writes on every
  * row (an engine sets it per query; 0 when unset).
  */

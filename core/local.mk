@@ -15,6 +15,7 @@ core_libxdmcore_la_SOURCES = \
 	core/stream_pool.c \
 	core/event_pool.c \
 	core/registry.c \
+	core/chunks.c \
 	core/tracking.c \
 	core/runtime_build.c \
 	core/runtime.c \
@@ -31,6 +32,7 @@ core_libxdmcore_la_SOURCES = \
 	core/tree_process.c \
 	core/tree_runtime.c \
 	core/tree_blocks.c \
+	core/tree_chunks.c \
 	core/tree_streams.c \
 	core/mount.c \
 	core/frontend.h \

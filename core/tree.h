@@ -67,4 +67,7 @@ typedef int (*tree_list_fn)(const char *name, const struct xdm_tree_node *node, 
 XDM_HIDDEN bool xdm_tree_block_exists(struct xdm_runtime *rt, uint64_t generation);
 XDM_HIDDEN int xdm_tree_list_blocks(struct xdm_runtime *rt, tree_list_fn fn, void *arg);
 
+/* chunks: what the stack holds, a line per chunk and per piece (tree_chunks.c). */
+XDM_HIDDEN int xdm_tree_show_chunks(const struct tree_pos *pos, struct tree_buf *b);
+
 #endif /* XDM_CORE_TREE_H */

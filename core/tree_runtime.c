@@ -147,5 +147,6 @@ const struct tree_file xdm_tree_runtime_files[] = {
 	{ "reset_peak", NULL, store_reset_peak },
 	{ "reset_totals", NULL, store_reset_totals },
 	{ "imports", show_imports, NULL },
+	{ "chunks", xdm_tree_show_chunks, NULL },
 	{ NULL, NULL, NULL },
 };

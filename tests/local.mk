@@ -79,6 +79,7 @@ unit_tests = \
 	tests/unit/check_pool \
 	tests/unit/check_pool_tcache \
 	tests/unit/check_pool_vmm \
+	tests/unit/check_chunks \
 	tests/unit/check_peers \
 	tests/unit/check_logging \
 	tests/unit/check_guard

@@ -10,6 +10,7 @@ backends_pool_la_SOURCES = \
 	backends/pool/span.c \
 	backends/pool/trim.c \
 	backends/pool/tcache.c \
+	backends/pool/chunks.c \
 	backends/pool/attrs.c
 backends_pool_la_LDFLAGS = $(module_link_flags)
 backends_pool_la_LIBADD = $(module_link_libs)

@@ -444,6 +444,7 @@ const struct xdm_ops pool_ops = {
 	.supports_block_use_tracking = xdm_track_supported,
 	.prepare_block_use = xdm_track_prepare,
 	.finish_block_use = xdm_track_finish,
+	.chunks = pool_chunks,
 };
 
 XDM_MODULE(&pool_ops)

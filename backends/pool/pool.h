@@ -475,6 +475,10 @@ static inline bool pool_tc_push(struct pool *p, unsigned int i, uint64_t ptr, ui
 	return true;
 }
 
+/* ---- chunks.c: what the pool holds, for memory viewers (ABI 1.10) ----------- */
+
+enum xdm_status pool_chunks(struct xdm_layer *self, xdm_chunk_fn fn, void *arg);
+
 /* ---- attrs.c ---------------------------------------------------------- */
 
 extern const struct xdm_attr pool_attrs[];

@@ -383,15 +383,19 @@ public:
 		return {};
 	}
 
+	/*
+	 * torch's caching_allocator_enable: off, each allocation no route takes
+	 * is a block of the stack's base with no pool above it, and its free
+	 * gives the memory back at once; the budget counts both ways.
+	 */
 	void enable(bool value) override
 	{
-		TORCH_CHECK(value, "xdm: torch's allocator cannot be disabled while xdm serves "
-			    "it: every allocation is a block of an xdm runtime");
+		set_caching(value);
 	}
 
 	bool isEnabled() const override
 	{
-		return true;
+		return caching_enabled();
 	}
 
 	void cacheInfo(c10::DeviceIndex device, size_t *largest) override
@@ -419,9 +423,15 @@ public:
 
 		if (!ptr)
 			return;
-		rt = owner_of(ptr, &b, nullptr);
+		MempoolId_t pool{0, 0};
+		rt = owner_of(ptr, &b, &pool);
 		TORCH_CHECK(rt, "xdm: record_stream: " + hex_address(ptr) + " is not the address of a "
 			    "live block of an xdm runtime");
+		/* A block made while caching was off: as under torch, nothing to
+		 * record; its free gives it back to the driver, which orders that
+		 * after the device's work (cuMemFree; cuda_vmm frees on its stream). */
+		if (pool == uncached_pool_id())
+			return;
 		relaxed_capture relaxed;
 		if (xdm_native_record_use(rt, ptr, stream.stream()) != XDM_OK)
 			throw_xdm_error("record_stream of the tensor memory at " + hex_address(ptr));

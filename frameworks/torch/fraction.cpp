@@ -30,13 +30,19 @@ std::atomic<uint64_t> allowed[XDM_MAX_DEVICES];
 /* Whether the device runtime's max was lowered for a private pool's sake. */
 std::atomic<bool> lowered[XDM_MAX_DEVICES];
 
+/* What rt holds from the device: its pool's reserved, or without a pool its live blocks. */
 uint64_t reserved_of(xdm_runtime *rt)
 {
 	uint64_t bytes = 0;
 	int pool = layer_index(rt, "pool");
+	xdm_stats s;
 
-	if (pool >= 0)
+	if (pool >= 0) {
 		layer_number(rt, pool, "reserved", &bytes);
+		return bytes;
+	}
+	if (xdm_runtime_stats(rt, &s) == XDM_OK)
+		bytes = s.bytes_outstanding;
 	return bytes;
 }
 

@@ -119,6 +119,14 @@ xdm_runtime *pool_runtime(int device, MempoolId_t id);
 bool routes_open();
 /* True while any private pool lives, on any device. */
 bool private_pools_live();
+/*
+ * torch's caching_allocator_enable: while off, what no route takes goes to
+ * a runtime of the device with its adaptors over its base and no pool.
+ */
+void set_caching(bool enabled);
+bool caching_enabled();
+/* The pool id torch's uncached allocations are traced and owned under. */
+MempoolId_t uncached_pool_id();
 /* Give idle memory back: every runtime (id {0,0}) or one released pool. */
 void empty_cache(MempoolId_t id);
 

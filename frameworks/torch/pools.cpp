@@ -73,6 +73,16 @@ pool_table &table()
 /* routes.size() and pools.size(), read without the lock on the hot paths. */
 std::atomic<int> open_routes;
 std::atomic<int> live_pools;
+/* torch's caching_allocator_enable(False) is in force. */
+std::atomic<bool> caching_off;
+
+/*
+ * The pool id of the runtime that serves torch while its caching is off:
+ * the device's adaptors over its base with no pool, so that every free
+ * gives the memory back at once, under the same budget.  torch numbers its
+ * own pools upward from 1 in one half of the pair, never this.
+ */
+const MempoolId_t uncached_pool{0, ~0ull};
 
 std::string pool_name(MempoolId_t id)
 {
@@ -102,7 +112,7 @@ std::string trimmed(const std::string &s)
  * The private stack of a pool of the device: the adaptors of the device's
  * stack, then a pool that keeps its chunks over plain device memory.
  */
-std::string private_stack(xdm_runtime *device_rt)
+std::string private_stack(xdm_runtime *device_rt, bool caching)
 {
 	char spec[1024] = "";
 	std::string stack, base = "cuda_direct", text;
@@ -126,6 +136,8 @@ std::string private_stack(xdm_runtime *device_rt)
 			break;
 		at = bar + 1;
 	}
+	if (!caching)
+		return stack + base;
 	/* 2M chunks: a graph's pool holds what its capture used, not a device's worth. */
 	return stack + "pool keep=true tcache=0 chunk=2M | " + base;
 }
@@ -137,10 +149,10 @@ private_pool *find_locked(pool_table &t, int device, MempoolId_t id)
 	return it == t.pools.end() ? nullptr : &it->second;
 }
 
-private_pool &create_locked(pool_table &t, int device, MempoolId_t id)
+private_pool &create_locked(pool_table &t, int device, MempoolId_t id, bool caching = true)
 {
 	xdm_runtime *device_rt = runtime_of(device);
-	std::string stack = private_stack(device_rt);
+	std::string stack = private_stack(device_rt, caching);
 	xdm_runtime *rt = nullptr;
 
 	if (xdm_runtime_create(static_cast<uint32_t>(device), nullptr, stack.c_str(), &rt) !=
@@ -258,7 +270,7 @@ xdm_runtime *route(int device, cudaStream_t stream, MempoolId_t *pool)
 {
 	xdm_runtime *rt = runtime_of(device);
 
-	if (!routes_open())
+	if (!routes_open() && caching_enabled())
 		return rt;
 	pool_table &t = table();
 	std::lock_guard<std::mutex> hold(t.lock);
@@ -271,7 +283,32 @@ xdm_runtime *route(int device, cudaStream_t stream, MempoolId_t *pool)
 			return p->rt;
 		}
 	}
-	return rt;
+	if (caching_enabled())
+		return rt;
+	/* torch's caching_allocator_enable(False): the stack's base, no pool. */
+	private_pool *p = find_locked(t, device, uncached_pool);
+	if (!p) {
+		p = &create_locked(t, device, uncached_pool, false);
+		/* Never released: empty_cache leaves it be. */
+		p->use_count = 1;
+	}
+	*pool = p->id;
+	return p->rt;
+}
+
+void set_caching(bool enabled)
+{
+	caching_off.store(!enabled, std::memory_order_release);
+}
+
+bool caching_enabled()
+{
+	return !caching_off.load(std::memory_order_acquire);
+}
+
+MempoolId_t uncached_pool_id()
+{
+	return uncached_pool;
 }
 
 xdm_runtime *pool_runtime(int device, MempoolId_t id)

@@ -777,3 +777,40 @@ def test_mempool_made_after_peer_access_is_reached_by_the_peer():
     if ctrl["skip"]:
         pytest.skip("fewer than two GPUs with peer access")
     assert ctrl["same"] and xdm["same"], (ctrl, xdm)
+
+
+def test_caching_allocator_off_gives_memory_back_at_each_free():
+    """torch.cuda.memory.caching_allocator_enable(False): each free gives
+    the memory back to the driver at once (the device's free memory is
+    back after del), under torch's allocator and under xdm; xdm still
+    counts the live block in its budget.  The control, caching on, keeps
+    the memory after the free under both."""
+    code = '''
+        MB = 1 << 20
+        torch.empty(1, device="cuda")          # the context, before the first reading
+        torch.cuda.synchronize()
+        torch.cuda.memory.caching_allocator_enable(CACHING)
+        free0, _ = torch.cuda.mem_get_info()
+        x = torch.empty(256 * MB, dtype=torch.uint8, device="cuda")
+        x.fill_(1)
+        torch.cuda.synchronize()
+        free1, _ = torch.cuda.mem_get_info()
+        counted = torch.cuda.memory_allocated()
+        side = torch.cuda.Stream()
+        x.record_stream(side)
+        del x
+        torch.cuda.synchronize()
+        free2, _ = torch.cuda.mem_get_info()
+        report("RESULT", taken_mib=(free0 - free1) // MB, back_mib=(free2 - free1) // MB,
+               counted_mib=counted // MB)
+    '''
+    for caching in (False, True):
+        ctrl, xdm = both(("CACHING = %r\n" % caching) + textwrap.dedent(code))
+        # xdm counts the block whichever way it was made (its budget does too).
+        assert xdm["counted_mib"] >= 256, (caching, xdm)
+        for r in (ctrl, xdm):
+            assert r["taken_mib"] >= 256, (caching, r)
+            if caching:
+                assert r["back_mib"] < 8, (caching, r)
+            else:
+                assert r["back_mib"] >= 248, (caching, r)

@@ -427,14 +427,16 @@ public:
 		rt = owner_of(ptr, &b, &pool);
 		TORCH_CHECK(rt, "xdm: record_stream: " + hex_address(ptr) + " is not the address of a "
 			    "live block of an xdm runtime");
-		/* A block made while caching was off: as under torch, nothing to
-		 * record; its free gives it back to the driver, which orders that
-		 * after the device's work (cuMemFree; cuda_vmm frees on its stream). */
-		if (pool == uncached_pool_id())
-			return;
 		relaxed_capture relaxed;
-		if (xdm_native_record_use(rt, ptr, stream.stream()) != XDM_OK)
+		if (xdm_native_record_use(rt, ptr, stream.stream()) != XDM_OK) {
+			/* A block made while caching was off, over cuda_direct, which
+			 * tracks no streams: as under torch, nothing to record, since
+			 * cuMemFree waits for the device's work. */
+			if (pool == uncached_pool_id() &&
+			    xdm_last_error()->code == XDM_E_STREAM_MISUSE)
+				return;
 			throw_xdm_error("record_stream of the tensor memory at " + hex_address(ptr));
+		}
 		remember_use(ptr, stream.stream());
 	}
 

@@ -489,9 +489,7 @@ public:
 	void createOrIncrefPool(c10::DeviceIndex device, MempoolId_t id,
 				std::shared_ptr<cca::CUDAAllocator> custom) override
 	{
-		TORCH_CHECK(!custom, "xdm: a MemPool with an allocator of its own is not served "
-			    "by xdm: its memory would bypass xdm's budget and registry");
-		create_or_incref_pool(device, id);
+		create_or_incref_pool(device, id, std::move(custom));
 	}
 
 	void setUseOnOOM(c10::DeviceIndex, MempoolId_t, bool use_on_oom) override

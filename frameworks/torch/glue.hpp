@@ -134,7 +134,9 @@ void begin_allocate_to_pool(int device, MempoolId_t id,
 			    std::function<bool(cudaStream_t)> filter);
 void end_allocate_to_pool(int device, MempoolId_t id);
 void release_pool(int device, MempoolId_t id);
-void create_or_incref_pool(int device, MempoolId_t id);
+/* own: the MemPool's allocator of its own, or NULL (mempool_allocator.cpp). */
+void create_or_incref_pool(int device, MempoolId_t id,
+			   std::shared_ptr<cca::CUDAAllocator> own = nullptr);
 int pool_use_count(int device, MempoolId_t id);
 bool pool_live_allocations_are(int device, MempoolId_t id,
 			       const std::unordered_set<void *> &expected);
@@ -168,6 +170,16 @@ private:
 	bool switched;
 	cudaStreamCaptureMode previous;
 };
+
+/* ---- MemPools with an allocator of their own (mempool_allocator.cpp) ---- */
+
+/*
+ * The base layer (a stack spec's text) whose memory comes from allocator,
+ * which the layer holds from then on; forget_allocator_base drops it when
+ * no runtime was made of it.
+ */
+std::string allocator_base(std::shared_ptr<cca::CUDAAllocator> allocator);
+void forget_allocator_base(const std::string &base);
 
 /* ---- torch's memory fraction over every pool (fraction.cpp) ------------ */
 

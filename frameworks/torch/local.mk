@@ -8,7 +8,8 @@ endif
 frameworks_torch_libxdm_torch_la_SOURCES = frameworks/torch/glue.hpp \
 	frameworks/torch/allocator.cpp frameworks/torch/pools.cpp frameworks/torch/fraction.cpp \
 	frameworks/torch/stats.cpp frameworks/torch/history.cpp \
-	frameworks/torch/install.cpp frameworks/torch/oom.cpp frameworks/torch/ipc.cpp
+	frameworks/torch/install.cpp frameworks/torch/oom.cpp frameworks/torch/ipc.cpp \
+	frameworks/torch/mempool_allocator.cpp
 frameworks_torch_libxdm_torch_la_CPPFLAGS = $(AM_CPPFLAGS) $(TORCH_CPPFLAGS)
 # No sanitizers: the module is loaded into a python that has no ASan runtime.
 frameworks_torch_libxdm_torch_la_CXXFLAGS = $(TORCH_CXXFLAGS) $(PTHREAD_FLAGS) -Wall \

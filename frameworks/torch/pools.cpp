@@ -112,7 +112,7 @@ std::string trimmed(const std::string &s)
  * The private stack of a pool of the device: the adaptors of the device's
  * stack, then a pool that keeps its chunks over plain device memory.
  */
-std::string private_stack(xdm_runtime *device_rt, bool caching)
+std::string private_stack(xdm_runtime *device_rt, bool caching, const std::string &own_base)
 {
 	char spec[1024] = "";
 	std::string stack, base = "cuda_direct", text;
@@ -136,6 +136,9 @@ std::string private_stack(xdm_runtime *device_rt, bool caching)
 			break;
 		at = bar + 1;
 	}
+	/* A MemPool's own allocator is the base (mempool_allocator.cpp). */
+	if (!own_base.empty())
+		base = own_base;
 	if (!caching)
 		return stack + base;
 	/* 2M chunks: a graph's pool holds what its capture used, not a device's worth. */
@@ -149,16 +152,20 @@ private_pool *find_locked(pool_table &t, int device, MempoolId_t id)
 	return it == t.pools.end() ? nullptr : &it->second;
 }
 
-private_pool &create_locked(pool_table &t, int device, MempoolId_t id, bool caching = true)
+private_pool &create_locked(pool_table &t, int device, MempoolId_t id, bool caching = true,
+			    const std::string &own_base = "")
 {
 	xdm_runtime *device_rt = runtime_of(device);
-	std::string stack = private_stack(device_rt, caching);
+	std::string stack = private_stack(device_rt, caching, own_base);
 	xdm_runtime *rt = nullptr;
 
 	if (xdm_runtime_create(static_cast<uint32_t>(device), nullptr, stack.c_str(), &rt) !=
-	    XDM_OK)
+	    XDM_OK) {
+		if (!own_base.empty())
+			forget_allocator_base(own_base);
 		throw_xdm_error("the private pool " + pool_name(id) + " of " +
 				device_name(device) + " (stack '" + stack + "')");
+	}
 	/* The peers torch granted the device's memory before this pool was made. */
 	uint64_t peers = granted_peers(device);
 	for (uint32_t peer = 0; peers; peer++, peers >>= 1) {
@@ -401,14 +408,14 @@ static void let_go_of_capture_frees_locked(pool_table &t, int device)
 			(void)xdm_release_capture_frees(entry.second.rt);
 }
 
-void create_or_incref_pool(int device, MempoolId_t id)
+void create_or_incref_pool(int device, MempoolId_t id, std::shared_ptr<cca::CUDAAllocator> own)
 {
 	pool_table &t = table();
 	std::lock_guard<std::mutex> hold(t.lock);
 	private_pool *p = find_locked(t, device, id);
 
 	if (!p)
-		p = &create_locked(t, device, id);
+		p = &create_locked(t, device, id, true, own ? allocator_base(std::move(own)) : "");
 	p->use_count++;
 }
 

@@ -7,6 +7,8 @@ MemPool, torch.compile's reduce-overhead, memory history and snapshots)
 fails here if it raises, or answers differently from torch's allocator.
 """
 
+import os
+import subprocess
 import textwrap
 
 import pytest
@@ -29,6 +31,11 @@ def xdm_only(code, stack=STACK, env=None, timeout=300):
     """The program's RESULT fields under xdm alone, for what has no
     counterpart under torch's allocator (a budget)."""
     return run((PREAMBLE % ("xdm", stack)) + textwrap.dedent(code), env=env, timeout=timeout)
+
+
+def torch_only(code, env=None, timeout=300):
+    """The program's RESULT fields under torch's allocator alone (a control)."""
+    return run((PREAMBLE % ("torch", STACK)) + textwrap.dedent(code), env=env, timeout=timeout)
 
 
 def both(code, stack=STACK, env=None, timeout=300):
@@ -814,3 +821,97 @@ def test_caching_allocator_off_gives_memory_back_at_each_free():
                 assert r["back_mib"] < 8, (caching, r)
             else:
                 assert r["back_mib"] >= 248, (caching, r)
+
+
+OWN_ALLOCATOR_C = r"""
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+
+static size_t outstanding, calls;
+
+void *xdm_test_alloc(size_t size, int device, cudaStream_t stream)
+{
+	void *ptr = NULL;
+
+	(void)device;
+	(void)stream;
+	calls++;
+	if (cudaMalloc(&ptr, size) != cudaSuccess)
+		return NULL;
+	outstanding += size;
+	return ptr;
+}
+
+void xdm_test_free(void *ptr, size_t size, int device, cudaStream_t stream)
+{
+	(void)device;
+	(void)stream;
+	cudaFree(ptr);
+	outstanding -= size;
+}
+
+size_t xdm_test_outstanding(void) { return outstanding; }
+size_t xdm_test_calls(void) { return calls; }
+"""
+
+OWN_ALLOCATOR = '''
+    import ctypes
+    MB = 1 << 20
+    own = torch.cuda.memory.CUDAPluggableAllocator(LIB, "xdm_test_alloc", "xdm_test_free")
+    counts = ctypes.CDLL(LIB)
+    counts.xdm_test_outstanding.restype = ctypes.c_size_t
+    counts.xdm_test_calls.restype = ctypes.c_size_t
+    pool = torch.cuda.MemPool(own.allocator())
+    with torch.cuda.use_mem_pool(pool):
+        x = torch.empty(8 * MB, dtype=torch.uint8, device="cuda")
+        x.fill_(7)
+    own_bytes = counts.xdm_test_outstanding()
+    in_pool = any(s["address"] <= x.data_ptr() < s["address"] + s["total_size"]
+                  for s in torch.cuda.memory.memory_snapshot(pool.id))
+    used = torch.cuda.memory_stats().get("xdm.budget.used_bytes")
+    calls_before = counts.xdm_test_calls()
+    refused = False
+    with torch.cuda.use_mem_pool(pool):
+        try:
+            y = torch.empty(100 * MB, dtype=torch.uint8, device="cuda")
+        except torch.OutOfMemoryError:
+            refused = True
+    asked_again = counts.xdm_test_calls() - calls_before
+    total = int(x.sum())
+    del x, pool
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    report("RESULT", own_mib=own_bytes // MB, in_pool=in_pool, used=used, refused=refused,
+           asked_again=asked_again, total=total, left=counts.xdm_test_outstanding())
+'''
+
+
+def own_allocator_library(tmp_path):
+    """The test allocator above, built as a shared object; its path."""
+    src = tmp_path / "own_allocator.c"
+    lib = tmp_path / "libown_allocator.so"
+    src.write_text(OWN_ALLOCATOR_C)
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-I%s/include" % cuda,
+                    "-L%s/lib64" % cuda, "-lcudart", "-Wl,-rpath,%s/lib64" % cuda], check=True)
+    return str(lib)
+
+
+def test_mempool_with_its_own_allocator_is_charged_to_the_budget(tmp_path, budget_key):
+    """A MemPool with an allocator of its own: its memory comes from that
+    allocator under both (the allocator holds at least the 8 MiB block and
+    the block is in the pool's snapshot); under xdm the budget charges it
+    and refuses 100 MiB past its 64 MiB limit without asking the
+    allocator, where torch's allocator (the control) gives it."""
+    lib = own_allocator_library(tmp_path)
+    program = ("LIB = %r\n" % lib) + textwrap.dedent(OWN_ALLOCATOR)
+    ctrl = torch_only(program)
+    xdm = xdm_only(program, stack="budget key=%s limit=64M | pool | cuda_async" % budget_key)
+    for r in (ctrl, xdm):
+        assert r["own_mib"] >= 8 and r["in_pool"], r
+        assert r["total"] == 7 * 8 * MB, r
+    assert not ctrl["refused"] and ctrl["asked_again"] >= 1, ctrl
+    assert xdm["used"] >= 8 * MB, xdm
+    assert xdm["refused"] and xdm["asked_again"] == 0, xdm
+    # Everything went back through the allocator once the pool went.
+    assert xdm["left"] == 0, xdm

@@ -20,6 +20,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include <c10/util/Exception.h>
 

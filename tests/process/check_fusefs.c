@@ -98,7 +98,7 @@ extern char **environ;
 static char key_prefix[32];
 
 static const char *const test_names[] = {
-	"churn", "knob", "bad", "ro", "self", "fork", "forks", "unmount", "open", NULL,
+	"churn", "knob", "bad", "ro", "self", "fork", "forks", "unmount", "open", "chunks", NULL,
 };
 
 struct variant {
@@ -1053,6 +1053,68 @@ START_TEST(read_only_files_and_modes)
 }
 END_TEST
 
+/* ---- what the pool holds, read as a file -------------------------------- */
+
+/*
+ * <rt>/chunks through the mount: read-only, the same text xdm_tree_show
+ * renders in the process, a "chunk" line per chunk of the pool (layer 1,
+ * under the budget) and an "active" line at each live block (no thread
+ * caches: a block is its piece).
+ */
+static void chunks_file(struct fx *fx)
+{
+	size_t cap = 1 << 16, len = 0, chunks = 0;
+	char *buf = malloc(cap), *text = NULL, line[128], attr[64];
+	struct xdm_block b[4];
+	struct stat st;
+	char *at;
+	int err;
+
+	ck_assert_ptr_nonnull(buf);
+	for (int i = 0; i < 4; i++)
+		TU_OK(xdm_allocate(fx->rt, (size_t)(i + 1) * 100000, (xdm_stream_id)(i % 2), "chunks",
+				   &b[i]));
+	TU_OK(xdm_deallocate(fx->rt, &b[1]));
+	ck_assert_int_eq(stat(rt_path(fx, "chunks"), &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0444);
+	open_refused(rt_path(fx, "chunks"), O_WRONLY);
+	err = read_text(rt_path(fx, "chunks"), buf, cap);
+	ck_assert_msg(err == 0, "read %s: %s", rt_path(fx, "chunks"), strerror(err));
+	ck_assert_int_eq(xdm_tree_show("0/chunks", &text, &len), 0);
+	ck_assert_msg(strcmp(buf, text) == 0, "the mount's chunks:\n%s\nthe library's:\n%s", buf,
+		      text);
+	for (at = buf; (at = strstr(at, "chunk 0x")); at++)
+		chunks += at == buf || at[-1] == '\n';
+	TU_OK(xdm_layer_attr_show(fx->rt, 1, "chunks", attr, sizeof(attr)));
+	ck_assert_uint_eq(chunks, strtoull(attr, NULL, 10));
+	for (int i = 0; i < 4; i++) {
+		if (i == 1) {
+			/* Freed: merged into a free piece, wherever that starts. */
+			snprintf(line, sizeof(line), "  active 0x%" PRIx64 " ", b[i].ptr);
+			ck_assert_msg(!strstr(buf, line), "'%s' in\n%s", line, buf);
+			continue;
+		}
+		snprintf(line, sizeof(line), "\n  active 0x%" PRIx64 " %zu\n", b[i].ptr,
+			 b[i].bytes);
+		ck_assert_msg(strstr(buf, line), "no '%s' in\n%s", line + 1, buf);
+		TU_OK(xdm_deallocate(fx->rt, &b[i]));
+	}
+	free(text);
+	free(buf);
+	TU_OK(xdm_reap_pending(fx->rt));
+}
+
+START_TEST(chunks_read_through_the_mount)
+{
+	struct fx fx;
+
+	FOR_EACH_VARIANT(&fx, "chunks", "1G", "pool chunk=1M tcache=0 | ") {
+		chunks_file(&fx);
+		fx_close(&fx);
+	}
+}
+END_TEST
+
 /* ---- the process reads its own mount ------------------------------------ */
 
 #define SELF_PASSES 150
@@ -1677,6 +1739,7 @@ static Suite *fusefs_suite(void)
 	tcase_add_test(tc, limit_written_through_mount);
 	tcase_add_test(tc, bad_writes_change_nothing);
 	tcase_add_test(tc, read_only_files_and_modes);
+	tcase_add_test(tc, chunks_read_through_the_mount);
 	tcase_add_test(tc, self_read_while_churning_test);
 	if (!UNDER_TSAN)
 		tcase_add_test(tc, fork_child_leaves_parent_mount);

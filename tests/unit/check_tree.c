@@ -702,6 +702,72 @@ START_TEST(blocks_list_the_live_generations)
 }
 END_TEST
 
+#define MIB ((size_t)1024 * 1024)
+
+struct tree_text {
+	char buf[4096];
+	size_t at;
+};
+
+/* The chunks file as xdm_runtime_for_each_chunk's chunks would be written in it. */
+static int render_chunk(const struct xdm_chunk *c, void *arg)
+{
+	struct tree_text *t = arg;
+
+	t->at += snprintf(t->buf + t->at, sizeof(t->buf) - t->at, "chunk 0x%" PRIx64 " %" PRIu64
+			  " stream %u\n", c->ptr, c->bytes, c->stream);
+	for (uint32_t i = 0; i < c->npieces; i++)
+		t->at += snprintf(t->buf + t->at, sizeof(t->buf) - t->at, "  %s 0x%" PRIx64 " %"
+				  PRIu64 "\n", c->pieces[i].state == XDM_PIECE_ACTIVE ? "active" :
+				  "inactive", c->pieces[i].ptr, c->pieces[i].bytes);
+	ck_assert_uint_lt(t->at, sizeof(t->buf));
+	return 0;
+}
+
+/*
+ * chunks: a line per chunk, then a line per piece, as the API gives them;
+ * empty (a table without rows) while nothing is held; read-only.
+ */
+START_TEST(chunks_file_lists_what_the_stack_holds)
+{
+	struct xdm_runtime *rt = create("pool chunk=1M tcache=0 | host");
+	struct tree_text want = { .at = 0 };
+	struct xdm_block b[3];
+	char line[96], *text;
+
+	expect("", "0/chunks");
+	ck_assert_uint_eq(stat_ok("0/chunks").mode, 0444);
+	ck_assert_int_eq(store("0/chunks", "1"), -EACCES);
+	for (int i = 0; i < 3; i++)
+		TU_OK(xdm_allocate(rt, 1000 * (size_t)(i + 1), (xdm_stream_id)i, "chunk", &b[i]));
+	TU_OK(xdm_deallocate(rt, &b[1]));
+	TU_OK(xdm_runtime_for_each_chunk(rt, render_chunk, &want));
+	text = show("0/chunks");
+	ck_assert_str_eq(text, want.buf);
+	/* Streams 0 and 2 each have a chunk of 1 MiB; stream 1's is all free. */
+	for (int i = 0; i < 3; i++) {
+		snprintf(line, sizeof(line), "chunk 0x%" PRIx64 " %zu stream %d\n  %s 0x%" PRIx64
+			 " ", b[i].ptr, MIB, i, i == 1 ? "inactive" : "active", b[i].ptr);
+		ck_assert_msg(strstr(text, line), "no '%s' in '%s'", line, text);
+	}
+	free(text);
+	for (int i = 0; i < 3; i++)
+		if (i != 1)
+			TU_OK(xdm_deallocate(rt, &b[i]));
+	destroy(rt);
+
+	/* Without a pool: one chunk a live block, of its size, one active piece. */
+	rt = create("host");
+	TU_OK(xdm_allocate(rt, 1000, 3, "alone", &b[0]));
+	snprintf(line, sizeof(line), "chunk 0x%" PRIx64 " %zu stream 3\n  active 0x%" PRIx64
+		 " %zu\n", b[0].ptr, b[0].bytes, b[0].ptr, b[0].bytes);
+	expect(line, "0/chunks");
+	TU_OK(xdm_deallocate(rt, &b[0]));
+	expect("", "0/chunks");
+	destroy(rt);
+}
+END_TEST
+
 static void expect_block(const struct xdm_block *b, size_t asked, const char *tag_shown)
 {
 	uint64_t g = b->generation;
@@ -1373,7 +1439,8 @@ END_TEST
 /* Tables whose values are rows; every other file holds one line. */
 static bool is_table(const char *path)
 {
-	static const char *const tables[] = { "modules", "config", "contents", "processes", NULL };
+	static const char *const tables[] = { "modules", "config", "contents", "processes", "chunks",
+					      NULL };
 	const char *base = strrchr(path, '/');
 
 	base = base ? base + 1 : path;
@@ -1659,6 +1726,7 @@ static Suite *tree_suite(void)
 	tcase_add_test(blocks, pending_frees_counts_frees_stuck_behind_another_stream);
 	tcase_add_test(blocks, pending_frees_skips_frees_without_cross_stream_uses);
 	tcase_add_test(blocks, streams_show_handles_and_imports);
+	tcase_add_test(blocks, chunks_file_lists_what_the_stack_holds);
 	suite_add_tcase(s, blocks);
 
 	tcase_add_test(layers, layers_list_the_stack);

@@ -5,19 +5,22 @@
  * which torch.cuda._memory_viz and pytorch.org/memory_viz read), the OOM
  * observers and the trace trackers, over xdm.
  *
- * One model of a snapshot for all of xdm, the one xdmctl snapshot draws
- * from a logging adaptor's CSV (xdmctl(1), SNAPSHOT): xdm hands out blocks
- * and keeps no split segments, so every live block is a segment of its
- * own, wholly allocated, and the events are the ones the caching allocator
- * would have recorded for such a segment:
+ * A snapshot's segments are what each runtime's stack holds, read when
+ * torch asks (xdm_runtime_for_each_chunk; the device's runtime and the
+ * private pools'), never from a list kept here: a pool's chunks, each with
+ * its live blocks and its free pieces as torch's blocks, so that
+ * _memory_viz shows fragmentation; where the stack has no pool, each live
+ * block is a segment of its own.  The events are the caching allocator's:
  *
- *	an allocation   segment_alloc, alloc (the block's size, and the
- *	                bytes asked for as its requested size)
- *	a free          free_requested, free_completed, segment_free
+ *	an allocation   alloc (the block's size, and the bytes asked for as
+ *	                its requested size), after segment_alloc where the
+ *	                block is a segment of its own
+ *	a free          free_requested, free_completed, then segment_free
+ *	                where the block was a segment of its own
  *	a refusal       oom (addr: the bytes the device has free)
  *
- * The segments are read from the runtimes' registries when torch asks
- * (the device's and the private pools'), never from a list kept here; the
+ * A pool's growths and trims are not in the trace (the glue does not see
+ * them): a viewer takes the chunks it finds as made before the trace.  The
  * trace is the history torch asked to record, less the actions it asked
  * to skip, with the stack torch's context recorder gives, and as its user
  * metadata what torch set (torch.cuda.memory._set_memory_metadata), else
@@ -27,6 +30,7 @@
  */
 #include "config.h"
 
+#include <algorithm>
 #include <deque>
 #include <limits>
 
@@ -152,44 +156,98 @@ void collect(const xdm_block *b, void *arg)
 	static_cast<std::vector<xdm_block> *>(arg)->push_back(*b);
 }
 
-/* A runtime's live blocks as segments of one block each. */
+/* A chunk copied out of the runtime's walk, to be read after it. */
+struct chunk_copy {
+	uint64_t ptr, bytes;
+	xdm_stream_id stream;
+	std::vector<xdm_chunk_piece> pieces;
+};
+
+int copy_chunk(const xdm_chunk *c, void *arg)
+{
+	auto *out = static_cast<std::vector<chunk_copy> *>(arg);
+
+	out->push_back({c->ptr, c->bytes, c->stream,
+			std::vector<xdm_chunk_piece>(c->pieces, c->pieces + c->npieces)});
+	return 0;
+}
+
+/*
+ * A runtime's chunks as torch's segments (xdm_runtime_for_each_chunk): a
+ * pool's chunk with its live blocks and its free pieces, or where the
+ * stack has no pool each live block as a segment of its own.
+ */
 void add_segments(history_state &h, xdm_runtime *rt, MempoolId_t pool,
 		  std::vector<c10::CachingDeviceAllocator::SegmentInfo> &out)
 {
 	std::vector<xdm_block> blocks;
+	std::vector<chunk_copy> chunks;
 	int device = static_cast<int>(xdm_runtime_ordinal(rt));
 
-	if (xdm_runtime_for_each_block(rt, collect, &blocks) != XDM_OK)
+	if (xdm_runtime_for_each_block(rt, collect, &blocks) != XDM_OK ||
+	    xdm_runtime_for_each_chunk(rt, copy_chunk, &chunks) != XDM_OK)
 		throw_xdm_error("listing the blocks of runtime " +
 				std::string(xdm_runtime_name(rt)));
-	for (const xdm_block &b : blocks) {
-		void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr));
+	std::sort(blocks.begin(), blocks.end(),
+		  [](const xdm_block &a, const xdm_block &b) { return a.ptr < b.ptr; });
+	for (const chunk_copy &c : chunks) {
 		c10::CachingDeviceAllocator::SegmentInfo s;
-		c10::CachingDeviceAllocator::BlockInfo block;
 		void *handle = nullptr;
-		size_t requested = b.bytes;
 
-		xdm_stream_handle(rt, b.stream, &handle);
-		/* Freed since it was listed: its usable size stands in. */
-		if (xdm_block_requested(rt, xdm_block_id_of(&b), &requested) != XDM_OK)
-			requested = b.bytes;
+		xdm_stream_handle(rt, c.stream, &handle);
 		s.device = static_cast<c10::DeviceIndex>(device);
-		s.address = static_cast<size_t>(b.ptr);
-		s.total_size = s.allocated_size = s.active_size = b.bytes;
-		s.requested_size = requested;
+		s.address = static_cast<size_t>(c.ptr);
+		s.total_size = c.bytes;
 		s.stream = handle;
 		/* torch's own line between its small and large pools. */
-		s.is_large = b.bytes > (1u << 20);
+		s.is_large = c.bytes > (1u << 20);
 		s.owner_private_pool_id = pool;
-		block.size = b.bytes;
-		block.requested_size = requested;
-		block.allocated = block.active = true;
-		auto ctx = h.contexts.find(ptr);
-		if (ctx != h.contexts.end())
-			block.context_when_allocated = s.context_when_allocated = ctx->second;
-		s.blocks.push_back(block);
+		for (const xdm_chunk_piece &piece : c.pieces) {
+			c10::CachingDeviceAllocator::BlockInfo block;
+
+			block.size = piece.bytes;
+			block.requested_size = 0;
+			block.allocated = block.active = false;
+			/* The live block whose start lies in an active piece. */
+			auto b = std::lower_bound(blocks.begin(), blocks.end(), piece.ptr,
+						  [](const xdm_block &x, uint64_t p) { return x.ptr < p; });
+			if (piece.state == XDM_PIECE_ACTIVE && b != blocks.end() &&
+			    b->ptr < piece.ptr + piece.bytes) {
+				size_t requested = b->bytes;
+				void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(b->ptr));
+
+				/* Freed since it was listed: its usable size stands in. */
+				if (xdm_block_requested(rt, xdm_block_id_of(&*b), &requested) != XDM_OK)
+					requested = b->bytes;
+				block.requested_size = requested;
+				block.allocated = block.active = true;
+				s.allocated_size += piece.bytes;
+				s.active_size += piece.bytes;
+				s.requested_size += requested;
+				auto ctx = h.contexts.find(ptr);
+				if (ctx != h.contexts.end()) {
+					block.context_when_allocated = ctx->second;
+					if (!s.context_when_allocated)
+						s.context_when_allocated = ctx->second;
+				}
+			}
+			s.blocks.push_back(block);
+		}
 		out.push_back(std::move(s));
 	}
+}
+
+/*
+ * Whether the blocks of the torch pool's runtime are its segments too (a
+ * stack without a pool): only then does an allocation or a free make or
+ * end a segment, and the trace records it.
+ */
+bool blocks_are_segments(int device, MempoolId_t pool)
+{
+	xdm_runtime *rt = pool == MempoolId_t{0, 0} ? built_runtime(device) :
+						      pool_runtime(device, pool);
+
+	return rt && layer_index(rt, "pool") < 0;
 }
 
 } // namespace
@@ -232,6 +290,7 @@ void trace_alloc(int device, void *ptr, size_t size, cudaStream_t stream, Mempoo
 {
 	const char *tag = xdm_thread_tag();
 	history_state &h = state();
+	bool segments = blocks_are_segments(device, pool);
 	auto context = gather(h, cca::RecordContext::STATE);
 	std::lock_guard<std::mutex> hold(h.lock);
 	auto logged = h.when >= cca::RecordContext::ALLOC ? context : nullptr;
@@ -239,7 +298,9 @@ void trace_alloc(int device, void *ptr, size_t size, cudaStream_t stream, Mempoo
 
 	if (context)
 		h.contexts[ptr] = context;
-	add_locked(h, trace_entry::SEGMENT_ALLOC, device, addr, size, stream, pool, logged, tag);
+	if (segments)
+		add_locked(h, trace_entry::SEGMENT_ALLOC, device, addr, size, stream, pool, logged,
+			   tag);
 	add_locked(h, trace_entry::ALLOC, device, addr, size, stream, pool, logged, tag);
 }
 
@@ -247,6 +308,7 @@ void trace_free(int device, void *ptr, size_t size, cudaStream_t stream, Mempool
 		const char *tag)
 {
 	history_state &h = state();
+	bool segments = blocks_are_segments(device, pool);
 	auto context = gather(h, cca::RecordContext::ALL);
 	std::lock_guard<std::mutex> hold(h.lock);
 	size_t addr = reinterpret_cast<size_t>(ptr);
@@ -254,7 +316,9 @@ void trace_free(int device, void *ptr, size_t size, cudaStream_t stream, Mempool
 	h.contexts.erase(ptr);
 	add_locked(h, trace_entry::FREE_REQUESTED, device, addr, size, stream, pool, context, tag);
 	add_locked(h, trace_entry::FREE_COMPLETED, device, addr, size, stream, pool, context, tag);
-	add_locked(h, trace_entry::SEGMENT_FREE, device, addr, size, stream, pool, context, tag);
+	if (segments)
+		add_locked(h, trace_entry::SEGMENT_FREE, device, addr, size, stream, pool, context,
+			   tag);
 }
 
 void trace_oom(int device, size_t size, cudaStream_t stream, MempoolId_t pool)

@@ -433,6 +433,49 @@ def test_memory_history_and_snapshot():
     assert xdm["frames"] == ctrl["frames"]
 
 
+@pytest.mark.parametrize("stack", ["pool | cuda_async", "pool | cuda_vmm"])
+def test_snapshot_shows_the_pools_chunks_with_their_free_pieces(stack):
+    """A snapshot's segments are what the pool holds: three 3 MiB blocks
+    with the middle one freed lie in one segment, with an inactive block
+    between the two live ones, and the segments add up to the reserved
+    bytes, under torch's allocator and under xdm; _memory_viz draws the
+    segments.  Before, xdm showed each live block as a segment of its own,
+    so the freed piece was nowhere (the test fails on that)."""
+    ctrl, xdm = both('''
+        MB = 1 << 20
+        a = torch.empty(3 * MB, dtype=torch.uint8, device="cuda")
+        b = torch.empty(3 * MB, dtype=torch.uint8, device="cuda")
+        c = torch.empty(3 * MB, dtype=torch.uint8, device="cuda")
+        del b
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+        def holding(ptr):
+            return [s for s in snap["segments"]
+                    if s["address"] <= ptr < s["address"] + s["total_size"]]
+        seg_a, seg_c = holding(a.data_ptr()), holding(c.data_ptr())
+        same = len(seg_a) == 1 and seg_a == seg_c
+        states = []
+        if same:
+            lo, hi = sorted((a.data_ptr(), c.data_ptr()))
+            at = seg_a[0]["address"]
+            for blk in seg_a[0]["blocks"]:
+                if lo < at + blk["size"] and at < hi:
+                    states.append(blk["state"])
+                at += blk["size"]
+        tiled = all(sum(blk["size"] for blk in s["blocks"]) == s["total_size"]
+                    for s in snap["segments"])
+        from torch.cuda import _memory_viz
+        plot = _memory_viz.segment_plot(snap)
+        report("RESULT", same=same, between=states, tiled=tiled,
+               total=sum(s["total_size"] for s in snap["segments"]),
+               reserved=torch.cuda.memory_reserved(), plot=len(plot) > 1000)
+    ''', stack=stack)
+    for r in (ctrl, xdm):
+        assert r["same"] and r["tiled"] and r["plot"], r
+        assert r["between"][0] == "active_allocated" and "inactive" in r["between"], r
+        assert r["total"] == r["reserved"], r
+
+
 def test_snapshot_requested_sizes_skipped_actions_and_metadata():
     """A block asked for as an odd size shows that size as its requested
     size (its size may be larger); skip_actions leaves those actions out of

@@ -274,6 +274,13 @@ check_PROGRAMS += tests/tools/segment_churn
 tests_tools_segment_churn_LDFLAGS = $(test_exec_flags)
 # No libxdm: the other user runs a copy of it, with no access to the build tree.
 tests_tools_segment_churn_LDADD =
+# snapshot of a live process: chunks_holder keeps blocks of a pool and of
+# host memory with its tree mounted, and xdmctl reads its chunks files;
+# then chunks files that are not (bad lines, mangled bytes, a FIFO).
+tools_live_tests += tests/tools/xdmctl_snapshot_live.sh
+check_PROGRAMS += tests/tools/chunks_holder
+tests_tools_chunks_holder_LDFLAGS = $(test_exec_flags)
+tests_tools_chunks_holder_LDADD = libxdm.la
 TESTS += $(tools_live_tests)
 # xdmctl is one thread, and reading a log starts no other process: a
 # ThreadSanitizer build has no race to find in these, so they run in the

@@ -1,6 +1,7 @@
 # tools/xdmctl: every xdm process of the machine, from outside
 # (man/xdmctl.1): the budget segments and their processes, the trees they
-# mount, and the logging CSV drawn as memory over time or as a snapshot;
+# mount, the logging CSV drawn as memory over time or as a snapshot, a live
+# process's chunks as a snapshot;
 # the budgets as Prometheus metrics, printed or served over HTTP.
 # It links no module: the budget segment's library (lib/budget_segment),
 # which the budget module links too, gives it the layout, the lock and the
@@ -24,7 +25,14 @@ tools_xdmctl_xdmctl_SOURCES = \
 	tools/xdmctl/nspid.c \
 	tools/xdmctl/top.c \
 	tools/xdmctl/timeline.c \
+	tools/xdmctl/snapshot.h \
 	tools/xdmctl/snapshot.c \
+	tools/xdmctl/snapshot_keys.c \
+	tools/xdmctl/snapshot_live.c \
+	tools/xdmctl/chunks.h \
+	tools/xdmctl/chunks_parse.c \
+	tools/xdmctl/tree_read.h \
+	tools/xdmctl/tree_read.c \
 	tools/xdmctl/args.h \
 	tools/xdmctl/args.c \
 	tools/xdmctl/output.h \

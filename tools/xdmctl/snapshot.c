@@ -20,6 +20,10 @@
  * that state and must find every block inside a segment, which this
  * gives it.  An event's frames are one frame naming the tag (filename
  * "xdm", line the query id): the log has no stacks.
+ *
+ * The command line is parsed here for both sources; --pid and --chunks
+ * (a live process's chunks, with the memory reserved under its blocks)
+ * go on to snapshot_live.c.
  */
 #include "config.h"
 
@@ -30,6 +34,7 @@
 
 #include "tools/common/logcsv.h"
 #include "pickle.h"
+#include "snapshot.h"
 #include "xdmctl.h"
 #include "args.h"
 #include "output.h"
@@ -39,53 +44,6 @@
 /* Device ordinals a snapshot lists, an empty list for each one below the last. */
 #define MAX_DEVICES 4096
 #define NO_ROW UINT32_MAX
-
-/* The strings written more than once: memo ids; a tag's is K_COUNT + its index. */
-enum key {
-	K_SEGMENTS, K_DEVICE_TRACES, K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME_US, K_FRAMES,
-	K_ALLOC, K_FREE_REQUESTED, K_FREE_COMPLETED, K_SEGMENT_ALLOC, K_SEGMENT_FREE, K_OOM,
-	K_DEVICE_FREE, K_FILENAME, K_LINE, K_NAME, K_XDM, K_DEVICE, K_ADDRESS, K_TOTAL_SIZE,
-	K_ALLOCATED_SIZE, K_ACTIVE_SIZE, K_REQUESTED_SIZE, K_SEGMENT_TYPE, K_LARGE, K_SMALL,
-	K_IS_EXPANDABLE, K_BLOCKS, K_STATE, K_ACTIVE_ALLOCATED, K_COUNT
-};
-
-static const char *const key_text[K_COUNT] = {
-	[K_SEGMENTS] = "segments",
-	[K_DEVICE_TRACES] = "device_traces",
-	[K_ACTION] = "action",
-	[K_ADDR] = "addr",
-	[K_SIZE] = "size",
-	[K_STREAM] = "stream",
-	[K_TIME_US] = "time_us",
-	[K_FRAMES] = "frames",
-	[K_ALLOC] = "alloc",
-	[K_FREE_REQUESTED] = "free_requested",
-	[K_FREE_COMPLETED] = "free_completed",
-	[K_SEGMENT_ALLOC] = "segment_alloc",
-	[K_SEGMENT_FREE] = "segment_free",
-	[K_OOM] = "oom",
-	[K_DEVICE_FREE] = "device_free",
-	[K_FILENAME] = "filename",
-	[K_LINE] = "line",
-	[K_NAME] = "name",
-	[K_XDM] = "xdm",
-	[K_DEVICE] = "device",
-	[K_ADDRESS] = "address",
-	[K_TOTAL_SIZE] = "total_size",
-	[K_ALLOCATED_SIZE] = "allocated_size",
-	[K_ACTIVE_SIZE] = "active_size",
-	[K_REQUESTED_SIZE] = "requested_size",
-	[K_SEGMENT_TYPE] = "segment_type",
-	[K_LARGE] = "large",
-	[K_SMALL] = "small",
-	[K_IS_EXPANDABLE] = "is_expandable",
-	[K_BLOCKS] = "blocks",
-	[K_STATE] = "state",
-	[K_ACTIVE_ALLOCATED] = "active_allocated",
-};
-
-/* The caching allocator's small pool holds blocks up to 1 MiB. */
-#define SMALL_SEGMENT (UINT64_C(1) << 20)
 
 /* A block the log left live. */
 struct left {
@@ -108,24 +66,12 @@ struct snapshot {
 	struct left *left;	/* live after the last row, by device and address */
 	size_t nleft;
 	uint32_t ndevices;	/* the highest ordinal logged, plus one */
-	bool *memo;		/* K_COUNT + one per tag: written once already */
+	bool *memo;		/* SNAP_K_COUNT + one per tag: written once already */
 };
 
-/* A string of the memo: written the first time, named after that. */
-static void put_memo(struct snapshot *s, uint32_t id, const char *text)
+static void put_key(struct snapshot *s, enum snap_key k)
 {
-	if (s->memo[id]) {
-		pickle_get(s->f, id);
-		return;
-	}
-	pickle_str(s->f, text);
-	pickle_put(s->f, id);
-	s->memo[id] = true;
-}
-
-static void put_key(struct snapshot *s, enum key k)
-{
-	put_memo(s, k, key_text[k]);
+	snap_put_key(s->f, s->memo, k);
 }
 
 /* "frames": [{"filename": "xdm", "line": QUERY_ID, "name": TAG}] */
@@ -133,36 +79,36 @@ static void put_frames(struct snapshot *s, const struct logcsv_row *r)
 {
 	struct pickle_list l;
 
-	put_key(s, K_FRAMES);
+	put_key(s, SNAP_K_FRAMES);
 	pickle_list_begin(&l, s->f);
 	pickle_list_item(&l);
 	pickle_dict_begin(s->f);
-	put_key(s, K_FILENAME);
-	put_key(s, K_XDM);
-	put_key(s, K_LINE);
+	put_key(s, SNAP_K_FILENAME);
+	put_key(s, SNAP_K_XDM);
+	put_key(s, SNAP_K_LINE);
 	pickle_uint(s->f, r->query_id);
-	put_key(s, K_NAME);
-	put_memo(s, K_COUNT + r->tag, logcsv_tag(s->log, r->tag));
+	put_key(s, SNAP_K_NAME);
+	snap_put_memo(s->f, s->memo, SNAP_K_COUNT + r->tag, logcsv_tag(s->log, r->tag));
 	pickle_dict_end(s->f);
 	pickle_list_end(&l);
 }
 
 /* One trace event; block: the allocate row of the block it is about. */
-static void put_event(struct snapshot *s, struct pickle_list *trace, enum key action,
+static void put_event(struct snapshot *s, struct pickle_list *trace, enum snap_key action,
 		      const struct logcsv_row *block, uint64_t time_ns)
 {
 	pickle_list_item(trace);
 	pickle_dict_begin(s->f);
-	put_key(s, K_ACTION);
+	put_key(s, SNAP_K_ACTION);
 	put_key(s, action);
 	/* Where an oom has its address, PyTorch has what the device had free: unknown here. */
-	put_key(s, action == K_OOM ? K_DEVICE_FREE : K_ADDR);
-	pickle_uint(s->f, action == K_OOM ? 0 : block->ptr);
-	put_key(s, K_SIZE);
+	put_key(s, action == SNAP_K_OOM ? SNAP_K_DEVICE_FREE : SNAP_K_ADDR);
+	pickle_uint(s->f, action == SNAP_K_OOM ? 0 : block->ptr);
+	put_key(s, SNAP_K_SIZE);
 	pickle_uint(s->f, block->bytes);
-	put_key(s, K_STREAM);
+	put_key(s, SNAP_K_STREAM);
 	pickle_uint(s->f, block->stream);
-	put_key(s, K_TIME_US);
+	put_key(s, SNAP_K_TIME_US);
 	pickle_uint(s->f, time_ns / 1000);
 	put_frames(s, block);
 	pickle_dict_end(s->f);
@@ -182,17 +128,17 @@ static void put_trace(struct snapshot *s, uint32_t device)
 
 		switch (r->action) {
 		case LOGCSV_ALLOCATE:
-			put_event(s, &trace, K_SEGMENT_ALLOC, r, t);
-			put_event(s, &trace, K_ALLOC, r, t);
+			put_event(s, &trace, SNAP_K_SEGMENT_ALLOC, r, t);
+			put_event(s, &trace, SNAP_K_ALLOC, r, t);
 			break;
 		case LOGCSV_ALLOCATE_FAILURE:
-			put_event(s, &trace, K_OOM, r, t);
+			put_event(s, &trace, SNAP_K_OOM, r, t);
 			break;
 		default:
 			block = logcsv_at(log, s->alloc_of[k]);
-			put_event(s, &trace, K_FREE_REQUESTED, block, t);
-			put_event(s, &trace, K_FREE_COMPLETED, block, t);
-			put_event(s, &trace, K_SEGMENT_FREE, block, t);
+			put_event(s, &trace, SNAP_K_FREE_REQUESTED, block, t);
+			put_event(s, &trace, SNAP_K_FREE_COMPLETED, block, t);
+			put_event(s, &trace, SNAP_K_SEGMENT_FREE, block, t);
 			break;
 		}
 	}
@@ -205,37 +151,37 @@ static void put_segment(struct snapshot *s, const struct logcsv_row *r)
 	struct pickle_list blocks;
 
 	pickle_dict_begin(s->f);
-	put_key(s, K_DEVICE);
+	put_key(s, SNAP_K_DEVICE);
 	pickle_uint(s->f, r->device);
-	put_key(s, K_ADDRESS);
+	put_key(s, SNAP_K_ADDRESS);
 	pickle_uint(s->f, r->ptr);
-	put_key(s, K_TOTAL_SIZE);
+	put_key(s, SNAP_K_TOTAL_SIZE);
 	pickle_uint(s->f, r->bytes);
-	put_key(s, K_ALLOCATED_SIZE);
+	put_key(s, SNAP_K_ALLOCATED_SIZE);
 	pickle_uint(s->f, r->bytes);
-	put_key(s, K_ACTIVE_SIZE);
+	put_key(s, SNAP_K_ACTIVE_SIZE);
 	pickle_uint(s->f, r->bytes);
-	put_key(s, K_REQUESTED_SIZE);
+	put_key(s, SNAP_K_REQUESTED_SIZE);
 	pickle_uint(s->f, r->bytes);
-	put_key(s, K_STREAM);
+	put_key(s, SNAP_K_STREAM);
 	pickle_uint(s->f, r->stream);
-	put_key(s, K_SEGMENT_TYPE);
-	put_key(s, r->bytes > SMALL_SEGMENT ? K_LARGE : K_SMALL);
-	put_key(s, K_IS_EXPANDABLE);
+	put_key(s, SNAP_K_SEGMENT_TYPE);
+	put_key(s, r->bytes > SNAP_SMALL_BLOCK ? SNAP_K_LARGE : SNAP_K_SMALL);
+	put_key(s, SNAP_K_IS_EXPANDABLE);
 	pickle_bool(s->f, false);
 	put_frames(s, r);
-	put_key(s, K_BLOCKS);
+	put_key(s, SNAP_K_BLOCKS);
 	pickle_list_begin(&blocks, s->f);
 	pickle_list_item(&blocks);
 	pickle_dict_begin(s->f);
-	put_key(s, K_ADDRESS);
+	put_key(s, SNAP_K_ADDRESS);
 	pickle_uint(s->f, r->ptr);
-	put_key(s, K_SIZE);
+	put_key(s, SNAP_K_SIZE);
 	pickle_uint(s->f, r->bytes);
-	put_key(s, K_REQUESTED_SIZE);
+	put_key(s, SNAP_K_REQUESTED_SIZE);
 	pickle_uint(s->f, r->bytes);
-	put_key(s, K_STATE);
-	put_key(s, K_ACTIVE_ALLOCATED);
+	put_key(s, SNAP_K_STATE);
+	put_key(s, SNAP_K_ACTIVE_ALLOCATED);
 	put_frames(s, r);
 	pickle_dict_end(s->f);
 	pickle_list_end(&blocks);
@@ -248,14 +194,14 @@ static void put_snapshot(struct snapshot *s)
 
 	pickle_begin(s->f);
 	pickle_dict_begin(s->f);
-	put_key(s, K_SEGMENTS);
+	put_key(s, SNAP_K_SEGMENTS);
 	pickle_list_begin(&l, s->f);
 	for (size_t i = 0; i < s->nleft; i++) {
 		pickle_list_item(&l);
 		put_segment(s, logcsv_at(s->log, s->left[i].k));
 	}
 	pickle_list_end(&l);
-	put_key(s, K_DEVICE_TRACES);
+	put_key(s, SNAP_K_DEVICE_TRACES);
 	pickle_list_begin(&l, s->f);
 	for (uint32_t d = 0; d < s->ndevices; d++) {
 		pickle_list_item(&l);
@@ -360,18 +306,78 @@ out:
 static void usage(FILE *f)
 {
 	fputs("Usage: xdmctl snapshot LOG.csv [-o FILE.pickle]\n"
+	      "       xdmctl snapshot --pid PID [--timeout MS] [-o FILE.pickle]\n"
+	      "       xdmctl snapshot --chunks FILE [--device N] [--timeout MS] [-o FILE.pickle]\n"
 	      "\n"
-	      "Write a logging adaptor's CSV as the pickled memory snapshot that PyTorch's\n"
-	      "memory viewer reads (pytorch.org/memory_viz); PyTorch is not needed.\n"
+	      "Write the pickled memory snapshot that PyTorch's memory viewer reads\n"
+	      "(pytorch.org/memory_viz); PyTorch is not needed.  From a logging adaptor's\n"
+	      "CSV: the events, and each block left live as a segment of its own.  From a\n"
+	      "live process (its tree's chunks files): what its stacks hold now, each chunk\n"
+	      "a segment with its blocks, active and inactive, and no events.\n"
 	      "\n"
 	      "  -o, --output FILE  write FILE, not standard output (not a terminal)\n"
+	      "  --pid PID          every runtime of the tree that process PID serves (the\n"
+	      "                     pid its tree shows, as xdmctl ps lists it)\n"
+	      "  --chunks FILE      one chunks file (a tree's N/chunks, or a copy of one)\n"
+	      "  --device N         the device ordinal of --chunks FILE (default 0)\n"
+	      "  --timeout MS       how long a tree's file may take to read (default 5000)\n"
 	      "\n"
 	      "See xdmctl(1), SNAPSHOT.\n",
 	      f);
 }
 
-/* The log and -o: 0, 1 when --help was answered, or -1 said. */
-static int parse(int argc, char **argv, const char **log, const char **out)
+/* What the command line names: a log, or a live source. */
+struct snap_args {
+	const char *log, *out;
+	const char *pid, *device, *timeout;
+	struct snap_live_source live;
+};
+
+/* --pid, --chunks, --device and --timeout: 1 taken, 0 another word, -1 said. */
+static int live_option(int argc, char **argv, int *i, struct snap_args *a)
+{
+	static const char *const names[] = { "--pid", "--chunks", "--device", "--timeout" };
+	const char **values[] = { &a->pid, &a->live.chunks, &a->device, &a->timeout };
+
+	for (int k = 0; k < 4; k++) {
+		int got = xdmctl_arg_value(CMD, argc, argv, i, names[k], NULL, values[k]);
+
+		if (got)
+			return got;
+	}
+	return 0;
+}
+
+/* The numbers of the live options, and that one source is named: 0, or -1 said. */
+static int check_sources(struct snap_args *a)
+{
+	unsigned long v;
+
+	a->live.timeout_ms = 5000;
+	if (a->timeout && xdmctl_arg_uint(CMD, "--timeout", a->timeout, 1, 600000,
+					  &a->live.timeout_ms))
+		return -1;
+	if (a->pid) {
+		if (xdmctl_arg_uint(CMD, "--pid", a->pid, 1, 0x7fffffff, &v))
+			return -1;
+		a->live.pid = (long)v;
+	}
+	if (a->device && xdmctl_arg_uint(CMD, "--device", a->device, 0, 4095, &a->live.device))
+		return -1;
+	if (!!a->log + !!a->pid + !!a->live.chunks > 1)
+		return xdmctl_fail(-1, CMD, "one source at a time: a log, --pid or --chunks");
+	if (a->device && !a->live.chunks)
+		return xdmctl_fail(-1, CMD, "--device goes with --chunks (a tree names its devices)");
+	if (a->timeout && !a->pid && !a->live.chunks)
+		return xdmctl_fail(-1, CMD, "--timeout goes with --pid or --chunks");
+	if (a->pid || a->live.chunks)
+		return 0;
+	return xdmctl_arg_log_given(CMD, a->log, "xdmctl snapshot LOG.csv -o FILE.pickle, or "
+				    "--pid PID");
+}
+
+/* The command line: 0, 1 when --help was answered, or -1 said. */
+static int parse(int argc, char **argv, struct snap_args *a)
 {
 	for (int i = 1; i < argc; i++) {
 		int got;
@@ -380,34 +386,40 @@ static int parse(int argc, char **argv, const char **log, const char **out)
 			usage(stdout);
 			return 1;
 		}
-		got = xdmctl_arg_value(CMD, argc, argv, &i, "--output", "-o", out);
-		if (got < 0 || (got == 0 && xdmctl_arg_log(CMD, argv[i], log)))
+		got = xdmctl_arg_value(CMD, argc, argv, &i, "--output", "-o", &a->out);
+		if (got == 0)
+			got = live_option(argc, argv, &i, a);
+		if (got < 0 || (got == 0 && xdmctl_arg_log(CMD, argv[i], &a->log)))
 			return -1;
 	}
-	return xdmctl_arg_log_given(CMD, *log, "xdmctl snapshot LOG.csv -o FILE.pickle");
+	return check_sources(a);
 }
 
 int xdmctl_snapshot(struct xdmctl_ctx *ctx, int argc, char **argv)
 {
-	const char *path = NULL, *out = NULL;
+	struct snap_args a = { 0 };
 	struct snapshot s = { 0 };
+	const char *out;
 	struct logcsv log;
 	int rc;
 
-	rc = parse(argc, argv, &path, &out);
+	rc = parse(argc, argv, &a);
 	if (rc)
 		return rc > 0 ? XDMCTL_EXIT_OK : XDMCTL_EXIT_USAGE;
+	out = a.out;
 	if (ctx->json)
 		return xdmctl_fail(XDMCTL_EXIT_USAGE, CMD, "writes a pickle, not JSON (--json)");
 	/* A pickle is bytes: never onto a terminal, and said before the log is read. */
 	if (!out && isatty(STDOUT_FILENO))
 		return xdmctl_fail(XDMCTL_EXIT_USAGE, CMD,
 				   "will not write a pickle to a terminal: give -o FILE, or a pipe");
-	rc = logcsv_load(&log, "xdmctl: " CMD, path);
+	if (!a.log)
+		return xdmctl_snapshot_live(ctx, &a.live, out);
+	rc = logcsv_load(&log, "xdmctl: " CMD, a.log);
 	if (rc)
 		return rc == LOGCSV_NOMEM ? XDMCTL_EXIT_FAIL : XDMCTL_EXIT_USAGE;
 	s.log = &log;
-	s.memo = calloc(K_COUNT + (size_t)log.tags.n, sizeof(*s.memo));
+	s.memo = calloc(SNAP_K_COUNT + (size_t)log.tags.n, sizeof(*s.memo));
 	if (!s.memo) {
 		logcsv_say(&log, 0, "out of memory for the snapshot's strings");
 		rc = LOGCSV_NOMEM;

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tree_read.h - one file of a tree read whole, by a child process, with a
+ * deadline and a bound on its size (tree_read.c).
+ */
+#ifndef XDM_TOOLS_XDMCTL_TREE_READ_H
+#define XDM_TOOLS_XDMCTL_TREE_READ_H
+
+#include <stddef.h>
+
+/*
+ * Reads path whole into *text (malloc'd, NUL-terminated, *len bytes, NUL
+ * bytes of the file included): 0, or an errno: ETIMEDOUT when the child has
+ * not read it all within timeout_ms, EFBIG when it holds more than max
+ * bytes, ENOMEM, or what open(2) or read(2) said in the child.
+ */
+int xdmctl_tree_read(const char *path, size_t max, int timeout_ms, char **text, size_t *len);
+
+#endif /* XDM_TOOLS_XDMCTL_TREE_READ_H */

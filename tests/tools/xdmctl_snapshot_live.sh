@@ -11,8 +11,8 @@
 # the same of one file.  Then files that are not chunks files, each refused
 # with FILE:LINE and exit 2 and nothing written, a few hundred random
 # mangles of a good file that must never crash xdmctl, a FIFO and a stopped
-# process that cost a timeout and not a hang, and command lines that mix
-# the sources.
+# process that cost a timeout and not a hang, a file without end refused at
+# its bound, and command lines that mix the sources.
 #
 # Exit 0 pass, 1 fail, 77 skip (no /dev/fuse or fusefs.so, or no python3).
 # Run by make check with XDM_TOP_SRCDIR and XDM_TOP_BUILDDIR set.
@@ -243,6 +243,11 @@ mkfifo "$tmp/fifo" || fail "mkfifo"
 run fifo snapshot --chunks "$tmp/fifo" --timeout 300 -o "$tmp/fifo.pickle"
 [ "$rc" -eq 1 ] && grep -q "not read within 300 ms" "$tmp/fifo.err" ||
 	fail "a FIFO: rc $rc: $(cat "$tmp/fifo.err")"
+
+# A file without end: refused at the bound, not read until memory runs out.
+run zero snapshot --chunks /dev/zero --timeout 20000 -o "$tmp/zero.pickle"
+[ "$rc" -eq 2 ] && grep -q "/dev/zero: more than 256 MiB" "$tmp/zero.err" ||
+	fail "/dev/zero: rc $rc: $(cat "$tmp/zero.err")"
 
 # ---- command lines ------------------------------------------------------
 printf '%s\n' "$good" >"$tmp/good"

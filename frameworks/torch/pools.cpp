@@ -528,12 +528,44 @@ std::shared_ptr<cca::AllocatorState> pool_checkpoint(int device, MempoolId_t id)
  * the restore fails with xdm's sentence.  A failure part way leaves the
  * blocks already put back in the delta, whose deleters free them.
  */
+/*
+ * A restore that failed halfway is undone, so that no tensor's deleter
+ * frees a block that is now another's: the blocks it allocated are freed
+ * and the blocks it freed are allocated again at their addresses, out of
+ * the chunks the pool keeps.  The count of those that could not be.
+ */
+static size_t undo_restore(int device, xdm_runtime *rt, MempoolId_t id,
+			   const std::vector<void *> &made, const std::vector<xdm_block> &freed)
+{
+	size_t lost = 0;
+
+	for (void *ptr : made)
+		free_block_in(rt, id, ptr);
+	for (const xdm_block &b : freed) {
+		xdm_block again;
+
+		if (xdm_allocate_at(rt, b.ptr, b.bytes, b.stream, b.tag, &again) != XDM_OK) {
+			lost++;
+			continue;
+		}
+		if (tracing()) {
+			void *handle = nullptr;
+
+			xdm_stream_handle(rt, b.stream, &handle);
+			trace_alloc(device, reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr)),
+				    b.bytes, static_cast<cudaStream_t>(handle), id);
+		}
+	}
+	return lost;
+}
+
 cca::CheckpointDelta pool_restore(int device, const std::shared_ptr<cca::AllocatorState> &as)
 {
 	auto state = std::dynamic_pointer_cast<pool_state>(as);
 	c10::Device where(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
 	cca::CheckpointDelta delta;
 	std::vector<xdm_block> live;
+	std::vector<void *> made;
 	xdm_runtime *rt;
 
 	TORCH_CHECK(state && state->device == device, "xdm: setCheckpointPoolState: the state "
@@ -553,11 +585,18 @@ cca::CheckpointDelta pool_restore(int device, const std::shared_ptr<cca::Allocat
 		void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr));
 		xdm_block again;
 
-		if (xdm_allocate_at(rt, b.ptr, b.bytes, b.stream, b.tag, &again) != XDM_OK)
-			throw_xdm_error("putting pool " + pool_name(state->id) + " back as its "
-					"checkpoint found it (a block of " + std::to_string(b.bytes) +
-					" bytes at " + hex_address(b.ptr) + ")");
-		delta.dataptrs_allocd.emplace_back(ptr, ptr, &delete_block, where);
+		if (xdm_allocate_at(rt, b.ptr, b.bytes, b.stream, b.tag, &again) != XDM_OK) {
+			std::string why = xdm_last_error_message();
+			size_t lost = undo_restore(device, rt, state->id, made, live);
+
+			TORCH_CHECK(false, "xdm: putting pool ", pool_name(state->id), " back as its "
+				    "checkpoint found it (a block of ", std::to_string(b.bytes),
+				    " bytes at ", hex_address(b.ptr), "): ", why,
+				    lost ? "; " + std::to_string(lost) + " of the blocks live before "
+				    "the call could not be put back, and their tensors' frees will "
+				    "be refused" : "; the pool is as it was before the call");
+		}
+		made.push_back(ptr);
 		if (tracing()) {
 			void *handle = nullptr;
 
@@ -566,6 +605,9 @@ cca::CheckpointDelta pool_restore(int device, const std::shared_ptr<cca::Allocat
 				    state->id);
 		}
 	}
+	/* Owners only once all are made: a DataPtr frees its block when it goes. */
+	for (void *ptr : made)
+		delta.dataptrs_allocd.emplace_back(ptr, ptr, &delete_block, where);
 	return delta;
 }
 

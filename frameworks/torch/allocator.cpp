@@ -15,6 +15,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 
 #include <c10/core/Allocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -414,6 +415,9 @@ public:
 			*size = b.bytes;
 		return ptr;
 	}
+
+	/* The device allocator's c10::Stream overload stays reachable. */
+	using cca::CUDAAllocator::recordStream;
 
 	void recordStream(const c10::DataPtr &data, c10::cuda::CUDAStream stream) override
 	{

@@ -41,9 +41,8 @@ uint64_t reserved_of(xdm_runtime *rt)
 		layer_number(rt, pool, "reserved", &bytes);
 		return bytes;
 	}
-	if (xdm_runtime_stats(rt, &s) == XDM_OK)
-		bytes = s.bytes_outstanding;
-	return bytes;
+	xdm_runtime_stats(rt, &s);
+	return s.bytes_outstanding;
 }
 
 /* Set the max of rt's pool; false (the thread's error set) when refused. */

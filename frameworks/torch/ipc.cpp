@@ -80,7 +80,7 @@ void close_now(void *ptr, const opened &o) noexcept
 	 * while another stream still uses it.
 	 */
 	if (xdm_ipc_close(o.rt, reinterpret_cast<uintptr_t>(ptr), o.stream) != XDM_OK)
-		fprintf(stderr, "xdm: closing the CUDA memory of another process at %p: %s\n",
+		std::fprintf(stderr, "xdm: closing the CUDA memory of another process at %p: %s\n",
 			ptr, xdm_last_error_message());
 	if (current >= 0 && current != o.device && cudaSetDevice(current) != cudaSuccess)
 		(void)cudaGetLastError();
@@ -119,7 +119,7 @@ void close_opened(void *ptr, const opened &o) noexcept
 			return;
 		} catch (...) {
 			/* No memory to defer it: leaking the mapping beats ending the capture. */
-			fprintf(stderr, "xdm: the CUDA memory of another process at %p, dropped during "
+			std::fprintf(stderr, "xdm: the CUDA memory of another process at %p, dropped during "
 				"a graph capture, stays mapped until this process exits\n", ptr);
 			return;
 		}

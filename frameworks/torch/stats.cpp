@@ -33,6 +33,8 @@
  */
 #include "config.h"
 
+#include <algorithm>
+
 #include <c10/cuda/CUDAGuard.h>
 
 #include "glue.hpp"

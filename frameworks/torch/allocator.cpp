@@ -532,6 +532,22 @@ public:
 		return history_enabled();
 	}
 
+	/* record_function's annotations, kept with the history (history.cpp). */
+	void recordAnnotation(const std::vector<std::pair<std::string, std::string>> &md) override
+	{
+		record_annotation(current_device(), md);
+	}
+
+	void pushCompileContext(std::string &md) override
+	{
+		push_compile_context(md);
+	}
+
+	void popCompileContext() override
+	{
+		pop_compile_context();
+	}
+
 	void recordHistory(bool enabled, cca::CreateContextFn recorder, size_t max_entries,
 			   cca::RecordContext when, bool clear,
 			   const std::vector<std::string> &skip_actions) override

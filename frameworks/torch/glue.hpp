@@ -215,6 +215,10 @@ std::string get_user_metadata();
 /* Tell torch's profiler of an allocation (delta > 0) or a free, when it records memory. */
 void profile_memory(int device, void *ptr, int64_t delta);
 bool history_enabled();
+/* recordAnnotation (on device), pushCompileContext, popCompileContext. */
+void record_annotation(int device, const std::vector<std::pair<std::string, std::string>> &md);
+void push_compile_context(const std::string &md);
+void pop_compile_context();
 /* Trace an allocation, a free, an OOM (only while history or a tracker is on). */
 void trace_alloc(int device, void *ptr, size_t size, cudaStream_t stream, MempoolId_t pool);
 void trace_free(int device, void *ptr, size_t size, cudaStream_t stream, MempoolId_t pool,

@@ -24,7 +24,9 @@
  * trace is the history torch asked to record, less the actions it asked
  * to skip, with the stack torch's context recorder gives, and as its user
  * metadata what torch set (torch.cuda.memory._set_memory_metadata), else
- * the block's xdm tag.  torch's profiler hears of every allocation and
+ * the block's xdm tag, with the thread's innermost torch.compile context;
+ * record_function's annotations are kept beside the trace, as torch keeps
+ * them.  torch's profiler hears of every allocation and
  * free while it records memory (profile_memory=True), with the device's
  * allocated and reserved bytes after it.
  */
@@ -45,6 +47,8 @@ namespace xdm_torch {
 namespace {
 
 using trace_entry = c10::CachingDeviceAllocator::TraceEntry;
+/* torch.cuda.memory._record_memory_history's annotations (record_function's names). */
+using annotation_entry = decltype(cca::SnapshotInfo::external_annotations)::value_type;
 
 struct history_state {
 	std::mutex lock;
@@ -55,6 +59,7 @@ struct history_state {
 	unsigned skipped = 0;		/* 1 << action, for the actions not recorded */
 	std::string user_metadata;
 	std::vector<std::deque<trace_entry>> traces;
+	std::deque<annotation_entry> annotations;
 	/* The context of each live block allocated while stacks were kept. */
 	std::unordered_map<void *, std::shared_ptr<c10::GatheredContext>> contexts;
 	std::vector<cca::OutOfMemoryObserver> oom_observers;
@@ -74,6 +79,18 @@ std::atomic<bool> any_tracing;
 void update_tracing(history_state &h)
 {
 	any_tracing.store(h.enabled || !h.trackers.empty(), std::memory_order_release);
+}
+
+/*
+ * torch.compile's context of the calling thread (pushCompileContext): the
+ * innermost one is every event's compile_context, "N/A" outside any, as
+ * torch's allocator records it.
+ */
+thread_local std::vector<std::string> compile_contexts;
+
+std::string compile_context()
+{
+	return compile_contexts.empty() ? "N/A" : compile_contexts.back();
 }
 
 /* Under the lock: what torch set, else the block's tag. */
@@ -115,7 +132,8 @@ void add_locked(history_state &h, trace_entry::Action action, int device, size_t
 		std::shared_ptr<c10::GatheredContext> context, const char *tag)
 {
 	trace_entry e(action, static_cast<c10::DeviceIndex>(device), addr, size, stream, pool,
-		      c10::getApproximateTime(), std::move(context), "", user_metadata(h, tag));
+		      c10::getApproximateTime(), std::move(context), compile_context(),
+		      user_metadata(h, tag));
 
 	for (const auto &tracker : h.trackers)
 		tracker(e);
@@ -270,12 +288,41 @@ void record_history(bool enabled, cca::CreateContextFn recorder, size_t max_entr
 	h.max_entries = enabled ? max_entries : 0;
 	if (clear || !enabled) {
 		h.traces.clear();
+		h.annotations.clear();
 		h.contexts.clear();
 	}
 	for (auto &trace : h.traces)
 		while (trace.size() > h.max_entries)
 			trace.pop_front();
+	while (h.annotations.size() > h.max_entries)
+		h.annotations.pop_front();
 	update_tracing(h);
+}
+
+void record_annotation(int device, const std::vector<std::pair<std::string, std::string>> &md)
+{
+	history_state &h = state();
+	std::lock_guard<std::mutex> hold(h.lock);
+
+	if (!h.enabled || h.max_entries == 0)
+		return;
+	annotation_entry e(static_cast<c10::DeviceIndex>(device), c10::getApproximateTime());
+	for (const auto &kv : md)
+		e.metadata_[kv.first] = kv.second;
+	h.annotations.push_back(std::move(e));
+	while (h.annotations.size() > h.max_entries)
+		h.annotations.pop_front();
+}
+
+void push_compile_context(const std::string &md)
+{
+	compile_contexts.push_back(md);
+}
+
+void pop_compile_context()
+{
+	if (!compile_contexts.empty())
+		compile_contexts.pop_back();
 }
 
 bool history_enabled()
@@ -442,6 +489,7 @@ cca::SnapshotInfo snapshot(MempoolId_t pool, bool include_traces)
 	if (include_traces) {
 		for (auto &trace : h.traces)
 			info.device_traces.emplace_back(trace.begin(), trace.end());
+		info.external_annotations.assign(h.annotations.begin(), h.annotations.end());
 		if (info.device_traces.size() < static_cast<size_t>(devices))
 			info.device_traces.resize(devices);
 	}

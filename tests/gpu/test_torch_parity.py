@@ -516,6 +516,27 @@ def test_snapshot_requested_sizes_skipped_actions_and_metadata():
         assert r["profiled"], r
 
 
+def test_snapshot_carries_annotations_and_compile_context():
+    """record_function's annotations reach the snapshot's
+    external_annotations, and every event carries a compile_context (torch
+    writes "N/A" outside torch.compile), under torch's allocator and under
+    xdm; before, xdm kept no annotations and wrote an empty context."""
+    ctrl, xdm = both('''
+        torch.cuda.memory._record_memory_history(max_entries=1000)
+        with torch.profiler.record_function("xdm_annotated_region"):
+            x = torch.empty(1 << 20, device="cuda")
+        del x
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        names = sorted({str(a.get("name")) for a in snap.get("external_annotations", [])})
+        contexts = sorted({str(e.get("compile_context")) for e in snap["device_traces"][0]})
+        report("RESULT", annotated="xdm_annotated_region" in names, contexts=contexts)
+    ''')
+    assert ctrl["annotated"], ctrl
+    assert xdm["annotated"], xdm
+    assert xdm["contexts"] == ctrl["contexts"], (ctrl, xdm)
+
+
 def test_snapshot_allocator_settings_are_torchs_defaults_every_time():
     """The snapshot's allocator settings (its config_metadata) under xdm: the
     garbage-collection threshold, split limit and expandable flag read as

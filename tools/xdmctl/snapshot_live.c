@@ -88,16 +88,65 @@ static const char *tree_trouble(int err)
 	}
 }
 
+/*
+ * The ordinal of a runtime's directory, "N" or "N.K" (xdm-fs(7)); -1 for
+ * any other name of the tree's root (its files) or one out of range.
+ */
+static long runtime_ordinal(const char *name, size_t len)
+{
+	size_t digits = 0, dot = 0;
+	long ordinal = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (name[i] == '.' && !dot && digits && i + 1 < len) {
+			dot = i;
+			continue;
+		}
+		if (name[i] < '0' || name[i] > '9' || ++digits > 20)
+			return -1;
+		if (!dot && (ordinal = ordinal * 10 + (name[i] - '0')) > 4095)
+			return -1;
+	}
+	return digits ? ordinal : -1;
+}
+
+/* Each runtime directory of the tree at mount: an exit code, any failure said. */
+static int read_runtimes(struct live *l, const char *mount, int timeout_ms)
+{
+	char *names = NULL, *at, *nl;
+	char path[4096 + 64];
+	size_t len = 0;
+	int err = xdmctl_tree_list(mount, CHUNKS_MAX_BYTES, timeout_ms, &names, &len);
+	int rc = XDMCTL_EXIT_OK;
+
+	if (err == ETIMEDOUT)
+		return xdmctl_fail(XDMCTL_EXIT_FAIL, CMD, "%s: not listed within %d ms (its "
+				   "process is stopped or hung)", mount, timeout_ms);
+	if (err)
+		return xdmctl_fail(XDMCTL_EXIT_FAIL, CMD, "%s: cannot be listed: %s", mount,
+				   strerror(err));
+	for (at = names; !rc && (nl = memchr(at, '\n', len - (size_t)(at - names))); at = nl + 1) {
+		long ordinal = runtime_ordinal(at, (size_t)(nl - at));
+
+		if (ordinal < 0)
+			continue;
+		*nl = '\0';
+		snprintf(path, sizeof(path), "%s/%s/chunks", mount, at);
+		rc = read_chunks(l, path, (uint32_t)ordinal, timeout_ms);
+	}
+	free(names);
+	return rc;
+}
+
 /* Every runtime of the tree pid serves: an exit code, any failure said. */
 static int read_process(const struct xdmctl_ctx *ctx, struct live *l, long pid, int timeout_ms)
 {
 	const struct xdmctl_mount *m;
 	struct xdmctl_mount *mounts = NULL;
 	size_t n = 0, unread = 0;
-	char path[sizeof(m->path) + 64];
 	int rc;
 
-	rc = xdmctl_mounts_read(ctx, true, timeout_ms, &mounts, &n);
+	rc = xdmctl_mounts_read(ctx, false, timeout_ms, &mounts, &n);
 	if (rc)
 		return xdmctl_fail(XDMCTL_EXIT_FAIL, CMD, "the mounted trees cannot be listed: %s",
 				   strerror(-rc));
@@ -118,13 +167,7 @@ static int read_process(const struct xdmctl_ctx *ctx, struct live *l, long pid, 
 					  "the others could not)" : " (xdmctl ps lists the trees)");
 		goto out;
 	}
-	for (size_t i = 0; i < m->nruntimes && !rc; i++) {
-		/* A runtime's directory is its ordinal, "N", or "N.K" for another of it. */
-		unsigned long ordinal = strtoul(m->rt[i].name, NULL, 10);
-
-		snprintf(path, sizeof(path), "%s/%s/chunks", m->path, m->rt[i].name);
-		rc = read_chunks(l, path, (uint32_t)(ordinal < 4096 ? ordinal : 4095), timeout_ms);
-	}
+	rc = read_runtimes(l, m->path, timeout_ms);
 out:
 	free(mounts);
 	return rc;

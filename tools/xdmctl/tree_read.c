@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tree_read.c - a file of a tree, read by a child with a deadline (tree_read.h).
+ * tree_read.c - a file of a tree read, or a directory listed, by a child
+ * with a deadline (tree_read.h).
  *
  * A tree is served by a thread of the process it describes (xdm-fs(7)):
  * a stopped or hung process never answers, and a read of its files waits
@@ -14,14 +15,16 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdbool.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +47,20 @@ static void child_exit(int err)
 	_exit(err > 0 && err < CHILD_EIO ? err : CHILD_EIO);
 }
 
+/* In the child: n bytes up the pipe, or the child ends. */
+static void child_send(int out, const char *buf, size_t n)
+{
+	for (size_t off = 0; off < n;) {
+		ssize_t w = write(out, buf + off, n - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			child_exit(EPIPE);
+		off += (size_t)w;
+	}
+}
+
 /* In the child: path's bytes to out, at most max + 1 of them (one more says "too big"). */
 static void child_read(const char *path, size_t max, int out)
 {
@@ -62,17 +79,32 @@ static void child_read(const char *path, size_t max, int out)
 			child_exit(errno);
 		if (n == 0)
 			break;
-		for (ssize_t off = 0; off < n;) {
-			ssize_t w = write(out, buf + off, (size_t)(n - off));
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				child_exit(EPIPE);
-			off += w;
-		}
+		child_send(out, buf, (size_t)n);
 		sent += (size_t)n;
 	}
+	_exit(0);
+}
+
+/* In the child: the names of directory path to out, a line each, as far as max + 1 bytes. */
+static void child_list(const char *path, size_t max, int out)
+{
+	size_t sent = 0;
+	struct dirent *e;
+	DIR *d = opendir(path);
+
+	if (!d)
+		child_exit(errno);
+	while (sent <= max && (errno = 0, e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || memchr(e->d_name, '\n', n))
+			continue;
+		child_send(out, e->d_name, n);
+		child_send(out, "\n", 1);
+		sent += n + 1;
+	}
+	if (sent <= max && errno)
+		child_exit(errno);
 	_exit(0);
 }
 
@@ -160,7 +192,9 @@ static void stop_child(pid_t child)
 	}
 }
 
-int xdmctl_tree_read(const char *path, size_t max, int timeout_ms, char **text, size_t *len)
+/* work(path, max, pipe) in a child, its bytes gathered here: as xdmctl_tree_read. */
+static int in_child(void (*work)(const char *path, size_t max, int out), const char *path,
+		    size_t max, int timeout_ms, char **text, size_t *len)
 {
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
 	struct gathered g = { NULL, 0, 0 };
@@ -180,7 +214,7 @@ int xdmctl_tree_read(const char *path, size_t max, int timeout_ms, char **text, 
 	}
 	if (child == 0) {
 		close(p[0]);
-		child_read(path, max, p[1]);
+		work(path, max, p[1]);
 	}
 	close(p[1]);
 	fcntl(p[0], F_SETFL, O_NONBLOCK);
@@ -200,4 +234,14 @@ int xdmctl_tree_read(const char *path, size_t max, int timeout_ms, char **text, 
 	*text = g.text;
 	*len = g.len;
 	return 0;
+}
+
+int xdmctl_tree_read(const char *path, size_t max, int timeout_ms, char **text, size_t *len)
+{
+	return in_child(child_read, path, max, timeout_ms, text, len);
+}
+
+int xdmctl_tree_list(const char *path, size_t max, int timeout_ms, char **text, size_t *len)
+{
+	return in_child(child_list, path, max, timeout_ms, text, len);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tree_read.h - one file of a tree read whole, by a child process, with a
- * deadline and a bound on its size (tree_read.c).
+ * tree_read.h - one file of a tree read whole, or one directory listed, by
+ * a child process, with a deadline and a bound on its size (tree_read.c).
  */
 #ifndef XDM_TOOLS_XDMCTL_TREE_READ_H
 #define XDM_TOOLS_XDMCTL_TREE_READ_H
@@ -15,5 +15,11 @@
  * bytes, ENOMEM, or what open(2) or read(2) said in the child.
  */
 int xdmctl_tree_read(const char *path, size_t max, int timeout_ms, char **text, size_t *len);
+
+/*
+ * The names in directory path, the same way: one per line, "." and ".."
+ * and names holding a newline left out.  Errors as xdmctl_tree_read's.
+ */
+int xdmctl_tree_list(const char *path, size_t max, int timeout_ms, char **text, size_t *len);
 
 #endif /* XDM_TOOLS_XDMCTL_TREE_READ_H */

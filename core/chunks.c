@@ -227,7 +227,9 @@ static enum xdm_status copy_chunks(struct xdm_runtime *rt, struct chunk_copy *cp
 	}
 	if (st)
 		return st;
-	qsort(cp->c, cp->nc, sizeof(*cp->c), by_held_ptr);
+	/* A stack that holds nothing made no array: qsort takes no NULL. */
+	if (cp->nc)
+		qsort(cp->c, cp->nc, sizeof(*cp->c), by_held_ptr);
 	for (size_t i = 0; i < cp->nc; i++) {
 		if (kept && cp->c[i].ptr < cp->c[kept - 1].ptr + cp->c[kept - 1].bytes)
 			continue;

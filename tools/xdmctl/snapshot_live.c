@@ -290,7 +290,9 @@ int xdmctl_snapshot_live(const struct xdmctl_ctx *ctx, const struct snap_live_so
 		rc = read_chunks(&l, src->chunks, (uint32_t)src->device, (int)src->timeout_ms);
 	if (rc)
 		goto out;
-	qsort(l.m.c, l.m.n, sizeof(*l.m.c), by_device_address);
+	/* Files that held nothing made no array: qsort takes no NULL. */
+	if (l.m.n)
+		qsort(l.m.c, l.m.n, sizeof(*l.m.c), by_device_address);
 	l.f = xdmctl_output_open(CMD, out);
 	if (!l.f) {
 		rc = XDMCTL_EXIT_FAIL;

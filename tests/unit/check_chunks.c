@@ -18,6 +18,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -31,8 +33,8 @@
 
 /* ---- a copy of what xdm_runtime_for_each_chunk visits ----------------------- */
 
-#define MAX_CHUNKS 256
-#define MAX_PIECES 4096
+#define MAX_CHUNKS 1024
+#define MAX_PIECES 16384
 
 struct seen {
 	size_t nc, np;
@@ -330,6 +332,86 @@ START_TEST(through_a_budget_the_pool_answers)
 }
 END_TEST
 
+/*
+ * Threads allocating and freeing on two streams while the chunks are
+ * walked, chunks growing and moving between the streams' arenas: every
+ * walk still gives chunks in address order, disjoint, each tiled by its
+ * pieces (the runtime keeps the first sight of a chunk seen twice).  At
+ * quiescence, with everything freed, nothing is active and the chunks are
+ * what the pool reserved.
+ */
+#define CHURNERS 4
+#define CHURN_HELD 16
+
+struct churner {
+	struct xdm_runtime *rt;
+	atomic_bool *stop;
+	int t;
+	int failed;
+};
+
+static void *churn(void *arg)
+{
+	struct churner *c = arg;
+	struct xdm_block held[CHURN_HELD];
+	uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(c->t + 1);
+	int n = 0;
+
+	while (!atomic_load(c->stop)) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		if (n == CHURN_HELD || (n && rng % 3 == 0)) {
+			int i = (int)((rng >> 8) % (uint64_t)n);
+
+			c->failed += xdm_deallocate(c->rt, &held[i]) != XDM_OK;
+			held[i] = held[--n];
+			continue;
+		}
+		if (xdm_allocate(c->rt, 256 + (size_t)(rng >> 16) % (200 * KIB),
+				 (xdm_stream_id)((rng >> 4) % 2), "churn", &held[n]) == XDM_OK)
+			n++;
+		else
+			c->failed++;
+	}
+	while (n)
+		c->failed += xdm_deallocate(c->rt, &held[--n]) != XDM_OK;
+	return NULL;
+}
+
+START_TEST(walks_while_threads_churn_keep_their_shape)
+{
+	struct churner c[CHURNERS];
+	pthread_t th[CHURNERS];
+	atomic_bool stop = false;
+	struct xdm_runtime *rt = NULL;
+	struct seen *s;
+
+	TU_OK(xdm_runtime_create(0, "host", "pool chunk=256K tcache=64K | host", &rt));
+	for (int i = 0; i < CHURNERS; i++) {
+		c[i] = (struct churner){ rt, &stop, i, 0 };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, churn, &c[i]), 0);
+	}
+	for (int w = 0; w < 200; w++) {
+		s = walk(rt);
+		check_shape(s);
+		free(s);
+	}
+	atomic_store(&stop, true);
+	for (int i = 0; i < CHURNERS; i++) {
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+		ck_assert_int_eq(c[i].failed, 0);
+	}
+	s = walk(rt);
+	check_shape(s);
+	ck_assert_uint_eq(sum_pieces(s, XDM_PIECE_ACTIVE), 0);
+	ck_assert_uint_eq(sum_chunks(s), attr(rt, 0, "reserved"));
+	ck_assert_uint_eq(s->nc, attr(rt, 0, "chunks"));
+	free(s);
+	TU_OK(xdm_runtime_destroy(rt));
+}
+END_TEST
+
 /* ---- a stack that cannot tell ------------------------------------------------ */
 
 START_TEST(without_a_pool_each_live_block_is_a_chunk)
@@ -576,6 +658,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, blocks_in_a_thread_cache_are_inactive);
 	tcase_add_test(tc, through_a_guard_a_piece_holds_its_block_and_canaries);
 	tcase_add_test(tc, through_a_budget_the_pool_answers);
+	tcase_add_test(tc, walks_while_threads_churn_keep_their_shape);
 	tcase_add_test(tc, without_a_pool_each_live_block_is_a_chunk);
 	tcase_add_test(tc, fn_stops_the_walk);
 	tcase_add_test(tc, null_arguments_are_invalid);

@@ -258,6 +258,18 @@ START_TEST(a_pool_shows_its_chunks_and_pieces)
 END_TEST
 
 /*
+ * Over a virtual-memory upstream (host_vmm, cuda_vmm's host twin): a chunk
+ * is a run of granules, joined with its neighbours and cut where whole
+ * granules went back, and small blocks have arenas of their own.
+ */
+START_TEST(over_granules_chunks_are_runs_of_them)
+{
+	pool_case("pool tcache=0 trim_ms=0 | host_vmm granule=64K reserve=1G", 0);
+	pool_case("pool trim_ms=0 | host_vmm granule=64K reserve=1G", 0);
+}
+END_TEST
+
+/*
  * With thread caches: the blocks freed into this thread's cache are used in
  * their arena's eyes, and no live block's: inactive.
  */
@@ -655,6 +667,7 @@ static Suite *suite(void)
 	TCase *tc = tcase_create("chunks");
 
 	tcase_add_test(tc, a_pool_shows_its_chunks_and_pieces);
+	tcase_add_test(tc, over_granules_chunks_are_runs_of_them);
 	tcase_add_test(tc, blocks_in_a_thread_cache_are_inactive);
 	tcase_add_test(tc, through_a_guard_a_piece_holds_its_block_and_canaries);
 	tcase_add_test(tc, through_a_budget_the_pool_answers);

@@ -3,11 +3,12 @@
  * glue.hpp - torch's CUDA allocator, served by xdm: what the units of
  * frameworks/torch share.
  *
- * xdm implements torch's allocator interface (CUDAAllocator) in full and
- * installs itself the way torch's change_current_allocator does, so that
- * every memory question torch asks (statistics, cuDNN's cache size, CUDA
- * graphs' private pools, MemPool, snapshots, peer access) is answered by
- * xdm instead of raising.  Every fact comes from xdm's own state: the
+ * xdm implements torch's allocator interface (CUDAAllocator) and installs
+ * itself the way torch's change_current_allocator does, so that the memory
+ * questions torch asks (statistics, cuDNN's cache size, CUDA graphs'
+ * private pools, MemPool, snapshots, peer access) are answered by xdm;
+ * what it does not serve raises or is listed in xdm-torch(7), NOT
+ * AVAILABLE.  Every fact comes from xdm's own state: the
  * runtimes' counters, the pool's attributes, the registry of live blocks.
  * What the glue keeps itself is only what torch tells it and xdm has no
  * notion of: which torch memory pool is which private runtime, which
@@ -15,8 +16,9 @@
  * history torch asked to record.
  *
  * Units: allocator.cpp (allocation, frees, streams, peers), pools.cpp
- * (private pools, graph capture), fraction.cpp (torch's memory fraction
- * over all of them), stats.cpp (DeviceStats), history.cpp
+ * (private pools, graph capture, caching off), mempool_allocator.cpp (a
+ * MemPool's own allocator as a backend), fraction.cpp (torch's memory
+ * fraction over all of them), stats.cpp (DeviceStats), history.cpp
  * (recordHistory, snapshots, OOM observers), ipc.cpp (tensors sent to
  * other processes), install.cpp (the C entry points python/xdm/torch.py
  * calls).

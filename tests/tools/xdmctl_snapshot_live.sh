@@ -244,10 +244,26 @@ run fifo snapshot --chunks "$tmp/fifo" --timeout 300 -o "$tmp/fifo.pickle"
 [ "$rc" -eq 1 ] && grep -q "not read within 300 ms" "$tmp/fifo.err" ||
 	fail "a FIFO: rc $rc: $(cat "$tmp/fifo.err")"
 
+# A regular file past the bound: refused by its size, before a byte moves
+# (sparse: it takes no disk).
+truncate -s 300M "$tmp/huge" || fail "truncate"
+run huge snapshot --chunks "$tmp/huge" --timeout 5000 -o "$tmp/huge.pickle"
+[ "$rc" -eq 2 ] && grep -q "huge: more than 256 MiB" "$tmp/huge.err" ||
+	fail "a 300 MiB file: rc $rc: $(cat "$tmp/huge.err")"
+
 # A file without end: refused at the bound, not read until memory runs out.
-run zero snapshot --chunks /dev/zero --timeout 20000 -o "$tmp/zero.pickle"
-[ "$rc" -eq 2 ] && grep -q "/dev/zero: more than 256 MiB" "$tmp/zero.err" ||
-	fail "/dev/zero: rc $rc: $(cat "$tmp/zero.err")"
+# 256 MiB go through a pipe and a buffer for it; a sanitizer's shadow
+# memory makes that take minutes on a loaded machine, so the sanitizer
+# builds leave this case to the plain one.
+bin=$ctl
+[ -f "$(dirname "$ctl")/.libs/xdmctl" ] && bin=$(dirname "$ctl")/.libs/xdmctl
+if ldd "$bin" 2>/dev/null | grep -q 'lib[at]san'; then
+	echo "note: /dev/zero case left to the build without sanitizers"
+else
+	run zero snapshot --chunks /dev/zero --timeout 120000 -o "$tmp/zero.pickle"
+	[ "$rc" -eq 2 ] && grep -q "/dev/zero: more than 256 MiB" "$tmp/zero.err" ||
+		fail "/dev/zero: rc $rc: $(cat "$tmp/zero.err")"
+fi
 
 # ---- command lines ------------------------------------------------------
 printf '%s\n' "$good" >"$tmp/good"

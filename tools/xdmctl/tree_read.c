@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,9 +68,18 @@ static void child_read(const char *path, size_t max, int out)
 	char buf[65536];
 	size_t sent = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	struct stat st;
 
 	if (fd < 0)
 		child_exit(errno);
+	/*
+	 * A regular file that says it is larger than the bound is refused
+	 * before a byte moves.  A tree's files say nothing true of their size
+	 * (their text is made at each read), so the bound on what is sent
+	 * stays the check that counts.
+	 */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max)
+		child_exit(EFBIG);
 	while (sent <= max) {
 		ssize_t n = read(fd, buf, sizeof(buf));
 

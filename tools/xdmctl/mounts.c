@@ -28,6 +28,7 @@
 #include "lib/budget_segment/segment.h"
 #include "lib/mountinfo/mountinfo.h"
 #include "segments.h"
+#include "tree_read.h"
 
 #define TREE_TYPE "fuse.xdm"
 
@@ -247,25 +248,6 @@ static void gather(struct xdmctl_mount *m, struct reader *r, size_t n, int timeo
 	free(pf);
 }
 
-/*
- * Waits a little for a child, then leaves it.  SIGKILL ends a wait for a
- * FUSE answer only while the request is queued: once the server has read
- * it, the kernel waits for the answer whatever the signal, and a child of
- * a stopped server stays until the server runs again.  Such a child is
- * reaped by a later call (top's next frame), or by init once xdmctl exits.
- */
-static void reap(pid_t child)
-{
-	for (int tries = 0; tries < 50; tries++) {
-		struct timespec pause = { 0, 2000000 };
-		pid_t got = waitpid(child, NULL, WNOHANG);
-
-		if (got == child || (got < 0 && errno != EINTR))
-			return;
-		nanosleep(&pause, NULL);
-	}
-}
-
 int xdmctl_mounts_read(const struct xdmctl_ctx *ctx, bool with_runtimes, int timeout_ms,
 		       struct xdmctl_mount **out, size_t *n)
 {
@@ -305,7 +287,7 @@ int xdmctl_mounts_read(const struct xdmctl_ctx *ctx, bool with_runtimes, int tim
 			if (r[i].fd >= 0)
 				close(r[i].fd);
 		}
-		reap(r[i].child);
+		xdmctl_child_reap(r[i].child);
 	}
 	free(r);
 	*out = l.m;

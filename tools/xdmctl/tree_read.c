@@ -186,12 +186,14 @@ static int child_status(pid_t child, uint64_t deadline, bool *reaped)
 }
 
 /*
- * A child that did not finish is killed and waited for a little; one that
- * the kernel keeps in a FUSE wait is left to init once xdmctl exits.
+ * Waits a little for a child, then leaves it.  SIGKILL ends a wait for a
+ * FUSE answer only while the request is queued: once the server has read
+ * it, the kernel waits for the answer whatever the signal, and a child of
+ * a stopped server stays until the server runs again.  Such a child is
+ * reaped by a later call, or by init once xdmctl exits.
  */
-static void stop_child(pid_t child)
+void xdmctl_child_reap(pid_t child)
 {
-	kill(child, SIGKILL);
 	for (int tries = 0; tries < 50; tries++) {
 		struct timespec pause = { 0, 2000000 };
 		pid_t got = waitpid(child, NULL, WNOHANG);
@@ -200,6 +202,13 @@ static void stop_child(pid_t child)
 			return;
 		nanosleep(&pause, NULL);
 	}
+}
+
+/* A child that did not finish is killed, and waited for a little. */
+static void stop_child(pid_t child)
+{
+	kill(child, SIGKILL);
+	xdmctl_child_reap(child);
 }
 
 /* work(path, max, pipe) in a child, its bytes gathered here: as xdmctl_tree_read. */

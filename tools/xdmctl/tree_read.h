@@ -7,6 +7,7 @@
 #define XDM_TOOLS_XDMCTL_TREE_READ_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /*
  * Reads path whole into *text (malloc'd, NUL-terminated, *len bytes, NUL
@@ -21,5 +22,11 @@ int xdmctl_tree_read(const char *path, size_t max, int timeout_ms, char **text, 
  * and names holding a newline left out.  Errors as xdmctl_tree_read's.
  */
 int xdmctl_tree_list(const char *path, size_t max, int timeout_ms, char **text, size_t *len);
+
+/*
+ * Waits up to about 100 ms for a child that reads a tree to end, then
+ * leaves it (one held in a FUSE wait by a stopped server cannot be ended).
+ */
+void xdmctl_child_reap(pid_t child);
 
 #endif /* XDM_TOOLS_XDMCTL_TREE_READ_H */

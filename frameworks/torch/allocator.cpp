@@ -134,6 +134,8 @@ void *allocate_on(int device, size_t size, cudaStream_t stream)
 		if (!is_refusal(xdm_last_error()) || routes_open())
 			goto refused;
 		empty_cache({0, 0});
+		/* What the others reserve went down: the fraction's share is read again. */
+		share_fraction(device, rt);
 		if (xdm_native_allocate(rt, size, stream, nullptr, &ptr) != XDM_OK)
 			goto refused;
 		count_retry(device);
@@ -241,13 +243,13 @@ std::atomic<uint64_t> peers_granted[XDM_MAX_DEVICES];
 void grant_peer(int dev, int dev_to_access)
 {
 	runtime_of(dev_to_access);
+	/* First, so that a private pool made while the grants run gets it when made (pools.cpp). */
+	if (dev >= 0 && dev < 64 && dev_to_access >= 0 && dev_to_access < XDM_MAX_DEVICES)
+		peers_granted[dev_to_access].fetch_or(uint64_t{1} << dev, std::memory_order_acq_rel);
 	for (const owned_runtime &o : device_runtimes(dev_to_access))
 		if (xdm_runtime_grant_peer(o.rt, static_cast<uint32_t>(dev)) != XDM_OK)
 			throw_xdm_error("granting " + device_name(dev) + " access to the memory of " +
 					device_name(dev_to_access));
-	/* Private pools made from now on get the grant too (pools.cpp). */
-	if (dev >= 0 && dev < 64 && dev_to_access >= 0 && dev_to_access < XDM_MAX_DEVICES)
-		peers_granted[dev_to_access].fetch_or(uint64_t{1} << dev, std::memory_order_acq_rel);
 }
 
 } // namespace
@@ -427,20 +429,14 @@ public:
 
 		if (!ptr)
 			return;
-		MempoolId_t pool{0, 0};
-		rt = owner_of(ptr, &b, &pool);
+		rt = owner_of(ptr, &b, nullptr);
 		TORCH_CHECK(rt, "xdm: record_stream: " + hex_address(ptr) + " is not the address of a "
 			    "live block of an xdm runtime");
 		relaxed_capture relaxed;
-		if (xdm_native_record_use(rt, ptr, stream.stream()) != XDM_OK) {
-			/* A block made while caching was off, over cuda_direct, which
-			 * tracks no streams: as under torch, nothing to record, since
-			 * cuMemFree waits for the device's work. */
-			if (pool == uncached_pool_id() &&
-			    xdm_last_error()->code == XDM_E_STREAM_MISUSE)
-				return;
+		/* Over cuda_direct (caching off) the core records nothing: its
+		 * cuMemFree waits for the device's work, as torch's cudaFree does. */
+		if (xdm_native_record_use(rt, ptr, stream.stream()) != XDM_OK)
 			throw_xdm_error("record_stream of the tensor memory at " + hex_address(ptr));
-		}
 		remember_use(ptr, stream.stream());
 	}
 

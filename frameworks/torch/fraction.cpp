@@ -31,7 +31,7 @@ std::atomic<uint64_t> allowed[XDM_MAX_DEVICES];
 std::atomic<bool> lowered[XDM_MAX_DEVICES];
 
 /* What rt holds from the device: its pool's reserved, or without a pool its live blocks. */
-uint64_t reserved_of(xdm_runtime *rt)
+static uint64_t reserved_of(xdm_runtime *rt)
 {
 	uint64_t bytes = 0;
 	int pool = layer_index(rt, "pool");
@@ -92,9 +92,8 @@ void share_fraction(int device, xdm_runtime *rt)
 			store_max(rt, limit);
 		return;
 	}
-	for (const owned_runtime &o : device_runtimes(device))
-		if (o.rt != rt)
-			others += reserved_of(o.rt);
+	/* Read under the pool table's lock: a pool released meanwhile is not freed under us. */
+	others = reserved_by_others(device, rt, reserved_of);
 	if (rt == own)
 		lowered[device].store(true, std::memory_order_release);
 	/* A failed store leaves the max as it was: the allocation is bounded as before. */

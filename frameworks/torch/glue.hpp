@@ -117,6 +117,11 @@ struct owned_runtime {
 };
 /* Runtimes of the device: its own (if built) and its live private pools'. */
 std::vector<owned_runtime> device_runtimes(int device);
+/*
+ * The sum of reserved(r) over the device's runtimes but except, read under
+ * the pool table's lock, so that no pool is destroyed while it is read.
+ */
+uint64_t reserved_by_others(int device, xdm_runtime *except, uint64_t (*reserved)(xdm_runtime *));
 /* The private runtime of a pool id, or NULL. */
 xdm_runtime *pool_runtime(int device, MempoolId_t id);
 /* True while any allocation route is open (a capture, a use_mem_pool). */
@@ -129,8 +134,6 @@ bool private_pools_live();
  */
 void set_caching(bool enabled);
 bool caching_enabled();
-/* The pool id torch's uncached allocations are traced and owned under. */
-MempoolId_t uncached_pool_id();
 /* Give idle memory back: every runtime (id {0,0}) or one released pool. */
 void empty_cache(MempoolId_t id);
 

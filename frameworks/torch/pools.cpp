@@ -294,11 +294,10 @@ xdm_runtime *route(int device, cudaStream_t stream, MempoolId_t *pool)
 		return rt;
 	/* torch's caching_allocator_enable(False): the stack's base, no pool. */
 	private_pool *p = find_locked(t, device, uncached_pool);
-	if (!p) {
+	if (!p)
 		p = &create_locked(t, device, uncached_pool, false);
-		/* Never released: empty_cache leaves it be. */
-		p->use_count = 1;
-	}
+	/* In use while caching is off: empty_cache leaves it be (set_caching releases it). */
+	p->use_count = 1;
 	*pool = p->id;
 	return p->rt;
 }
@@ -306,16 +305,28 @@ xdm_runtime *route(int device, cudaStream_t stream, MempoolId_t *pool)
 void set_caching(bool enabled)
 {
 	caching_off.store(!enabled, std::memory_order_release);
+	if (!enabled)
+		return;
+	/*
+	 * Caching on again: the uncached runtimes are released like a torch
+	 * pool, gone now where empty, else at the empty_cache after their last
+	 * block goes, so that the pool table's scans stop when nothing else lives.
+	 */
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	for (int d = 0; d < XDM_MAX_DEVICES; d++) {
+		private_pool *p = find_locked(t, d, uncached_pool);
+
+		if (!p)
+			continue;
+		p->use_count = 0;
+		drain_locked(t, d, uncached_pool);
+	}
 }
 
 bool caching_enabled()
 {
 	return !caching_off.load(std::memory_order_acquire);
-}
-
-MempoolId_t uncached_pool_id()
-{
-	return uncached_pool;
 }
 
 xdm_runtime *pool_runtime(int device, MempoolId_t id)
@@ -342,6 +353,19 @@ std::vector<owned_runtime> device_runtimes(int device)
 		if (entry.second.device == device)
 			all.push_back({entry.second.rt, entry.second.id});
 	return all;
+}
+
+uint64_t reserved_by_others(int device, xdm_runtime *except, uint64_t (*reserved)(xdm_runtime *))
+{
+	xdm_runtime *own = built_runtime(device);
+	pool_table &t = table();
+	std::lock_guard<std::mutex> hold(t.lock);
+	uint64_t sum = own && own != except ? reserved(own) : 0;
+
+	for (auto &entry : t.pools)
+		if (entry.second.device == device && entry.second.rt != except)
+			sum += reserved(entry.second.rt);
+	return sum;
 }
 
 xdm_runtime *owner_of(void *ptr, xdm_block *out, MempoolId_t *pool)
@@ -414,8 +438,18 @@ void create_or_incref_pool(int device, MempoolId_t id, std::shared_ptr<cca::CUDA
 	std::lock_guard<std::mutex> hold(t.lock);
 	private_pool *p = find_locked(t, device, id);
 
-	if (!p)
-		p = &create_locked(t, device, id, true, own ? allocator_base(std::move(own)) : "");
+	if (!p) {
+		std::string base = own ? allocator_base(std::move(own)) : "";
+
+		try {
+			p = &create_locked(t, device, id, true, base);
+		} catch (...) {
+			/* Whatever failed before the runtime was made, the allocator goes back. */
+			if (!base.empty())
+				forget_allocator_base(base);
+			throw;
+		}
+	}
 	p->use_count++;
 }
 

@@ -522,7 +522,9 @@ def test_snapshot_carries_annotations_and_compile_context():
     writes "N/A" outside torch.compile), under torch's allocator and under
     xdm; before, xdm kept no annotations and wrote an empty context."""
     ctrl, xdm = both('''
-        torch.cuda.memory._record_memory_history(max_entries=1000)
+        # Annotations reach the allocator only with this on (torch's default is off).
+        torch.cuda.memory._record_memory_history(max_entries=1000,
+                                                 global_record_annotations=True)
         with torch.profiler.record_function("xdm_annotated_region"):
             x = torch.empty(1 << 20, device="cuda")
         del x
@@ -827,14 +829,16 @@ def test_two_gpu_copy_without_peers_written():
 
 def test_mempool_made_after_peer_access_is_reached_by_the_peer():
     """torch enables peer access once per pair of devices; a MemPool of
-    device 1 made afterwards is still reached from device 0: a kernel of
+    device 1 made afterwards (over cuda_vmm, whose memory needs xdm's
+    grant) is still reached from device 0: a kernel of
     device 0 (a strided copy, which torch runs as a kernel when peers
     may reach each other) reads and writes the pool's memory in place."""
     ctrl, xdm = both('''
         if torch.cuda.device_count() < 2 or not torch.cuda.can_device_access_peer(0, 1):
             report("RESULT", skip=True)
         else:
-            warm = torch.ones(4, device="cuda:1").to("cuda:0")  # torch enables 0 -> 1 here
+            # torch enables device 0's access to device 1 here, before the pool exists.
+            warm = torch.ones(4, device="cuda:0").to("cuda:1")
             pool = torch.cuda.MemPool(device=1)
             with torch.cuda.use_mem_pool(pool, device=1):
                 y = torch.zeros(1024, 1024, device="cuda:1")
@@ -844,7 +848,7 @@ def test_mempool_made_after_peer_access_is_reached_by_the_peer():
             torch.cuda.synchronize(0)
             torch.cuda.synchronize(1)
             report("RESULT", skip=False, same=bool(torch.equal(y.t().cpu(), x.cpu())))
-    ''')
+    ''', stack="pool | cuda_vmm")
     if ctrl["skip"]:
         pytest.skip("fewer than two GPUs with peer access")
     assert ctrl["same"] and xdm["same"], (ctrl, xdm)

@@ -563,6 +563,26 @@ std::shared_ptr<cca::AllocatorState> pool_checkpoint(int device, MempoolId_t id)
  * blocks already put back in the delta, whose deleters free them.
  */
 /*
+ * Allocate b again at its address, on its stream, and trace it; false
+ * (the thread's error set) when refused.
+ */
+static bool remake(int device, xdm_runtime *rt, MempoolId_t id, const xdm_block &b)
+{
+	xdm_block again;
+
+	if (xdm_allocate_at(rt, b.ptr, b.bytes, b.stream, b.tag, &again) != XDM_OK)
+		return false;
+	if (tracing()) {
+		void *handle = nullptr;
+
+		xdm_stream_handle(rt, b.stream, &handle);
+		trace_alloc(device, reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr)), b.bytes,
+			    static_cast<cudaStream_t>(handle), id);
+	}
+	return true;
+}
+
+/*
  * A restore that failed halfway is undone, so that no tensor's deleter
  * frees a block that is now another's: the blocks it allocated are freed
  * and the blocks it freed are allocated again at their addresses, out of
@@ -575,21 +595,9 @@ static size_t undo_restore(int device, xdm_runtime *rt, MempoolId_t id,
 
 	for (void *ptr : made)
 		free_block_in(rt, id, ptr);
-	for (const xdm_block &b : freed) {
-		xdm_block again;
-
-		if (xdm_allocate_at(rt, b.ptr, b.bytes, b.stream, b.tag, &again) != XDM_OK) {
+	for (const xdm_block &b : freed)
+		if (!remake(device, rt, id, b))
 			lost++;
-			continue;
-		}
-		if (tracing()) {
-			void *handle = nullptr;
-
-			xdm_stream_handle(rt, b.stream, &handle);
-			trace_alloc(device, reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr)),
-				    b.bytes, static_cast<cudaStream_t>(handle), id);
-		}
-	}
 	return lost;
 }
 
@@ -616,10 +624,7 @@ cca::CheckpointDelta pool_restore(int device, const std::shared_ptr<cca::Allocat
 		delta.ptrs_freed.push_back(ptr);
 	}
 	for (const xdm_block &b : state->live) {
-		void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr));
-		xdm_block again;
-
-		if (xdm_allocate_at(rt, b.ptr, b.bytes, b.stream, b.tag, &again) != XDM_OK) {
+		if (!remake(device, rt, state->id, b)) {
 			std::string why = xdm_last_error_message();
 			size_t lost = undo_restore(device, rt, state->id, made, live);
 
@@ -630,14 +635,7 @@ cca::CheckpointDelta pool_restore(int device, const std::shared_ptr<cca::Allocat
 				    "the call could not be put back, and their tensors' frees will "
 				    "be refused" : "; the pool is as it was before the call");
 		}
-		made.push_back(ptr);
-		if (tracing()) {
-			void *handle = nullptr;
-
-			xdm_stream_handle(rt, b.stream, &handle);
-			trace_alloc(device, ptr, b.bytes, static_cast<cudaStream_t>(handle),
-				    state->id);
-		}
+		made.push_back(reinterpret_cast<void *>(static_cast<uintptr_t>(b.ptr)));
 	}
 	/* Owners only once all are made: a DataPtr frees its block when it goes. */
 	for (void *ptr : made)
